@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: a Release build and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build, each under ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== Release build + tests"
+scripts/build.sh build
+ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+
+echo "== ASan + UBSan build + tests"
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDLM_SANITIZE=ON
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 900
+echo "== all tests passed"

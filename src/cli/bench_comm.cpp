@@ -1,0 +1,8 @@
+#include "cli/commands.h"
+
+namespace shardlm::cli {
+
+// Placeholder until the owning module lands.
+void add_bench_comm(CLI::App& bench) { (void)bench; }
+
+}  // namespace shardlm::cli

@@ -1,0 +1,17 @@
+// Each subcommand registers itself on the root CLI11 app. A callback throws
+// shardlm::Error for anything the user got wrong; main prints it on one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace shardlm::cli {
+
+void add_inspect(CLI::App& app);
+void add_synth(CLI::App& app);
+void add_run(CLI::App& app);
+void add_bench(CLI::App& app);  // bench [model options] | bench kernels | bench comm
+void add_bench_kernels(CLI::App& bench);
+void add_bench_comm(CLI::App& bench);
+void add_bench_model(CLI::App& bench);  // options on `bench` itself: -m MODEL ...
+
+}  // namespace shardlm::cli

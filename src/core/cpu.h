@@ -1,0 +1,30 @@
+// What this CPU *and this OS* let us run. Each capability is requested from the
+// OS where needed (AMX: arch_prctl ARCH_REQ_XCOMP_PERM) and verified by running
+// a trial instruction in a child-safe way, never taken from CPUID alone.
+#pragma once
+
+#include <string>
+
+namespace shardlm {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2, Amx = 3 };
+
+struct CpuCaps {
+  bool avx2 = false;        // + FMA + F16C
+  bool avx512 = false;      // F + BW + VL + DQ
+  bool avx512_vnni = false;
+  bool avx512_bf16 = false;
+  bool amx_int8 = false;    // tiles permitted by the OS and a trial ran
+  bool amx_bf16 = false;
+};
+
+const CpuCaps& cpu_caps();
+
+// The best ISA available, capped by the environment variable SHARDLM_ISA
+// (scalar|avx2|avx512|amx) so tests and benchmarks can force a path.
+Isa active_isa();
+bool isa_available(Isa isa);
+const char* isa_name(Isa isa);
+std::string cpu_summary();  // one line: model name and usable ISAs
+
+}  // namespace shardlm

@@ -1,0 +1,132 @@
+// The Communicator: rank/size, tagged point-to-point and the collectives used
+// by tensor and pipeline parallelism, over any Transport (comm/transport.h).
+//
+// Rules (as MPI): every member of a communicator calls the same collectives
+// in the same order with the same count/dtype/op/root. Sizes are in elements
+// for the reducing ops and in bytes for the copying ones. Buffers of a
+// collective may not overlap unless stated (all_reduce is in place).
+//
+// Every call completes or throws shardlm::Error naming the peer it was
+// waiting for, within CommConfig::timeouts.op; after one failure the whole
+// communicator family (world and its splits) is failed and every later call
+// throws at once. Results are bit-identical on every rank: sums are done in a
+// fixed order (one-shot: rank order 0..n-1; ring: each segment's owner in
+// ring order, then its bits are copied), f16/bf16 are reduced in f32 and
+// rounded.
+//
+// Async forms queue the operation on the communicator family's progress
+// thread (started on first use) and return a Work handle; the caller must
+// keep the buffers alive and untouched until wait() returns. Blocking calls
+// made while async work is queued first wait for that work (one total order
+// per process). A Communicator is safe to use from several threads, but the
+// order of calls must still match across ranks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/transport.h"
+
+namespace shardlm::comm {
+
+enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring };
+std::string_view algo_name(AllReduceAlgo a);  // "auto", "oneshot", "recdbl", "ring"
+
+struct CommConfig {
+  Timeouts timeouts;
+  // Auto picks one-shot below `small_bytes`, recursive doubling below
+  // `ring_bytes`, ring above (both measured by `shardlm bench comm`).
+  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|auto,
+  // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_BYTES.
+  AllReduceAlgo algo = AllReduceAlgo::Auto;
+  size_t small_bytes = 32 << 10;
+  size_t ring_bytes = 256 << 10;
+  // Ring pipelining: each ring step is sent in pieces of at most this size so
+  // that sending, receiving and reducing overlap.
+  size_t ring_chunk_bytes = 512 << 10;
+  bool allow_fast_paths = true;  // let the backend's collective overrides run
+
+  // Defaults, then the SHARDLM_ALLREDUCE_* environment variables.
+  static CommConfig from_env();
+};
+
+class Engine;  // shared by a world and its splits: transport, lock, progress thread
+
+// Handle of an async operation. wait() rethrows the operation's error.
+class Work {
+ public:
+  struct State;
+  Work() = default;
+  explicit Work(std::shared_ptr<State> s) : state_(std::move(s)) {}
+  bool valid() const { return state_ != nullptr; }
+  bool test() const;  // true once finished (successfully or not); never throws
+  void wait();        // blocks until finished; throws its Error if it failed
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+ public:
+  // The world communicator over a connected transport.
+  static std::shared_ptr<Communicator> create(std::unique_ptr<Transport> transport,
+                                              CommConfig config = CommConfig::from_env());
+  // connect_transport(options) + create().
+  static std::shared_ptr<Communicator> connect(const ConnectOptions& options,
+                                               CommConfig config = CommConfig::from_env());
+
+  Communicator(std::shared_ptr<Engine> engine, Group group);
+  ~Communicator();
+
+  int rank() const { return group_.my_index; }
+  int size() const { return group_.size(); }
+  int world_rank(int rank) const { return group_.ranks.at(size_t(rank)); }
+  const Group& group() const { return group_; }
+  std::string_view backend() const;
+  const CommConfig& config() const;
+
+  // ---- point to point (peer is a rank of this communicator; tag < 2^31) ---
+  void send(int peer, uint32_t tag, const void* data, size_t bytes);
+  // Returns the received length; a longer message than `capacity` is an error.
+  size_t recv(int peer, uint32_t tag, void* data, size_t capacity);
+
+  // ---- collectives ---------------------------------------------------------
+  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
+  // recv = size() blocks of bytes_per_rank, block i from rank i.
+  void all_gather(const void* send, void* recv, size_t bytes_per_rank);
+  // send = size() blocks of count_per_rank elements; rank i gets the reduced block i.
+  void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                      ReduceOp op = ReduceOp::Sum);
+  void broadcast(void* buf, size_t bytes, int root);
+  void barrier();
+
+  Work all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
+  Work all_gather_async(const void* send, void* recv, size_t bytes_per_rank);
+  Work reduce_scatter_async(const void* send, void* recv, size_t count_per_rank, DType dtype,
+                            ReduceOp op = ReduceOp::Sum);
+  Work broadcast_async(void* buf, size_t bytes, int root);
+  Work barrier_async();
+  Work send_async(int peer, uint32_t tag, const void* data, size_t bytes);
+  Work recv_async(int peer, uint32_t tag, void* data, size_t capacity);
+
+  // Collective over this communicator: members with equal color form a new
+  // communicator, ordered by (key, old rank). color < 0: not in any (returns
+  // nullptr). Reuses the parent's links.
+  std::shared_ptr<Communicator> split(int color, int key);
+
+  // Which algorithm all_reduce would use for this many bytes (after overrides).
+  AllReduceAlgo choose_all_reduce(size_t bytes) const;
+
+ private:
+  uint64_t next_collective_tag();
+  uint64_t user_tag(uint32_t tag) const;
+
+  std::shared_ptr<Engine> engine_;
+  Group group_;
+  uint32_t collective_seq_ = 0;
+  uint32_t split_seq_ = 0;
+};
+
+}  // namespace shardlm::comm

@@ -1,0 +1,25 @@
+// Element-wise reduction kernels shared by the generic algorithms and by any
+// backend fast path, so every path rounds the same way.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "comm/transport.h"
+
+namespace shardlm::comm {
+
+// Bytes per element of a reducible dtype (F32, F16, BF16); throws Error otherwise.
+size_t reduce_elem_bytes(DType dtype);
+
+// acc[i] = acc[i] op src[i] for `count` elements. f16/bf16 are widened to
+// f32, combined, and rounded to nearest even once.
+void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp op);
+
+// out[i] = srcs[0][i] op srcs[1][i] op ... in the order given; f16/bf16 are
+// accumulated in f32 over all sources and rounded once at the end. `out` may
+// alias one of the sources.
+void reduce_ordered(void* out, std::span<const void* const> srcs, size_t count, DType dtype,
+                    ReduceOp op);
+
+}  // namespace shardlm::comm

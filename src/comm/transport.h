@@ -1,0 +1,203 @@
+// What a communication backend (tcp, shm, mpi) supplies to the Communicator:
+// point-to-point links from this rank to every other rank of the world, plus
+// optional collective fast paths. The collective algorithms (one-shot,
+// recursive doubling, ring) are written once, in comm/algorithms*.cpp, on top
+// of isend/irecv/wait_all below; a backend only moves bytes.
+//
+// Contract, in full (a backend author needs nothing else):
+//
+// * Threading. The Communicator serializes every call into one Transport (all
+//   communicators split from one world share one Transport and one lock), so a
+//   backend needs no locking of its own. Calls may come from different threads
+//   (the caller's, or the communicator's progress thread), never concurrently.
+//
+// * Messages. isend/irecv move one message of `bytes` bytes (0 is allowed)
+//   with a 64-bit tag. The tag is opaque to the backend (the Communicator packs
+//   a communicator context and a sequence number into it); the backend matches
+//   a received message to the OLDEST posted irecv with the same (peer, tag).
+//   Messages between one pair of ranks with the same tag are delivered in the
+//   order they were sent. A message that arrives before its irecv is posted
+//   is buffered by the backend (bounded: a backend may stop reading from that
+//   peer instead of buffering without limit — back-pressure, never
+//   over-allocation). A message longer than the posted irecv's capacity is an
+//   error naming the peer; a shorter one completes the irecv with
+//   Request::bytes() = its length.
+//
+// * Progress. Nothing needs to progress outside of test()/wait_all(): the
+//   Communicator calls them while it waits. isend may complete immediately.
+//   A send is complete once its buffer may be reused.
+//
+// * Waiting. wait_all() must not burn a core forever: spin (poll without
+//   blocking) for about Timeouts::spin, then block in the OS (poll(2), futex,
+//   ...) until progress or the deadline. 2–4 ranks share 2 cores in tests.
+//
+// * Failure. Any failure (peer closed, peer sent garbage, deadline passed)
+//   throws shardlm::Error with ONE line naming the peer as describe_peer()
+//   does, e.g. "rank 2 (127.0.0.1:40211): connection closed by peer". After
+//   the first failure the Transport is failed: it tells every peer it can
+//   (best effort, so that they fail fast instead of waiting for their own
+//   timeout) and every later call throws again at once with the first error.
+//   Communicator calls abort(reason) itself when an algorithm fails for a
+//   reason the backend did not see (e.g. a deadline in a fast path).
+//
+// * Fast paths. A backend may override the collective hooks at the bottom;
+//   each returns false to fall back to the generic algorithms. A fast path
+//   must produce bit-identical results on every rank of the group, must sum
+//   f16/bf16 in f32 and round once per addition at most, and must honour the
+//   deadline.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace shardlm::comm {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+enum class ReduceOp : uint8_t { Sum, Max };
+
+std::string_view reduce_op_name(ReduceOp op);
+
+// One posted isend or irecv. A backend derives from it to keep its own state
+// and marks completion with finish(); the Communicator only reads done() and
+// bytes() and keeps the object alive (shared_ptr) until then.
+class Request {
+ public:
+  Request(int peer, uint64_t tag, bool is_send) : peer_(peer), tag_(tag), is_send_(is_send) {}
+  virtual ~Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  int peer() const { return peer_; }
+  uint64_t tag() const { return tag_; }
+  bool is_send() const { return is_send_; }
+  bool done() const { return done_; }
+  size_t bytes() const { return bytes_; }  // bytes moved (the received length for irecv)
+
+  void finish(size_t bytes) {
+    bytes_ = bytes;
+    done_ = true;
+  }
+
+ private:
+  int peer_;
+  uint64_t tag_;
+  bool is_send_;
+  bool done_ = false;
+  size_t bytes_ = 0;
+};
+using RequestPtr = std::shared_ptr<Request>;
+
+// A set of world ranks that runs collectives together (the world, or a
+// split() of it). ranks[i] is the world rank of group rank i, in group order.
+struct Group {
+  std::vector<int> ranks;
+  int my_index = 0;        // this process's group rank
+  uint32_t context = 0;    // unique per communicator, equal on all its members
+  int size() const { return int(ranks.size()); }
+};
+
+struct Timeouts {
+  // A collective or point-to-point call that has not completed by then fails
+  // naming the peer it waits for.
+  std::chrono::milliseconds op{30000};
+  // Connecting, authenticating and exchanging addresses at start-up.
+  std::chrono::milliseconds connect{30000};
+  // How long a waiter polls without blocking before it sleeps in the OS.
+  std::chrono::microseconds spin{50};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual std::string_view backend() const = 0;  // "tcp", "shm", "mpi"
+  virtual int rank() const = 0;                  // world rank
+  virtual int size() const = 0;                  // world size
+  // "rank 2 (10.0.0.5:40211)": used in every error about that peer.
+  virtual std::string describe_peer(int peer) const = 0;
+
+  // Start moving one message; `data` must stay valid (and, for isend,
+  // unchanged) until the request is done. peer != rank().
+  virtual RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) = 0;
+  virtual RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) = 0;
+
+  // Make whatever progress is possible without blocking; true if `r` is done.
+  virtual bool test(const RequestPtr& r) = 0;
+  // Block (spin, then sleep) until every request is done or `deadline`
+  // passes; on timeout throws an Error naming a peer that is still pending.
+  virtual void wait_all(std::span<const RequestPtr> requests, Deadline deadline) = 0;
+
+  // Fail the transport: tell the peers (best effort) and make every later
+  // call throw Error(reason). Idempotent; never throws.
+  virtual void abort(const std::string& reason) noexcept = 0;
+
+  // ---- optional fast paths (return false = use the generic algorithms) ----
+  virtual bool all_reduce(const Group&, void* buf, size_t count, DType, ReduceOp, Deadline) {
+    return false;
+  }
+  // recv holds group.size() blocks of `bytes_per_rank`, in group order.
+  virtual bool all_gather(const Group&, const void* send, void* recv, size_t bytes_per_rank,
+                          Deadline) {
+    return false;
+  }
+  // send holds group.size() blocks of `count_per_rank` elements.
+  virtual bool reduce_scatter(const Group&, const void* send, void* recv, size_t count_per_rank,
+                              DType, ReduceOp, Deadline) {
+    return false;
+  }
+  virtual bool broadcast(const Group&, void* buf, size_t bytes, int root_index, Deadline) {
+    return false;
+  }
+  virtual bool barrier(const Group&, Deadline) { return false; }
+  // Called on every member of `parent`, collectively, after a split() made
+  // `child` (e.g. so an MPI backend can MPI_Comm_split alongside).
+  virtual void group_created(const Group& parent, const Group& child) {
+    (void)parent;
+    (void)child;
+  }
+};
+
+// ---- creating a transport ----------------------------------------------------
+// Everything needed to join a world. Backends read the fields they need.
+struct ConnectOptions {
+  std::string backend = "tcp";  // tcp | shm | mpi
+  int rank = -1;                // -1: the backend decides (mpi)
+  int size = -1;
+  // tcp: rank 0 listens here ("host:port"; port 0 only with listen_fd), the
+  // others connect here. shm: names the session (all ranks pass the same).
+  std::string coordinator;
+  int listen_fd = -1;           // rank 0 only: an already bound+listening socket
+  std::string token;            // shared secret (see load_token)
+  std::string cluster_id = "shardlm";
+  Timeouts timeouts;
+  int sockets_per_peer = 1;     // tcp: stripe large messages over this many
+};
+
+// Dispatches on options.backend. shm/mpi exist when their sources were built
+// (src/comm/shm_transport.cpp defines connect_shm, src/comm/mpi_transport.cpp
+// defines connect_mpi; src/comm/CMakeLists.txt defines SHARDLM_COMM_HAVE_SHM /
+// SHARDLM_COMM_HAVE_MPI when those files exist).
+std::unique_ptr<Transport> connect_transport(const ConnectOptions& options);
+std::unique_ptr<Transport> connect_tcp(const ConnectOptions& options);
+std::unique_ptr<Transport> connect_shm(const ConnectOptions& options);
+std::unique_ptr<Transport> connect_mpi(const ConnectOptions& options);
+
+// The shared token: $SHARDLM_TOKEN, else the first line of token_file (when
+// not empty). Throws Error when neither gives a non-empty token.
+std::string load_token(const std::string& token_file = "");
+
+// Reads the ranks of a hostfile: one "host[:port]" per line, '#' comments.
+// The first entry is the coordinator; size = number of entries.
+std::vector<std::string> read_hostfile(const std::string& path);
+
+}  // namespace shardlm::comm

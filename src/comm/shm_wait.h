@@ -1,0 +1,54 @@
+// Waiting on sequence words that live in a shared-memory segment.
+//
+// A waiter spins briefly (a round trip between two busy cores is well under a
+// microsecond) and then sleeps in a shared futex on the word, so more ranks
+// than cores make progress instead of burning each other's time slices. The
+// publisher only pays for a FUTEX_WAKE when someone announced it sleeps.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace shardlm::comm::shm {
+
+using Clock = std::chrono::steady_clock;
+
+// Sequence numbers wrap; "reached" is a signed distance so wrap is harmless.
+inline bool seq_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
+
+// One 32-bit sequence word plus its sleeper count, alone on a cache line so
+// that publishing it does not disturb neighbouring words.
+struct alignas(64) SeqWord {
+  uint32_t seq;
+  uint32_t sleepers;
+};
+static_assert(sizeof(SeqWord) == 64);
+
+uint32_t load_acquire(const SeqWord& w);
+// Stores `value` with release order and wakes sleepers if there are any.
+void publish(SeqWord& w, uint32_t value);
+// FUTEX_WAKE if anyone announced it sleeps on w (after a seq_cst update).
+void wake_sleepers(SeqWord& w);
+
+struct WaitSpec {
+  std::chrono::nanoseconds spin{50'000};  // 0 when ranks outnumber cores
+  Clock::time_point deadline;
+  // Called while sleeping, at most every `check_every`; throws to abort the
+  // wait (a peer died, the segment was poisoned). Also called once at the
+  // deadline before the timeout error, so a death is reported as a death.
+  std::function<void()> check;
+  std::chrono::milliseconds check_every{10};
+  // One line used in the timeout error, e.g. "rank 2 (all_reduce step 7)".
+  std::function<std::string()> describe;
+};
+
+// Returns the observed value once seq_reached(value, target); throws
+// shardlm::Error on timeout or when spec.check throws.
+uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec);
+
+// Spinning only helps when every rank can own a core (sched_getaffinity).
+int usable_cpus();
+
+}  // namespace shardlm::comm::shm

@@ -1,0 +1,223 @@
+#include "model/model.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/matmul.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/attention.h"
+#include "model/ops_local.h"
+
+namespace shardlm {
+
+namespace ops = model_ops;
+
+Model::Model(const gguf::File& file, ModelOptions options)
+    : config_(ModelConfig::from_gguf(file)),
+      opt_(std::move(options)),
+      plan_(opt_.plan.value_or(RankPlan::whole(config_))),
+      weights_(ModelWeights::map(file, config_, plan_)),
+      kv_(plan_.layers.size(), opt_.n_seq, opt_.n_ctx, plan_.kv_heads.size() * config_.head_dim_k,
+          plan_.kv_heads.size() * config_.head_dim_v, opt_.kv_type) {
+  const auto& c = config_;
+  if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
+  if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
+  opt_.n_outputs = std::min(opt_.n_outputs, opt_.n_batch);
+  n_threads_ = opt_.pool ? opt_.pool->size() : 1;
+  n_head_ = plan_.heads.size();
+  n_head_kv_ = plan_.kv_heads.size();
+  n_ff_ = plan_.ff_rows.size();
+  n_vocab_ = plan_.vocab_rows.size();
+
+  // θ_i = pos · scale · base^(-2i/n_rot) / factor_i, as llama.cpp computes it.
+  rope_inv_freq_.resize(size_t(c.rope_dims / 2));
+  for (int64_t i = 0; i < c.rope_dims / 2; ++i) {
+    double f = double(c.rope_freq_scale) * std::pow(double(c.rope_freq_base), -2.0 * double(i) / double(c.rope_dims));
+    if (weights_.rope_freq_factors) f /= double(weights_.rope_freq_factors[i]);
+    rope_inv_freq_[size_t(i)] = f;
+  }
+
+  const auto rows = [&](int64_t width) { return size_t(opt_.n_batch * width); };
+  x_.resize(rows(c.n_embd));
+  xn_.resize(rows(c.n_embd));
+  q_.resize(rows(n_head_ * c.head_dim_k));
+  k_.resize(rows(n_head_kv_ * c.head_dim_k));
+  v_.resize(rows(n_head_kv_ * c.head_dim_v));
+  attn_.resize(rows(n_head_ * c.head_dim_v));
+  proj_.resize(rows(c.n_embd));
+  gate_.resize(rows(n_ff_));
+  up_.resize(rows(n_ff_));
+  rope_cs_.resize(size_t(c.rope_dims));
+  scores_.resize(size_t(n_threads_ * opt_.n_ctx));
+  if (plan_.last_stage(c)) {
+    out_in_.resize(size_t(opt_.n_outputs * c.n_embd));
+    logits_.resize(size_t(opt_.n_outputs * n_vocab_));
+  }
+}
+
+void Model::check(const Batch& batch, const float* hidden_in) const {
+  if (batch.size() == 0) throw Error("forward: empty batch");
+  if (int64_t(batch.size()) > opt_.n_batch)
+    throw Error(fmt::format("forward: batch of {} entries exceeds the batch size {}", batch.size(), opt_.n_batch));
+  if (plan_.first_stage() == (hidden_in != nullptr))
+    throw Error("forward: the first stage takes tokens, later stages take hidden states");
+  int64_t n_out = 0;
+  for (const auto& e : batch.entries) {
+    if (e.seq < 0 || e.seq >= opt_.n_seq)
+      throw Error(fmt::format("forward: sequence {} is outside [0, {})", e.seq, opt_.n_seq));
+    if (e.pos < 0 || e.pos >= opt_.n_ctx)
+      throw Error(fmt::format("forward: position {} is outside the context of {} tokens", e.pos, opt_.n_ctx));
+    if (plan_.first_stage() && (e.token < 0 || e.token >= config_.n_vocab))
+      throw Error(fmt::format("forward: token id {} is outside the vocabulary of {}", e.token, config_.n_vocab));
+    n_out += e.want_logits;
+  }
+  if (n_out > opt_.n_outputs)
+    throw Error(fmt::format("forward: {} entries want logits, at most {} can", n_out, opt_.n_outputs));
+}
+
+void Model::forward(const Batch& batch, const float* hidden_in) {
+  check(batch, hidden_in);
+  n_tokens_ = int64_t(batch.size());
+  n_out_ = 0;
+  if (hidden_in)
+    std::memcpy(x_.data(), hidden_in, size_t(n_tokens_ * config_.n_embd) * sizeof(float));
+  else
+    embed(batch);
+  for (int64_t l = 0; l < plan_.layers.size(); ++l) {
+    attention_block(l, batch);
+    ffn_block(l);
+  }
+  if (plan_.last_stage(config_)) compute_logits(batch);
+}
+
+void Model::embed(const Batch& batch) {
+  const auto& E = weights_.token_embd;
+  for (int64_t t = 0; t < n_tokens_; ++t)
+    dequantize_row(E.type, E.row(batch.entries[size_t(t)].token), &x_[size_t(t * config_.n_embd)], config_.n_embd);
+}
+
+void Model::attention_block(int64_t l, const Batch& batch) {
+  const auto& c = config_;
+  const auto& L = weights_.layers[size_t(l)];
+  const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
+                vd = n_head_kv_ * c.head_dim_v;
+  for (int64_t t = 0; t < n; ++t)
+    ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps);
+  matmul(L.wq, xn_.data(), n, q_.data(), opt_.pool);
+  matmul(L.wk, xn_.data(), n, k_.data(), opt_.pool);
+  matmul(L.wv, xn_.data(), n, v_.data(), opt_.pool);
+  if (L.bq) {
+    for (int64_t t = 0; t < n; ++t) {
+      ops::add(&q_[size_t(t * qd)], L.bq, qd);
+      ops::add(&k_[size_t(t * kd)], L.bk, kd);
+      ops::add(&v_[size_t(t * vd)], L.bv, vd);
+    }
+  }
+  if (L.q_norm) {
+    for (int64_t h = 0; h < n * n_head_; ++h)
+      ops::rms_norm(&q_[size_t(h * c.head_dim_k)], &q_[size_t(h * c.head_dim_k)], L.q_norm, c.head_dim_k, c.rms_eps);
+    for (int64_t h = 0; h < n * n_head_kv_; ++h)
+      ops::rms_norm(&k_[size_t(h * c.head_dim_k)], &k_[size_t(h * c.head_dim_k)], L.k_norm, c.head_dim_k, c.rms_eps);
+  }
+  rope(batch);
+  for (int64_t t = 0; t < n; ++t) {
+    const auto& e = batch.entries[size_t(t)];
+    kv_.store(l, e.seq, e.pos, &k_[size_t(t * kd)], &v_[size_t(t * vd)]);
+  }
+  attend(l, batch);
+  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
+  all_reduce(proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), n * c.n_embd);
+}
+
+void Model::rope(const Batch& batch) {
+  const auto& c = config_;
+  const auto apply = c.rope_style == RopeStyle::NeoxHalves ? ops::rope_neox : ops::rope_adjacent;
+  for (int64_t t = 0; t < n_tokens_; ++t) {
+    const double pos = batch.entries[size_t(t)].pos;
+    for (size_t i = 0; i < rope_inv_freq_.size(); ++i) {
+      const double theta = pos * rope_inv_freq_[i];
+      rope_cs_[2 * i] = float(std::cos(theta));
+      rope_cs_[2 * i + 1] = float(std::sin(theta));
+    }
+    for (int64_t h = 0; h < n_head_; ++h) apply(&q_[size_t((t * n_head_ + h) * c.head_dim_k)], rope_cs_.data(), c.rope_dims);
+    for (int64_t h = 0; h < n_head_kv_; ++h)
+      apply(&k_[size_t((t * n_head_kv_ + h) * c.head_dim_k)], rope_cs_.data(), c.rope_dims);
+  }
+}
+
+void Model::attend(int64_t l, const Batch& batch) {
+  const auto& c = config_;
+  const float scale = 1.0f / std::sqrt(float(c.head_dim_k));
+  const int64_t group = c.n_group();
+  const int64_t elem = kv_.type() == DType::F32 ? 4 : 2;
+  const int64_t n_tasks = n_tokens_ * n_head_;
+  // Each (entry, head) is independent, so any thread split gives the same bits.
+  run_parallel([&](int ith, int nth) {
+    float* scores = &scores_[size_t(ith * opt_.n_ctx)];
+    for (int64_t task = ith; task < n_tasks; task += nth) {
+      const int64_t t = task / n_head_, h = task % n_head_;
+      const auto& e = batch.entries[size_t(t)];
+      const int64_t g = h / group;  // plan heads start on a group boundary
+      CachedHead head;
+      head.type = kv_.type();
+      head.k = static_cast<const uint8_t*>(kv_.k_rows(l, e.seq)) + g * c.head_dim_k * elem;
+      head.v = static_cast<const uint8_t*>(kv_.v_rows(l, e.seq)) + g * c.head_dim_v * elem;
+      head.k_stride = kv_.k_stride();
+      head.v_stride = kv_.v_stride();
+      head.head_dim_k = c.head_dim_k;
+      head.head_dim_v = c.head_dim_v;
+      attend_one_head(&q_[size_t(task * c.head_dim_k)], head, e.pos + 1, scale, scores,
+                      &attn_[size_t(task * c.head_dim_v)]);
+    }
+  });
+}
+
+void Model::ffn_block(int64_t l) {
+  const auto& c = config_;
+  const auto& L = weights_.layers[size_t(l)];
+  const int64_t n = n_tokens_;
+  for (int64_t t = 0; t < n; ++t)
+    ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps);
+  matmul(L.w_gate, xn_.data(), n, gate_.data(), opt_.pool);
+  matmul(L.w_up, xn_.data(), n, up_.data(), opt_.pool);
+  ops::swiglu(gate_.data(), up_.data(), n * n_ff_);
+  matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
+  all_reduce(proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), n * c.n_embd);
+}
+
+void Model::compute_logits(const Batch& batch) {
+  const auto& c = config_;
+  n_out_ = 0;
+  for (int64_t t = 0; t < n_tokens_; ++t) {
+    if (!batch.entries[size_t(t)].want_logits) continue;
+    ops::rms_norm(&out_in_[size_t(n_out_ * c.n_embd)], &x_[size_t(t * c.n_embd)], weights_.output_norm, c.n_embd,
+                  c.rms_eps);
+    ++n_out_;
+  }
+  if (n_out_ > 0) matmul(weights_.output, out_in_.data(), n_out_, logits_.data(), opt_.pool);
+}
+
+std::span<const float> Model::logits(size_t k) const {
+  if (int64_t(k) >= n_out_) throw Error(fmt::format("logits: entry {} of {} with logits", k, n_out_));
+  return {&logits_[k * size_t(n_vocab_)], size_t(n_vocab_)};
+}
+
+void Model::all_reduce(float* data, int64_t n) {
+  if (opt_.hooks.all_reduce) opt_.hooks.all_reduce(data, size_t(n));
+}
+
+void Model::run_parallel(const std::function<void(int, int)>& fn) {
+  if (opt_.pool && n_threads_ > 1)
+    opt_.pool->run(fn);
+  else
+    fn(0, 1);
+}
+
+}  // namespace shardlm

@@ -1,0 +1,103 @@
+// The transformer forward pass of one rank (see model/plan.h), over a batch of
+// (sequence, position, token) entries. Prompt processing (many positions of
+// one sequence) and batched decoding (one position of many sequences) are the
+// same call. Weights stay in the mapped file; the KV cache and the scratch
+// buffers are allocated once, in the constructor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/plan.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm::gguf { class File; }
+
+namespace shardlm {
+
+class ThreadPool;
+
+struct BatchEntry {
+  int32_t seq = 0;
+  int32_t pos = 0;  // the position must follow positions 0..pos-1 of seq already in the cache or earlier in the batch
+  TokenId token = 0;
+  bool want_logits = false;
+};
+
+struct Batch {
+  std::vector<BatchEntry> entries;
+  void add(int32_t seq, int32_t pos, TokenId token, bool want_logits) {
+    entries.push_back({seq, pos, token, want_logits});
+  }
+  size_t size() const { return entries.size(); }
+  void clear() { entries.clear(); }
+};
+
+struct ModelOptions {
+  int64_t n_ctx = 512;     // positions per sequence in the KV cache
+  int64_t n_seq = 1;       // sequences decoded together
+  int64_t n_batch = 512;   // most entries in one forward call
+  int64_t n_outputs = 0;   // most entries wanting logits in one call (0: n_seq)
+  DType kv_type = DType::F32;
+  ThreadPool* pool = nullptr;      // null: single thread
+  std::optional<RankPlan> plan;    // null: the whole model
+  ForwardHooks hooks;
+};
+
+class Model {
+ public:
+  // `file` must outlive the model: weights are read from its mapping.
+  Model(const gguf::File& file, ModelOptions options);
+
+  const ModelConfig& config() const { return config_; }
+  const RankPlan& plan() const { return plan_; }
+  const ModelWeights& weights() const { return weights_; }
+  const KvCache& kv_cache() const { return kv_; }
+  const ModelOptions& options() const { return opt_; }
+
+  // First stage: embeds the batch's tokens (hidden_in must be null). Later
+  // stages: hidden_in holds batch.size() × n_embd values from the previous stage.
+  // Throws Error for an entry out of range (sequence, position, token, sizes).
+  void forward(const Batch& batch, const float* hidden_in = nullptr);
+
+  // After forward on the last stage: logits of the k-th entry that wanted them,
+  // over this rank's vocabulary rows (plan().vocab_rows).
+  std::span<const float> logits(size_t k) const;
+  // After forward: batch.size() × n_embd hidden states for the next stage.
+  std::span<const float> hidden() const { return {x_.data(), size_t(n_tokens_ * config_.n_embd)}; }
+
+ private:
+  void check(const Batch& batch, const float* hidden_in) const;
+  void embed(const Batch& batch);
+  void attention_block(int64_t layer, const Batch& batch);
+  void ffn_block(int64_t layer);
+  void rope(const Batch& batch);
+  void attend(int64_t layer, const Batch& batch);
+  void all_reduce(float* data, int64_t n);
+  void compute_logits(const Batch& batch);
+  void run_parallel(const std::function<void(int ith, int nth)>& fn);
+
+  ModelConfig config_;
+  ModelOptions opt_;
+  RankPlan plan_;
+  ModelWeights weights_;
+  KvCache kv_;
+  int n_threads_ = 1;
+  int64_t n_head_ = 0, n_head_kv_ = 0, n_ff_ = 0, n_vocab_ = 0;  // this rank's slices
+  std::vector<double> rope_inv_freq_;  // [rope_dims / 2]
+
+  int64_t n_tokens_ = 0;
+  int64_t n_out_ = 0;
+  // Scratch, n_batch rows each.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
+  std::vector<float> rope_cs_, scores_, out_in_, logits_;
+};
+
+}  // namespace shardlm

@@ -1,0 +1,45 @@
+#include "model/plan.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace shardlm {
+
+RankPlan RankPlan::whole(const ModelConfig& c) {
+  RankPlan p;
+  p.layers = {0, c.n_layer};
+  p.heads = {0, c.n_head};
+  p.kv_heads = {0, c.n_head_kv};
+  p.ff_rows = {0, c.n_ff};
+  p.vocab_rows = {0, c.n_vocab};
+  return p;
+}
+
+bool RankPlan::last_stage(const ModelConfig& c) const { return layers.end == c.n_layer; }
+
+void RankPlan::validate(const ModelConfig& c) const {
+  auto check = [](const char* what, Range r, int64_t limit) {
+    if (r.begin < 0 || r.end > limit || r.begin >= r.end)
+      throw Error(fmt::format("rank plan: {} range [{}, {}) is not a non-empty part of [0, {})", what, r.begin,
+                              r.end, limit));
+  };
+  check("layer", layers, c.n_layer);
+  check("head", heads, c.n_head);
+  check("kv-head", kv_heads, c.n_head_kv);
+  check("ffn-row", ff_rows, c.n_ff);
+  check("vocab-row", vocab_rows, c.n_vocab);
+  const int64_t g = c.n_group();
+  if (heads.begin != kv_heads.begin * g || heads.end != kv_heads.end * g)
+    throw Error(fmt::format("rank plan: heads [{}, {}) do not match kv-heads [{}, {}) with {} query heads per KV head",
+                            heads.begin, heads.end, kv_heads.begin, kv_heads.end, g));
+}
+
+std::string RankPlan::to_string() const {
+  return fmt::format("layers [{},{}) heads [{},{}) kv [{},{}) ffn [{},{}) vocab [{},{})", layers.begin, layers.end,
+                     heads.begin, heads.end, kv_heads.begin, kv_heads.end, ff_rows.begin, ff_rows.end,
+                     vocab_rows.begin, vocab_rows.end);
+}
+
+}  // namespace shardlm

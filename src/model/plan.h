@@ -1,0 +1,46 @@
+// What one rank computes, and how it meets the other ranks. The forward pass
+// (model/model.h) is written once against these: a single machine is the plan
+// that holds everything, with no-op hooks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace shardlm {
+
+struct ModelConfig;
+
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;  // exclusive
+  int64_t size() const { return end - begin; }
+  bool operator==(const Range&) const = default;
+};
+
+// Slices of the model held by one rank. Pipeline parallel splits `layers`
+// into stages; tensor parallel splits heads, FFN rows and vocabulary rows.
+struct RankPlan {
+  Range layers;      // [l0, l1): this pipeline stage's layers
+  Range heads;       // query heads; must cover whole KV groups
+  Range kv_heads;    // = heads / (n_head / n_head_kv)
+  Range ff_rows;     // rows of ffn_gate/ffn_up = columns of ffn_down
+  Range vocab_rows;  // rows of the output matrix: this rank's slice of the logits
+
+  static RankPlan whole(const ModelConfig& c);
+  bool first_stage() const { return layers.begin == 0; }
+  bool last_stage(const ModelConfig& c) const;
+  // Throws Error naming the first inconsistent range.
+  void validate(const ModelConfig& c) const;
+  std::string to_string() const;
+};
+
+struct ForwardHooks {
+  // Sums `count` partial values in place across the tensor-parallel ranks.
+  // Called after the attention output projection and after the FFN down
+  // projection, each with n_tokens × n_embd values. Empty on a single rank.
+  std::function<void(float* data, size_t count)> all_reduce;
+};
+
+}  // namespace shardlm

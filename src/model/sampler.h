@@ -1,0 +1,65 @@
+// Picks the next token from logits. Greedy when temperature <= 0; otherwise
+// penalties → top-k → top-p → min-p → temperature → a draw from our own PRNG,
+// so a seed gives the same tokens on every platform and standard library.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm {
+
+// xoshiro256** seeded through splitmix64.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next();
+  double uniform();  // [0, 1) with 53 random bits
+ private:
+  uint64_t s_[4];
+};
+
+struct SamplerParams {
+  float temperature = 0.8f;       // <= 0: greedy (ties → lowest id)
+  int32_t top_k = 40;             // <= 0: off
+  float top_p = 0.95f;            // >= 1: off
+  float min_p = 0.05f;            // <= 0: off; keeps p >= min_p · p_max
+  float repeat_penalty = 1.0f;    // 1: off; divides positive logits, multiplies negative ones
+  float presence_penalty = 0.0f;  // 0: off; subtracted from the logit of every recent token
+  int32_t penalty_window = 64;    // how many recent tokens the penalties look at
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplerParams& params, int64_t n_vocab);
+  // Throws Error when logits.size() != n_vocab.
+  TokenId sample(std::span<const float> logits);
+  // Records a token (prompt or generated) for the penalties.
+  void accept(TokenId id);
+  const SamplerParams& params() const { return p_; }
+
+ private:
+  struct Candidate {
+    TokenId id;
+    float logit;
+  };
+  void apply_penalties();
+  size_t truncate();  // sorts and cuts the candidates; returns how many stay
+
+  SamplerParams p_;
+  int64_t n_vocab_;
+  Rng rng_;
+  std::vector<Candidate> cand_;
+  std::vector<TokenId> recent_;   // ring buffer of the last penalty_window tokens
+  size_t recent_next_ = 0;
+  std::vector<TokenId> seen_;     // scratch
+  std::vector<float> probs_;      // scratch
+};
+
+// Index of the largest value; ties go to the lowest index.
+TokenId argmax(std::span<const float> logits);
+
+}  // namespace shardlm

@@ -1,0 +1,43 @@
+// Zero-copy views of one rank's weights inside the mapped GGUF file. Every
+// tensor's shape and type is checked once here, so the forward pass never
+// reads outside a tensor.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/matmul.h"
+#include "model/config.h"
+#include "model/plan.h"
+
+namespace shardlm::gguf { class File; }
+
+namespace shardlm {
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;                // [n_embd]
+  MatrixView wq, wk, wv;                           // rows: this rank's heads
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // qwen2 biases, same slices
+  const float *q_norm = nullptr, *k_norm = nullptr;         // qwen3, [head_dim_k]
+  MatrixView wo;                                   // columns: this rank's heads
+  const float* ffn_norm = nullptr;                 // [n_embd]
+  MatrixView w_gate, w_up;                         // rows: this rank's FFN rows
+  MatrixView w_down;                               // columns: this rank's FFN rows
+};
+
+struct ModelWeights {
+  MatrixView token_embd;                // all rows: any rank may embed any token
+  std::vector<LayerWeights> layers;     // plan.layers only
+  const float* output_norm = nullptr;   // last stage only
+  MatrixView output;                    // last stage: rows = plan.vocab_rows
+  const float* rope_freq_factors = nullptr;  // [rope_dims / 2] or null
+
+  // Throws Error("<path>: tensor '<name>' ...") for a missing tensor, a wrong
+  // shape or a type this engine cannot compute with.
+  static ModelWeights map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan);
+
+  // Bytes of weight matrices read to decode one token (the bandwidth bound's denominator).
+  size_t matrix_bytes_per_token() const;
+};
+
+}  // namespace shardlm

@@ -142,25 +142,28 @@ class Transport {
   virtual void abort(const std::string& reason) noexcept = 0;
 
   // ---- optional fast paths (return false = use the generic algorithms) ----
-  virtual bool all_reduce(const Group&, void* buf, size_t count, DType, ReduceOp, Deadline) {
-    return false;
-  }
-  // recv holds group.size() blocks of `bytes_per_rank`, in group order.
-  virtual bool all_gather(const Group&, const void* send, void* recv, size_t bytes_per_rank,
+  virtual bool all_reduce(const Group&, void* /*buf*/, size_t /*count*/, DType, ReduceOp,
                           Deadline) {
     return false;
   }
-  // send holds group.size() blocks of `count_per_rank` elements.
-  virtual bool reduce_scatter(const Group&, const void* send, void* recv, size_t count_per_rank,
-                              DType, ReduceOp, Deadline) {
+  // recv holds group.size() blocks of `bytes_per_rank`, in group order.
+  virtual bool all_gather(const Group&, const void* /*send*/, void* /*recv*/,
+                          size_t /*bytes_per_rank*/, Deadline) {
     return false;
   }
-  virtual bool broadcast(const Group&, void* buf, size_t bytes, int root_index, Deadline) {
+  // send holds group.size() blocks of `count_per_rank` elements.
+  virtual bool reduce_scatter(const Group&, const void* /*send*/, void* /*recv*/,
+                              size_t /*count_per_rank*/, DType, ReduceOp, Deadline) {
+    return false;
+  }
+  virtual bool broadcast(const Group&, void* /*buf*/, size_t /*bytes*/, int /*root_index*/,
+                         Deadline) {
     return false;
   }
   virtual bool barrier(const Group&, Deadline) { return false; }
   // Called on every member of `parent`, collectively, after a split() made
-  // `child` (e.g. so an MPI backend can MPI_Comm_split alongside).
+  // `child` (e.g. so an MPI backend can MPI_Comm_split alongside). `child` is
+  // this rank's new group, or has no ranks when it passed a negative color.
   virtual void group_created(const Group& parent, const Group& child) {
     (void)parent;
     (void)child;

@@ -1,0 +1,148 @@
+#include "comm/algorithms.h"
+
+#include <cstring>
+#include <memory>
+
+#include "comm/reduce.h"
+
+namespace shardlm::comm {
+namespace {
+
+std::unique_ptr<uint8_t[]> scratch(size_t bytes) {
+  return std::unique_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]);
+}
+
+}  // namespace
+
+OneShotAllReduce::OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype,
+                                   ReduceOp op)
+    : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
+
+void OneShotAllReduce::run() {
+  const int n = links_.size(), me = links_.rank();
+  const size_t bytes = count_ * reduce_elem_bytes(dtype_);
+  auto others = scratch(bytes * size_t(n - 1));
+  std::vector<RequestPtr> reqs;
+  std::vector<const void*> srcs(static_cast<size_t>(n));
+  for (int k = 0, slot = 0; k < n; ++k) {
+    if (k == me) {
+      srcs[size_t(k)] = buf_;
+      continue;
+    }
+    uint8_t* at = others.get() + bytes * size_t(slot++);
+    srcs[size_t(k)] = at;
+    reqs.push_back(links_.irecv(k, at, bytes));
+  }
+  for (int k = 1; k < n; ++k) reqs.push_back(links_.isend((me + k) % n, buf_, bytes));
+  links_.wait(reqs);
+  reduce_ordered(buf_, srcs, count_, dtype_, op_);
+}
+
+RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Links& links, void* buf, size_t count,
+                                                       DType dtype, ReduceOp op)
+    : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
+
+void RecursiveDoublingAllReduce::run() {
+  const int n = links_.size(), me = links_.rank();
+  const size_t bytes = count_ * reduce_elem_bytes(dtype_);
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int extra = n - p;
+  auto tmp = scratch(bytes);
+  // Combine with a partner so that the lower rank's data always comes first.
+  auto combine = [&](int partner) {
+    const void* lo_first[2] = {buf_, tmp.get()};
+    const void* hi_first[2] = {tmp.get(), buf_};
+    reduce_ordered(buf_, me < partner ? lo_first : hi_first, count_, dtype_, op_);
+  };
+  if (me >= p) {  // fold in, then wait for the answer
+    links_.wait(links_.isend(me - p, buf_, bytes));
+    links_.wait(links_.irecv(me - p, buf_, bytes));
+    return;
+  }
+  if (me < extra) {
+    links_.wait(links_.irecv(me + p, tmp.get(), bytes));
+    combine(me + p);
+  }
+  for (int mask = 1; mask < p; mask <<= 1) {
+    int partner = me ^ mask;
+    RequestPtr reqs[2] = {links_.irecv(partner, tmp.get(), bytes),
+                          links_.isend(partner, buf_, bytes)};
+    links_.wait(reqs);
+    combine(partner);
+  }
+  if (me < extra) links_.wait(links_.isend(me + p, buf_, bytes));
+}
+
+void all_gather_direct(Links& links, const void* send, void* recv, size_t bytes) {
+  const int n = links.size(), me = links.rank();
+  auto* out = static_cast<uint8_t*>(recv);
+  std::vector<RequestPtr> reqs;
+  for (int k = 0; k < n; ++k)
+    if (k != me) reqs.push_back(links.irecv(k, out + bytes * size_t(k), bytes));
+  for (int k = 1; k < n; ++k) reqs.push_back(links.isend((me + k) % n, send, bytes));
+  if (bytes) std::memmove(out + bytes * size_t(me), send, bytes);
+  links.wait(reqs);
+}
+
+void broadcast_direct(Links& links, void* buf, size_t bytes, int root) {
+  const int n = links.size(), me = links.rank();
+  if (me != root) {
+    links.wait(links.irecv(root, buf, bytes));
+    return;
+  }
+  std::vector<RequestPtr> reqs;
+  for (int k = 1; k < n; ++k) reqs.push_back(links.isend((me + k) % n, buf, bytes));
+  links.wait(reqs);
+}
+
+void broadcast_scatter_ring(Links& links, void* buf, size_t bytes, int root, size_t chunk_bytes) {
+  const int n = links.size(), me = links.rank();
+  auto* b = static_cast<uint8_t*>(buf);
+  Ring ring(links, buf, bytes, 1, chunk_bytes);
+  if (me == root) {
+    std::vector<RequestPtr> reqs;
+    for (int k = 0; k < n; ++k)
+      if (k != me) reqs.push_back(links.isend(k, b + ring.begin(k), ring.count(k)));
+    links.wait(reqs);
+  } else {
+    links.wait(links.irecv(root, b + ring.begin(me), ring.count(me)));
+  }
+  ring.all_gather();
+}
+
+void reduce_scatter_direct(Links& links, const void* send, void* recv, size_t count,
+                           DType dtype, ReduceOp op) {
+  const int n = links.size(), me = links.rank();
+  const size_t bytes = count * reduce_elem_bytes(dtype);
+  auto* in = static_cast<const uint8_t*>(send);
+  auto others = scratch(bytes * size_t(n - 1));
+  std::vector<RequestPtr> reqs;
+  std::vector<const void*> srcs(static_cast<size_t>(n));
+  for (int k = 0, slot = 0; k < n; ++k) {
+    if (k == me) {
+      srcs[size_t(k)] = in + bytes * size_t(me);
+      continue;
+    }
+    uint8_t* at = others.get() + bytes * size_t(slot++);
+    srcs[size_t(k)] = at;
+    reqs.push_back(links.irecv(k, at, bytes));
+  }
+  for (int k = 1; k < n; ++k) {
+    int to = (me + k) % n;
+    reqs.push_back(links.isend(to, in + bytes * size_t(to), bytes));
+  }
+  links.wait(reqs);
+  reduce_ordered(recv, srcs, count, dtype, op);
+}
+
+void barrier_direct(Links& links) {
+  const int n = links.size(), me = links.rank();
+  std::vector<RequestPtr> reqs;
+  for (int k = 0; k < n; ++k)
+    if (k != me) reqs.push_back(links.irecv(k, nullptr, 0));
+  for (int k = 1; k < n; ++k) reqs.push_back(links.isend((me + k) % n, nullptr, 0));
+  links.wait(reqs);
+}
+
+}  // namespace shardlm::comm

@@ -1,0 +1,106 @@
+// Collective algorithms, written once over a Transport's point-to-point
+// links (gloo style: one class per algorithm). All run on the calling thread
+// for one group, one tag and one deadline, and produce bit-identical results
+// on every member (see communicator.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/transport.h"
+
+namespace shardlm::comm {
+
+// A group's view of the transport for one collective: group ranks, one tag.
+class Links {
+ public:
+  Links(Transport& t, const Group& g, uint64_t tag, Deadline deadline)
+      : t_(t), g_(g), tag_(tag), deadline_(deadline) {}
+  int rank() const { return g_.my_index; }
+  int size() const { return g_.size(); }
+  RequestPtr isend(int peer, const void* data, size_t bytes) {
+    return t_.isend(g_.ranks[size_t(peer)], tag_, data, bytes);
+  }
+  RequestPtr irecv(int peer, void* data, size_t bytes) {
+    return t_.irecv(g_.ranks[size_t(peer)], tag_, data, bytes);
+  }
+  void wait(std::span<const RequestPtr> rs) { t_.wait_all(rs, deadline_); }
+  void wait(const RequestPtr& r) { t_.wait_all(std::span<const RequestPtr>(&r, 1), deadline_); }
+
+ private:
+  Transport& t_;
+  const Group& g_;
+  uint64_t tag_;
+  Deadline deadline_;
+};
+
+// Everyone sends its whole buffer to everyone and sums in rank order 0..n-1:
+// one round trip, (n-1)x the bytes. For small messages.
+class OneShotAllReduce {
+ public:
+  OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
+  void run();
+
+ private:
+  Links& links_;
+  uint8_t* buf_;
+  size_t count_;
+  DType dtype_;
+  ReduceOp op_;
+};
+
+// log2(n) pairwise exchanges; the lower rank's partial always comes first in
+// each combine, so both partners compute the same bits. Non-power-of-two
+// sizes fold the extra ranks into the first ones before and after.
+class RecursiveDoublingAllReduce {
+ public:
+  RecursiveDoublingAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
+  void run();
+
+ private:
+  Links& links_;
+  uint8_t* buf_;
+  size_t count_;
+  DType dtype_;
+  ReduceOp op_;
+};
+
+// Ring over n segments (segment s = elements [begin(s), begin(s)+count(s))):
+// reduce_scatter leaves the fully reduced segment r on rank r (summed by r in
+// ring order, f16/bf16 rounded at every hop); all_gather then copies every
+// owner's bits around. Each step is cut into pieces of at most chunk_bytes and
+// a piece is forwarded as soon as it arrived/was reduced, so sending,
+// receiving and reducing overlap.
+class Ring {
+ public:
+  Ring(Links& links, void* buf, size_t count, size_t elem_bytes, size_t chunk_bytes);
+  void reduce_scatter(DType dtype, ReduceOp op);
+  void all_gather();
+  size_t begin(int seg) const;
+  size_t count(int seg) const;
+
+ private:
+  int seg_mod(int s) const { return ((s % n_) + n_) % n_; }
+  // Runs n-1 steps; at step s send segment send_seg(s), receive recv_seg(s).
+  template <class SendSeg, class RecvSeg>
+  void run_steps(SendSeg send_seg, RecvSeg recv_seg, bool reduce, DType dtype, ReduceOp op);
+
+  Links& links_;
+  uint8_t* buf_;
+  size_t total_;
+  size_t elem_;
+  size_t chunk_elems_;
+  int n_, me_;
+};
+
+// recv = n blocks of `bytes` each, block i from rank i; direct exchange.
+void all_gather_direct(Links& links, const void* send, void* recv, size_t bytes);
+// The root sends to everyone (small), or scatters and ring-all-gathers (large).
+void broadcast_direct(Links& links, void* buf, size_t bytes, int root);
+void broadcast_scatter_ring(Links& links, void* buf, size_t bytes, int root, size_t chunk_bytes);
+// Every rank sends block j to rank j and sums what it gets in rank order.
+void reduce_scatter_direct(Links& links, const void* send, void* recv, size_t count,
+                           DType dtype, ReduceOp op);
+void barrier_direct(Links& links);
+
+}  // namespace shardlm::comm

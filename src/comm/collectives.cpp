@@ -1,0 +1,169 @@
+// The Communicator's collectives: pick an algorithm (or the backend's fast
+// path) and run it, now or on the progress thread. Each operation captures
+// its group, tag and arguments by value; the tag is taken at call time so
+// that queued and immediate operations keep the order of the calls.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "comm/algorithms.h"
+#include "comm/communicator.h"
+#include "comm/engine.h"
+#include "comm/reduce.h"
+#include "core/error.h"
+
+namespace shardlm::comm {
+namespace {
+
+using Op = std::function<void()>;
+
+Op all_reduce_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t count, DType dtype,
+                 ReduceOp op, AllReduceAlgo algo) {
+  return [=] {
+    if (g.size() == 1 || count == 0) return;
+    Deadline d = e->deadline();
+    if (e->config().allow_fast_paths && e->transport().all_reduce(g, buf, count, dtype, op, d))
+      return;
+    Links links(e->transport(), g, tag, d);
+    switch (algo) {
+      case AllReduceAlgo::OneShot: OneShotAllReduce(links, buf, count, dtype, op).run(); break;
+      case AllReduceAlgo::RecursiveDoubling:
+        RecursiveDoublingAllReduce(links, buf, count, dtype, op).run();
+        break;
+      default: {
+        Ring ring(links, buf, count, reduce_elem_bytes(dtype), e->config().ring_chunk_bytes);
+        ring.reduce_scatter(dtype, op);
+        ring.all_gather();
+      }
+    }
+  };
+}
+
+Op all_gather_op(Engine* e, const Group& g, uint64_t tag, const void* send, void* recv,
+                 size_t bytes) {
+  return [=] {
+    if (g.size() == 1) {
+      if (bytes) std::memmove(recv, send, bytes);
+      return;
+    }
+    Deadline d = e->deadline();
+    if (e->config().allow_fast_paths && e->transport().all_gather(g, send, recv, bytes, d)) return;
+    Links links(e->transport(), g, tag, d);
+    all_gather_direct(links, send, recv, bytes);
+  };
+}
+
+Op reduce_scatter_op(Engine* e, const Group& g, uint64_t tag, const void* send, void* recv,
+                     size_t count, DType dtype, ReduceOp op) {
+  return [=] {
+    const size_t elem = reduce_elem_bytes(dtype), bytes = count * elem;
+    if (g.size() == 1) {
+      if (bytes) std::memmove(recv, send, bytes);
+      return;
+    }
+    Deadline d = e->deadline();
+    if (e->config().allow_fast_paths &&
+        e->transport().reduce_scatter(g, send, recv, count, dtype, op, d))
+      return;
+    Links links(e->transport(), g, tag, d);
+    if (bytes * size_t(g.size()) < e->config().ring_bytes) {
+      reduce_scatter_direct(links, send, recv, count, dtype, op);
+      return;
+    }
+    // The ring reduces in place, so it works on a copy of the whole input.
+    const size_t total = bytes * size_t(g.size());
+    std::unique_ptr<uint8_t[]> work(new uint8_t[total]);
+    std::memcpy(work.get(), send, total);
+    Ring ring(links, work.get(), count * size_t(g.size()), elem, e->config().ring_chunk_bytes);
+    ring.reduce_scatter(dtype, op);
+    std::memcpy(recv, work.get() + bytes * size_t(g.my_index), bytes);
+  };
+}
+
+Op broadcast_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t bytes, int root) {
+  return [=] {
+    if (g.size() == 1) return;
+    Deadline d = e->deadline();
+    if (e->config().allow_fast_paths && e->transport().broadcast(g, buf, bytes, root, d)) return;
+    Links links(e->transport(), g, tag, d);
+    if (g.size() > 2 && bytes >= e->config().ring_bytes)
+      broadcast_scatter_ring(links, buf, bytes, root, e->config().ring_chunk_bytes);
+    else
+      broadcast_direct(links, buf, bytes, root);
+  };
+}
+
+Op barrier_op(Engine* e, const Group& g, uint64_t tag) {
+  return [=] {
+    if (g.size() == 1) return;
+    Deadline d = e->deadline();
+    if (e->config().allow_fast_paths && e->transport().barrier(g, d)) return;
+    Links links(e->transport(), g, tag, d);
+    barrier_direct(links);
+  };
+}
+
+void check_root(const Group& g, int root) {
+  if (root < 0 || root >= g.size())
+    throw Error(fmt::format("comm: broadcast root {} out of range (size {})", root, g.size()));
+}
+
+}  // namespace
+
+void Communicator::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) {
+  size_t bytes = count * reduce_elem_bytes(dtype);
+  engine_->run(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count, dtype, op,
+                             choose_all_reduce(bytes)));
+}
+
+Work Communicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
+  size_t bytes = count * reduce_elem_bytes(dtype);
+  return engine_->submit(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count,
+                                       dtype, op, choose_all_reduce(bytes)));
+}
+
+void Communicator::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
+  engine_->run(all_gather_op(engine_.get(), group_, next_collective_tag(), send, recv,
+                             bytes_per_rank));
+}
+
+Work Communicator::all_gather_async(const void* send, void* recv, size_t bytes_per_rank) {
+  return engine_->submit(all_gather_op(engine_.get(), group_, next_collective_tag(), send, recv,
+                                       bytes_per_rank));
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                  ReduceOp op) {
+  reduce_elem_bytes(dtype);
+  engine_->run(reduce_scatter_op(engine_.get(), group_, next_collective_tag(), send, recv, count,
+                                 dtype, op));
+}
+
+Work Communicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
+                                        ReduceOp op) {
+  reduce_elem_bytes(dtype);
+  return engine_->submit(reduce_scatter_op(engine_.get(), group_, next_collective_tag(), send,
+                                           recv, count, dtype, op));
+}
+
+void Communicator::broadcast(void* buf, size_t bytes, int root) {
+  check_root(group_, root);
+  engine_->run(broadcast_op(engine_.get(), group_, next_collective_tag(), buf, bytes, root));
+}
+
+Work Communicator::broadcast_async(void* buf, size_t bytes, int root) {
+  check_root(group_, root);
+  return engine_->submit(broadcast_op(engine_.get(), group_, next_collective_tag(), buf, bytes, root));
+}
+
+void Communicator::barrier() {
+  engine_->run(barrier_op(engine_.get(), group_, next_collective_tag()));
+}
+
+Work Communicator::barrier_async() {
+  return engine_->submit(barrier_op(engine_.get(), group_, next_collective_tag()));
+}
+
+}  // namespace shardlm::comm

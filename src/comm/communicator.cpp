@@ -1,0 +1,182 @@
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "comm/algorithms.h"
+#include "comm/engine.h"
+#include "comm/reduce.h"
+#include "core/error.h"
+
+namespace shardlm::comm {
+namespace {
+
+// Tag layout: context (32 bits) | collective bit | 31-bit sequence or user tag.
+constexpr uint64_t kCollectiveBit = uint64_t(1) << 31;
+constexpr uint32_t kMaxUserTag = (uint32_t(1) << 31) - 1;
+
+size_t env_bytes(const char* name, size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  unsigned long long x = std::strtoull(v, &end, 10);
+  if (*end != '\0') throw Error(fmt::format("{}='{}' is not a byte count", name, v));
+  return size_t(x);
+}
+
+uint32_t mix_context(uint32_t parent, uint32_t seq, int color) {
+  uint64_t x = (uint64_t(parent) << 32) ^ (uint64_t(seq) << 16) ^ uint64_t(uint32_t(color));
+  x += 0x9e3779b97f4a7c15ull;  // splitmix64 finalizer
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return uint32_t(x ^ (x >> 31)) | 1u;  // never 0, the world's context
+}
+
+}  // namespace
+
+std::string_view algo_name(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::OneShot: return "oneshot";
+    case AllReduceAlgo::RecursiveDoubling: return "recdbl";
+    case AllReduceAlgo::Ring: return "ring";
+    default: return "auto";
+  }
+}
+
+CommConfig CommConfig::from_env() {
+  CommConfig c;
+  if (const char* a = std::getenv("SHARDLM_ALLREDUCE_ALGO"); a && *a) {
+    std::string v = a;
+    if (v == "oneshot") c.algo = AllReduceAlgo::OneShot;
+    else if (v == "recdbl") c.algo = AllReduceAlgo::RecursiveDoubling;
+    else if (v == "ring") c.algo = AllReduceAlgo::Ring;
+    else if (v == "auto") c.algo = AllReduceAlgo::Auto;
+    else throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, auto)", v));
+  }
+  c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
+  c.ring_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_BYTES", c.ring_bytes);
+  return c;
+}
+
+std::shared_ptr<Communicator> Communicator::create(std::unique_ptr<Transport> transport,
+                                                   CommConfig config) {
+  Group world;
+  world.my_index = transport->rank();
+  for (int r = 0; r < transport->size(); ++r) world.ranks.push_back(r);
+  auto engine = std::make_shared<Engine>(std::move(transport), config);
+  return std::make_shared<Communicator>(std::move(engine), std::move(world));
+}
+
+std::shared_ptr<Communicator> Communicator::connect(const ConnectOptions& options,
+                                                    CommConfig config) {
+  CommConfig c = config;
+  c.timeouts = options.timeouts;
+  return create(connect_transport(options), c);
+}
+
+Communicator::Communicator(std::shared_ptr<Engine> engine, Group group)
+    : engine_(std::move(engine)), group_(std::move(group)) {}
+
+Communicator::~Communicator() = default;
+
+std::string_view Communicator::backend() const { return engine_->transport().backend(); }
+const CommConfig& Communicator::config() const { return engine_->config(); }
+
+uint64_t Communicator::next_collective_tag() {
+  uint32_t seq = collective_seq_++ & kMaxUserTag;
+  return (uint64_t(group_.context) << 32) | kCollectiveBit | seq;
+}
+
+uint64_t Communicator::user_tag(uint32_t tag) const {
+  if (tag > kMaxUserTag) throw Error(fmt::format("comm: tag {} is above 2^31-1", tag));
+  return (uint64_t(group_.context) << 32) | tag;
+}
+
+AllReduceAlgo Communicator::choose_all_reduce(size_t bytes) const {
+  const CommConfig& c = config();
+  if (c.algo != AllReduceAlgo::Auto) return c.algo;
+  if (bytes < c.small_bytes) return AllReduceAlgo::OneShot;
+  if (bytes < c.ring_bytes) return AllReduceAlgo::RecursiveDoubling;
+  return AllReduceAlgo::Ring;
+}
+
+// ---- point to point ----------------------------------------------------------
+
+static void check_rank(const Group& g, int r, const char* what) {
+  if (r < 0 || r >= g.size())
+    throw Error(fmt::format("comm: {} rank {} out of range (communicator size {})", what, r, g.size()));
+}
+
+Work Communicator::send_async(int peer, uint32_t tag, const void* data, size_t bytes) {
+  check_rank(group_, peer, "send to");
+  uint64_t t = user_tag(tag);
+  int to = world_rank(peer);
+  Engine* e = engine_.get();
+  return e->submit([=] {
+    RequestPtr r = e->transport().isend(to, t, data, bytes);
+    e->transport().wait_all(std::span<const RequestPtr>(&r, 1), e->deadline());
+  });
+}
+
+Work Communicator::recv_async(int peer, uint32_t tag, void* data, size_t capacity) {
+  check_rank(group_, peer, "receive from");
+  uint64_t t = user_tag(tag);
+  int from = world_rank(peer);
+  Engine* e = engine_.get();
+  return e->submit([=] {
+    RequestPtr r = e->transport().irecv(from, t, data, capacity);
+    e->transport().wait_all(std::span<const RequestPtr>(&r, 1), e->deadline());
+  });
+}
+
+void Communicator::send(int peer, uint32_t tag, const void* data, size_t bytes) {
+  check_rank(group_, peer, "send to");
+  uint64_t t = user_tag(tag);
+  if (peer == rank()) throw Error("comm: send to self is not supported");
+  engine_->run([&] {
+    RequestPtr r = engine_->transport().isend(world_rank(peer), t, data, bytes);
+    engine_->transport().wait_all(std::span<const RequestPtr>(&r, 1), engine_->deadline());
+  });
+}
+
+size_t Communicator::recv(int peer, uint32_t tag, void* data, size_t capacity) {
+  check_rank(group_, peer, "receive from");
+  uint64_t t = user_tag(tag);
+  if (peer == rank()) throw Error("comm: receive from self is not supported");
+  size_t got = 0;
+  engine_->run([&] {
+    RequestPtr r = engine_->transport().irecv(world_rank(peer), t, data, capacity);
+    engine_->transport().wait_all(std::span<const RequestPtr>(&r, 1), engine_->deadline());
+    got = r->bytes();
+  });
+  return got;
+}
+
+// ---- sub-groups -----------------------------------------------------------------
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  const int n = size();
+  int32_t mine[2] = {color, key};
+  std::vector<int32_t> all(size_t(n) * 2);
+  all_gather(mine, all.data(), sizeof mine);
+  std::vector<int> members;  // old ranks with my color
+  for (int r = 0; r < n; ++r)
+    if (color >= 0 && all[size_t(r) * 2] == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[size_t(a) * 2 + 1] < all[size_t(b) * 2 + 1];
+  });
+  Group child;
+  child.context = mix_context(group_.context, split_seq_++, color);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == rank()) child.my_index = int(i);
+    child.ranks.push_back(world_rank(members[i]));
+  }
+  engine_->run([&] { engine_->transport().group_created(group_, child); });
+  if (color < 0) return nullptr;
+  return std::make_shared<Communicator>(engine_, std::move(child));
+}
+
+}  // namespace shardlm::comm

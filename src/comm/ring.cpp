@@ -1,0 +1,89 @@
+#include <algorithm>
+#include <memory>
+
+#include "comm/algorithms.h"
+#include "comm/reduce.h"
+
+namespace shardlm::comm {
+
+Ring::Ring(Links& links, void* buf, size_t count, size_t elem_bytes, size_t chunk_bytes)
+    : links_(links),
+      buf_(static_cast<uint8_t*>(buf)),
+      total_(count),
+      elem_(elem_bytes),
+      chunk_elems_(std::max<size_t>(1, chunk_bytes / elem_bytes)),
+      n_(links.size()),
+      me_(links.rank()) {}
+
+size_t Ring::begin(int seg) const {
+  size_t base = total_ / size_t(n_), rem = total_ % size_t(n_);
+  return base * size_t(seg) + std::min(size_t(seg), rem);
+}
+
+size_t Ring::count(int seg) const {
+  return total_ / size_t(n_) + (size_t(seg) < total_ % size_t(n_) ? 1 : 0);
+}
+
+template <class SendSeg, class RecvSeg>
+void Ring::run_steps(SendSeg send_seg, RecvSeg recv_seg, bool reduce, DType dtype, ReduceOp op) {
+  const int steps = n_ - 1, left = seg_mod(me_ - 1), right = seg_mod(me_ + 1);
+  // Pieces of a segment; sender and receiver cut the same segment the same way.
+  auto pieces = [&](int seg) { return std::max<size_t>(1, (count(seg) + chunk_elems_ - 1) / chunk_elems_); };
+  auto piece = [&](int seg, size_t i, size_t& off, size_t& n) {
+    off = std::min(count(seg), i * chunk_elems_);
+    n = std::min(count(seg) - off, chunk_elems_);
+  };
+  size_t max_seg = count(0) * elem_;
+  std::unique_ptr<uint8_t[]> scratch[2];
+  if (reduce)
+    for (auto& s : scratch) s.reset(new uint8_t[std::max<size_t>(max_seg, 1)]);
+
+  std::vector<RequestPtr> sends;
+  std::vector<std::vector<RequestPtr>> recvs(static_cast<size_t>(steps));
+  auto post_recvs = [&](int step) {
+    int seg = recv_seg(step);
+    for (size_t i = 0; i < pieces(seg); ++i) {
+      size_t off, n;
+      piece(seg, i, off, n);
+      uint8_t* dst = reduce ? scratch[step % 2].get() + off * elem_ : buf_ + (begin(seg) + off) * elem_;
+      recvs[size_t(step)].push_back(links_.irecv(left, dst, n * elem_));
+    }
+  };
+  auto send_piece = [&](int seg, size_t i) {
+    size_t off, n;
+    piece(seg, i, off, n);
+    sends.push_back(links_.isend(right, buf_ + (begin(seg) + off) * elem_, n * elem_));
+  };
+
+  post_recvs(0);
+  for (size_t i = 0; i < pieces(send_seg(0)); ++i) send_piece(send_seg(0), i);
+  for (int step = 0; step < steps; ++step) {
+    if (step + 1 < steps) post_recvs(step + 1);
+    int seg = recv_seg(step);
+    for (size_t i = 0; i < pieces(seg); ++i) {
+      links_.wait(recvs[size_t(step)][i]);
+      if (reduce) {
+        size_t off, n;
+        piece(seg, i, off, n);
+        reduce_into(buf_ + (begin(seg) + off) * elem_, scratch[step % 2].get() + off * elem_, n,
+                    dtype, op);
+      }
+      if (step + 1 < steps) send_piece(seg, i);  // the next step sends what just arrived
+    }
+  }
+  links_.wait(sends);
+}
+
+void Ring::reduce_scatter(DType dtype, ReduceOp op) {
+  if (n_ == 1) return;
+  run_steps([&](int s) { return seg_mod(me_ - s - 1); }, [&](int s) { return seg_mod(me_ - s - 2); },
+            true, dtype, op);
+}
+
+void Ring::all_gather() {
+  if (n_ == 1) return;
+  run_steps([&](int s) { return seg_mod(me_ - s); }, [&](int s) { return seg_mod(me_ - s - 1); },
+            false, DType::F32, ReduceOp::Sum);
+}
+
+}  // namespace shardlm::comm

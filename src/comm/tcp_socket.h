@@ -1,0 +1,62 @@
+// Small POSIX socket helpers for the TCP backend: an owning fd, host:port
+// parsing, listen/connect, and whole-buffer reads and writes that honour a
+// deadline. Everything that fails throws Error naming `who` (peer or address).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "comm/transport.h"
+
+namespace shardlm::comm::tcp {
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  void reset();
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+  std::string str() const;
+};
+// "host:port", "[v6addr]:port"; throws Error naming `what` on bad input.
+HostPort parse_host_port(const std::string& text, const std::string& what);
+
+// Bound and listening on host:port (port 0 = OS choice).
+Fd listen_on(const HostPort& where, int backlog = 64);
+uint16_t local_port(int fd);
+std::string peer_address(int fd);   // "ip:port" of the other end
+std::string local_ip(int fd);       // our side's IP of a connected socket
+
+// Connects, retrying refused/unreachable attempts until the deadline (the
+// listener may not be up yet).
+Fd connect_to(const HostPort& where, Deadline deadline);
+// Accepts one connection or returns an empty Fd when the deadline passes.
+Fd accept_until(int listen_fd, Deadline deadline);
+
+void set_nonblocking(int fd);
+void tune_stream(int fd);  // TCP_NODELAY
+
+// Blocking-with-deadline transfers on a non-blocking socket.
+void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who);
+void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& who);
+
+std::string errno_text(int err);
+
+}  // namespace shardlm::comm::tcp

@@ -1,0 +1,381 @@
+#include "comm/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace shardlm::comm::tcp {
+
+struct TcpTransport::SendReq : Request {
+  SendReq(int peer, uint64_t tag, const void* d, size_t n)
+      : Request(peer, tag, true), data(static_cast<const uint8_t*>(d)), bytes(n) {
+    header.tag = tag;
+    header.length = n;
+  }
+  FrameHeader header;
+  const uint8_t* data;
+  size_t bytes;
+  size_t sent = 0;  // of header + payload
+};
+
+struct TcpTransport::RecvReq : Request {
+  RecvReq(int peer, uint64_t tag, void* d, size_t cap)
+      : Request(peer, tag, false), data(static_cast<uint8_t*>(d)), capacity(cap) {}
+  uint8_t* data;
+  size_t capacity;
+};
+
+struct TcpTransport::Unexpected {
+  uint64_t tag = 0;
+  std::unique_ptr<uint8_t[]> data;
+  size_t length = 0;
+  bool complete = false;
+};
+
+struct TcpTransport::Peer {
+  enum class Read { Header, Payload, Stalled };
+  int rank = -1;
+  Fd fd;
+  std::string desc;
+  bool bye = false;  // peer said goodbye: its EOF is clean
+  std::deque<std::shared_ptr<SendReq>> sendq;
+  std::list<std::shared_ptr<RecvReq>> posted;
+  std::list<Unexpected> unexpected;
+  Read read = Read::Header;
+  uint8_t header_bytes[FrameHeader::kBytes];
+  size_t header_got = 0;
+  FrameHeader frame;
+  uint8_t* target = nullptr;
+  size_t target_got = 0;
+  std::shared_ptr<RecvReq> target_req;
+  Unexpected* target_unexpected = nullptr;
+  std::string control;  // payload of an abort frame
+};
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
+                           TcpLimits limits)
+    : rank_(rank), size_(size), timeouts_(timeouts), limits_(limits) {
+  if (int(links.size()) != size) throw Error("tcp: need one link slot per rank");
+  peers_.resize(size_t(size));
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    auto p = std::make_unique<Peer>();
+    p->rank = r;
+    p->fd = std::move(links[size_t(r)].fd);
+    p->desc = fmt::format("rank {} ({})", r, links[size_t(r)].address);
+    peers_[size_t(r)] = std::move(p);
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  if (failure_.empty()) {
+    // Tell peers we leave cleanly; unsent frames would be lost anyway.
+    FrameHeader bye;
+    bye.type = FrameHeader::kBye;
+    for (auto& p : peers_)
+      if (p && p->fd && (p->sendq.empty() || p->sendq.front()->sent == 0))
+        ::send(p->fd.get(), &bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+std::string TcpTransport::describe_peer(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) return fmt::format("rank {}", peer);
+  return peers_[size_t(peer)]->desc;
+}
+
+void TcpTransport::check_peer(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw Error(fmt::format("tcp: bad peer rank {} (world size {}, self {})", peer, size_, rank_));
+}
+
+void TcpTransport::check_failed() const {
+  if (!failure_.empty()) throw Error(failure_);
+}
+
+void TcpTransport::fail(const std::string& message) {
+  if (failure_.empty()) {
+    failure_ = message;
+    close_links(message);
+  }
+  throw Error(failure_);
+}
+
+void TcpTransport::abort(const std::string& reason) noexcept {
+  if (!failure_.empty()) return;
+  failure_ = reason;
+  close_links(reason);
+}
+
+void TcpTransport::close_links(const std::string& reason) noexcept {
+  std::string text = reason.substr(0, FrameHeader::kMaxAbortReason);
+  FrameHeader h;
+  h.type = FrameHeader::kAbort;
+  h.length = text.size();
+  for (auto& p : peers_) {
+    if (!p || !p->fd) continue;
+    // An abort can only go out on a frame boundary; mid-frame the close says enough.
+    if (p->sendq.empty() || p->sendq.front()->sent == 0) {
+      iovec iov[2] = {{&h, sizeof h}, {text.data(), text.size()}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    ::shutdown(p->fd.get(), SHUT_RDWR);
+    p->fd.reset();
+  }
+}
+
+RequestPtr TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes) {
+  check_failed();
+  check_peer(peer);
+  Peer& p = *peers_[size_t(peer)];
+  if (bytes > limits_.max_frame_bytes)
+    throw Error(fmt::format("tcp: message of {} bytes to {} exceeds the {} byte frame limit",
+                            bytes, p.desc, limits_.max_frame_bytes));
+  if (!p.fd) fail(fmt::format("{}: cannot send, the peer has shut down", p.desc));
+  auto req = std::make_shared<SendReq>(peer, tag, data, bytes);
+  p.sendq.push_back(req);
+  if (p.sendq.size() == 1) flush_sends(p);
+  return req;
+}
+
+RequestPtr TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
+  check_failed();
+  check_peer(peer);
+  Peer& p = *peers_[size_t(peer)];
+  auto req = std::make_shared<RecvReq>(peer, tag, data, capacity);
+  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+    if (it->tag != tag) continue;
+    if (it->length > capacity)
+      fail(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes",
+                       p.desc, it->length, tag, capacity));
+    if (it->complete) {
+      std::memcpy(req->data, it->data.get(), it->length);
+      req->finish(it->length);
+    } else {  // still arriving: the rest goes straight into the caller's buffer
+      std::memcpy(req->data, it->data.get(), p.target_got);
+      p.target = req->data;
+      p.target_req = req;
+      p.target_unexpected = nullptr;
+    }
+    unexpected_bytes_ -= it->length;
+    p.unexpected.erase(it);
+    return req;
+  }
+  if (!p.fd) fail(fmt::format("{}: cannot receive, the peer has shut down", p.desc));
+  p.posted.push_back(req);
+  if (p.read == Peer::Read::Stalled) route_payload(p);
+  return req;
+}
+
+void TcpTransport::flush_sends(Peer& p) {
+  while (!p.sendq.empty() && p.fd) {
+    SendReq& s = *p.sendq.front();
+    iovec iov[2];
+    int n = 0;
+    if (s.sent < FrameHeader::kBytes)
+      iov[n++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, FrameHeader::kBytes - s.sent};
+    size_t body_sent = s.sent > FrameHeader::kBytes ? s.sent - FrameHeader::kBytes : 0;
+    if (body_sent < s.bytes) iov[n++] = {const_cast<uint8_t*>(s.data) + body_sent, s.bytes - body_sent};
+    ssize_t w = 0;
+    if (n > 0) {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = size_t(n);
+      w = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR) continue;
+        fail(fmt::format("{}: send failed: {}", p.desc, errno_text(errno)));
+      }
+    }
+    s.sent += size_t(w);
+    if (s.sent == FrameHeader::kBytes + s.bytes) {
+      s.finish(s.bytes);
+      p.sendq.pop_front();
+    }
+  }
+}
+
+void TcpTransport::route_payload(Peer& p) {
+  const FrameHeader& f = p.frame;
+  p.target_req.reset();
+  p.target_unexpected = nullptr;
+  for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
+    if ((*it)->tag() != f.tag) continue;
+    if (f.length > (*it)->capacity)
+      fail(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes",
+                       p.desc, f.length, f.tag, (*it)->capacity));
+    p.target_req = *it;
+    p.target = (*it)->data;
+    p.posted.erase(it);
+    break;
+  }
+  if (!p.target_req) {
+    if (f.length > 0 && unexpected_bytes_ + f.length > limits_.max_unexpected_bytes) {
+      p.read = Peer::Read::Stalled;  // back-pressure until an irecv or buffer space appears
+      return;
+    }
+    Unexpected u;
+    u.tag = f.tag;
+    u.length = f.length;
+    u.data.reset(new uint8_t[std::max<size_t>(f.length, 1)]);
+    unexpected_bytes_ += f.length;
+    p.unexpected.push_back(std::move(u));
+    p.target_unexpected = &p.unexpected.back();
+    p.target = p.target_unexpected->data.get();
+  }
+  p.read = Peer::Read::Payload;
+  p.target_got = 0;
+  if (f.length == 0) finish_frame(p);
+}
+
+void TcpTransport::dispatch_header(Peer& p) {
+  FrameHeader& f = p.frame;
+  std::memcpy(&f, p.header_bytes, sizeof f);
+  bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0 && f.zero[2] == 0;
+  if (f.magic != FrameHeader::kMagic || !zero_ok ||
+      (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
+       f.type != FrameHeader::kBye))
+    fail(fmt::format("{}: received a malformed frame header (garbage on the connection)", p.desc));
+  if (f.type == FrameHeader::kData) {
+    if (f.length > limits_.max_frame_bytes)
+      fail(fmt::format("{}: frame of {} bytes exceeds the {} byte limit", p.desc, f.length,
+                       limits_.max_frame_bytes));
+    route_payload(p);
+    return;
+  }
+  if (f.length > FrameHeader::kMaxAbortReason)
+    fail(fmt::format("{}: control frame of {} bytes is too long", p.desc, f.length));
+  p.control.assign(f.length, '\0');
+  p.target = reinterpret_cast<uint8_t*>(p.control.data());
+  p.target_got = 0;
+  p.read = Peer::Read::Payload;
+  if (f.length == 0) finish_frame(p);
+}
+
+void TcpTransport::finish_frame(Peer& p) {
+  const FrameHeader& f = p.frame;
+  p.read = Peer::Read::Header;
+  p.header_got = 0;
+  if (f.type == FrameHeader::kAbort)
+    fail(fmt::format("{} aborted: {}", p.desc, p.control));
+  if (f.type == FrameHeader::kBye) {
+    p.bye = true;
+    return;
+  }
+  if (p.target_req) {
+    p.target_req->finish(f.length);
+    p.target_req.reset();
+  } else if (p.target_unexpected) {
+    p.target_unexpected->complete = true;
+    p.target_unexpected = nullptr;
+  }
+}
+
+void TcpTransport::read_ready(Peer& p) {
+  while (p.fd && p.read != Peer::Read::Stalled) {
+    bool header = p.read == Peer::Read::Header;
+    uint8_t* dst = header ? p.header_bytes + p.header_got : p.target + p.target_got;
+    size_t want = header ? FrameHeader::kBytes - p.header_got : p.frame.length - p.target_got;
+    ssize_t r = ::recv(p.fd.get(), dst, want, 0);
+    if (r > 0) {
+      if (header) {
+        p.header_got += size_t(r);
+        if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+      } else {
+        p.target_got += size_t(r);
+        if (p.target_got == p.frame.length) finish_frame(p);
+      }
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && header && p.header_got == 0 && p.bye) {
+      p.fd.reset();  // clean goodbye; pending work on this peer fails below
+      for (auto& req : p.posted)
+        if (!req->done()) fail(fmt::format("{}: the peer shut down before sending", p.desc));
+      return;
+    }
+    if (r == 0 && header && p.header_got == 0)
+      fail(fmt::format("{}: connection closed by peer", p.desc));
+    if (r == 0 && header)
+      fail(fmt::format("{}: connection closed mid-frame (header {} of {} bytes)", p.desc,
+                       p.header_got, FrameHeader::kBytes));
+    if (r == 0)
+      fail(fmt::format("{}: connection closed mid-frame (payload {} of {} bytes)", p.desc,
+                       p.target_got, p.frame.length));
+    fail(fmt::format("{}: receive failed: {}", p.desc, errno_text(errno)));
+  }
+}
+
+void TcpTransport::progress(int timeout_ms) {
+  thread_local std::vector<pollfd> fds;
+  thread_local std::vector<Peer*> owners;
+  fds.clear();
+  owners.clear();
+  for (auto& p : peers_) {
+    if (!p || !p->fd) continue;
+    if (p->read == Peer::Read::Stalled) route_payload(*p);
+    short events = p->read != Peer::Read::Stalled ? POLLIN : 0;
+    if (!p->sendq.empty()) events |= POLLOUT;
+    fds.push_back({p->fd.get(), events, 0});
+    owners.push_back(p.get());
+  }
+  if (fds.empty()) return;
+  int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (rc < 0 && errno != EINTR) fail(fmt::format("tcp: poll failed: {}", errno_text(errno)));
+  if (rc <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    short ev = fds[i].revents;
+    if (!ev) continue;
+    Peer& p = *owners[i];
+    if (ev & POLLOUT) flush_sends(p);
+    if ((ev & (POLLIN | POLLHUP | POLLERR)) && p.read != Peer::Read::Stalled) read_ready(p);
+  }
+}
+
+bool TcpTransport::test(const RequestPtr& r) {
+  check_failed();
+  if (!r->done()) progress(0);
+  return r->done();
+}
+
+void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
+  check_failed();
+  auto first_pending = [&]() -> const Request* {
+    for (auto& r : requests)
+      if (!r->done()) return r.get();
+    return nullptr;
+  };
+  if (!first_pending()) return;
+  Deadline spin_until = Clock::now() + timeouts_.spin;
+  for (;;) {
+    progress(0);
+    const Request* pending = first_pending();
+    if (!pending) return;
+    Peer& p = *peers_[size_t(pending->peer())];
+    if (!p.fd)
+      fail(fmt::format("{}: the peer has shut down with a transfer pending", p.desc));
+    auto now = Clock::now();
+    if (now >= deadline)
+      fail(fmt::format("{}: timed out waiting to {} (tag {:#x}; the peer died or stalled)",
+                       p.desc, pending->is_send() ? "send" : "receive", pending->tag()));
+    if (now >= spin_until) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      progress(int(std::clamp<int64_t>(left + 1, 1, 1000)));
+    }
+  }
+}
+
+}  // namespace shardlm::comm::tcp

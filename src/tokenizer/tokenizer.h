@@ -32,20 +32,38 @@ class Tokenizer {
   virtual TokenId eos() const = 0;   // -1 if none
   virtual bool is_end_of_generation(TokenId id) const = 0;  // EOS, EOT, ...
   virtual std::string_view kind() const = 0;  // "llama" or "gpt2"
+
+  // The vocabulary's own text of a token (e.g. "\xE2\x96\x81Hello", "<0x0A>", "Ġworld").
+  virtual std::string_view token_text(TokenId id) const = 0;
+  virtual bool adds_bos() const = 0;  // encode(..., add_special=true) starts with BOS
+  // decode() drops one leading space of the first token (the SentencePiece
+  // space prefix); StreamDecoder does the same.
+  virtual bool strips_leading_space() const = 0;
+
+ protected:
+  // What decode() returns; like llama_detokenize(remove_special=false,
+  // unparse_special=special), including the clean-up of " ," etc. that gpt2
+  // vocabularies ask for.
+  virtual std::string detokenize(const std::vector<TokenId>& ids, bool special) const = 0;
 };
 
 // Turns a stream of tokens into text without ever emitting half a UTF-8
-// character: bytes of an unfinished character wait for the next token.
+// character: bytes of an unfinished character wait for the next token, and
+// bytes that can never form one come out as U+FFFD. Special tokens are not
+// rendered. Feed a whole sequence (prompt included) to get decode()'s text
+// minus its gpt2 space clean-up; when only generated tokens are fed, pass
+// at_sequence_start=false so the first one keeps its leading space.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool at_sequence_start = true)
+      : tok_(tok), first_(at_sequence_start) {}
   std::string push(TokenId id);  // complete characters now available
   std::string flush();           // whatever is left (invalid tail → U+FFFD)
 
  private:
   const Tokenizer& tok_;
   std::string pending_;
-  bool first_ = true;
+  bool first_;
 };
 
 }  // namespace shardlm

@@ -214,9 +214,11 @@ class Parser {
         fail("type", type_pos, "row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
                                    std::string(tr->name) + " block size " + std::to_string(tr->block_elems));
       // n_elements fits in int64 (read_dims), so rows * row bytes fits in 128 bits.
+      // Blocks ≤ elements < 2^63 and block bytes < 2^16, so this cannot wrap.
       const unsigned __int128 bytes =
-          (unsigned __int128)(uint64_t(t.n_rows())) * (uint64_t(t.ne[0] / tr->block_elems) * tr->block_bytes);
-      if (bytes > std::numeric_limits<uint64_t>::max() / 2) fail("type", type_pos, "tensor byte size overflows");
+          (unsigned __int128)(uint64_t(t.n_elements() / tr->block_elems)) * tr->block_bytes;
+      if (bytes > uint64_t(std::numeric_limits<int64_t>::max()))
+        fail("type", type_pos, "byte size of " + t.shape_string() + " " + std::string(tr->name) + " overflows");
       t.n_bytes = uint64_t(bytes);
       tensor_offset_pos_.push_back(pos_);
       t.offset = u64("offset");

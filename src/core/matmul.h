@@ -3,11 +3,21 @@
 // W is a row-major matrix of any compute DType (rows of `cols` elements, as in
 // GGUF: ne0 = cols, ne1 = rows). x and y are f32, row-major per token.
 // n_tokens == 1 is matrix × vector (decode); larger is matrix × matrix.
+//
+// Numerics: F32/F16/BF16 weights multiply the f32 activations directly.
+// Quantized weights multiply activations that are quantized once per call
+// (or once per PreparedInput) to 8-bit blocks with an f32 scale: blocks of 32
+// for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, blocks of 256 with 16-element sums for the
+// K-quants. Products are exact integer sums per block, scaled in f32.
+// Every output element is computed by one thread in a fixed order, so results
+// do not depend on the thread count.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "core/cpu.h"
 #include "core/dtype.h"
 
 namespace shardlm {
@@ -26,5 +36,36 @@ struct MatrixView {
 
 // y = W · x for n_tokens activation vectors. pool may be null (single thread).
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// Activations shared by several matrices with the same input (e.g. Q, K and V
+// projections): each 8-bit form is made on first use and reused after. x must
+// outlive this object and not change. Not for concurrent use.
+class PreparedInput {
+ public:
+  PreparedInput(const float* x, int64_t n_tokens, int64_t cols);
+
+  const float* data() const { return x_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t cols() const { return cols_; }
+
+  // Activations in the form `type`'s kernels read, and the bytes between tokens.
+  const void* for_type(DType type, ThreadPool* pool, size_t* token_stride);
+
+ private:
+  const float* x_;
+  int64_t n_tokens_;
+  int64_t cols_;
+  std::vector<uint8_t> q8_32_, q8_k_;  // empty until first needed
+};
+
+void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
+
+// Same with the kernels of one instruction set (types it does not specialise
+// use the next lower one). For tests and benchmarks; throws shardlm::Error if
+// this CPU/OS cannot run `isa`.
+void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
+
+// Whether `isa` has its own kernel for `type` (rather than a lower ISA's).
+bool isa_has_kernel(Isa isa, DType type);
 
 }  // namespace shardlm

@@ -1,0 +1,196 @@
+#include "core/matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "core/error.h"
+#include "core/matmul_kernels.h"
+#include "core/thread_pool.h"
+
+namespace shardlm {
+namespace matmul_impl {
+
+ActFormat act_format(DType weight_type) {
+  switch (weight_type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return ActFormat::F32;
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0: return ActFormat::Q8_32;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return ActFormat::Q8_K;
+    default: throw Error("matmul: weight type " + std::string(dtype_name(weight_type)) + " is not supported");
+  }
+}
+
+size_t act_row_bytes(ActFormat f, int64_t cols) {
+  switch (f) {
+    case ActFormat::F32: return size_t(cols) * sizeof(float);
+    case ActFormat::Q8_32: return size_t(cols / 32) * sizeof(block_q8_32);
+    case ActFormat::Q8_K: return size_t(cols / QK_K) * sizeof(block_q8_K);
+  }
+  return 0;
+}
+
+namespace {
+
+// Scale and rounding shared by both block sizes; std::nearbyint rounds ties to
+// even like the SIMD conversions, so any vectorised twin gives the same bytes.
+float quantize_block(const float* x, int8_t* q, int n) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d > 0.0f ? 1.0f / d : 0.0f;
+  for (int i = 0; i < n; ++i) q[i] = int8_t(std::nearbyint(x[i] * id));
+  return d;
+}
+
+}  // namespace
+
+void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    block_q8_32& blk = out[b];
+    blk.d = quantize_block(x + b * 32, blk.qs, 32);
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) sum += blk.qs[i];
+    blk.ds = blk.d * float(sum);
+  }
+}
+
+void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / QK_K; ++b) {
+    block_q8_K& blk = out[b];
+    blk.d = quantize_block(x + b * QK_K, blk.qs, QK_K);
+    for (int g = 0; g < QK_K / 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += blk.qs[16 * g + i];
+      blk.bsums[g] = int16_t(sum);
+    }
+  }
+}
+
+}  // namespace matmul_impl
+
+using namespace matmul_impl;
+
+namespace {
+
+void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn) {
+  if (pool) {
+    pool->run(fn);
+  } else {
+    fn(0, 1);
+  }
+}
+
+Kernel pick_kernel(Isa isa, DType type) {
+  Kernel k = nullptr;
+  if (isa >= Isa::Amx) k = amx_kernel(type);
+  if (!k && isa >= Isa::Avx512) k = avx512_kernel(type);
+  if (!k && isa >= Isa::Avx2) k = avx2_kernel(type);
+  if (!k && isa >= Isa::Avx2) k = avx2_kquant_kernel(type);
+  if (!k) k = scalar_kernel(type);
+  return k;
+}
+
+void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
+  const auto where = [&] {
+    return std::string(dtype_name(w.type)) + " matrix " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
+  };
+  const DTypeTraits& tr = traits(w.type);
+  if (w.rows < 0 || w.cols <= 0 || n_tokens < 0) throw Error("matmul: bad shape of " + where());
+  if (w.cols % tr.block_elems != 0)
+    throw Error("matmul: " + where() + ": cols is not a multiple of the block size " +
+                std::to_string(tr.block_elems));
+  if (w.row_stride < row_bytes(w.type, w.cols)) throw Error("matmul: " + where() + ": row stride too small");
+  if (x_cols != w.cols)
+    throw Error("matmul: " + where() + " times activations of " + std::to_string(x_cols) + " columns");
+  if (w.rows > 0 && !w.data) throw Error("matmul: " + where() + " has no data");
+}
+
+void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+  if (!kernel) throw Error("matmul: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+  check_matrix(w, x.n_tokens(), x.cols());
+  if (w.rows == 0 || x.n_tokens() == 0) return;
+  KernelArgs args;
+  args.w = &w;
+  args.x = x.for_type(w.type, pool, &args.x_stride);
+  args.n_tokens = x.n_tokens();
+  args.y = y;
+  run_on(pool, [&](int ith, int nth) {
+    // Contiguous row ranges stream each thread's share of W once.
+    int64_t chunk = (w.rows + nth - 1) / nth;
+    chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
+    const int64_t r0 = std::min(w.rows, chunk * ith);
+    const int64_t r1 = std::min(w.rows, r0 + chunk);
+    if (r0 < r1) kernel(args, r0, r1);
+  });
+}
+
+}  // namespace
+
+PreparedInput::PreparedInput(const float* x, int64_t n_tokens, int64_t cols)
+    : x_(x), n_tokens_(n_tokens), cols_(cols) {
+  if (n_tokens < 0 || cols <= 0) throw Error("matmul: bad activation shape " + std::to_string(n_tokens) + "x" +
+                                             std::to_string(cols));
+}
+
+const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_stride) {
+  const ActFormat f = act_format(type);
+  *token_stride = act_row_bytes(f, cols_);
+  if (f == ActFormat::F32) return x_;
+  std::vector<uint8_t>& buf = f == ActFormat::Q8_32 ? q8_32_ : q8_k_;
+  if (buf.empty() && n_tokens_ > 0) {
+    const int64_t block = f == ActFormat::Q8_32 ? 32 : QK_K;
+    if (cols_ % block != 0)
+      throw Error("matmul: activations of " + std::to_string(cols_) + " columns do not fill blocks of " +
+                  std::to_string(block));
+    const size_t stride = *token_stride;
+    buf.resize(stride * size_t(n_tokens_));
+    run_on(pool, [&](int ith, int nth) {
+      for (int64_t t = ith; t < n_tokens_; t += nth) {
+        void* dst = buf.data() + stride * size_t(t);
+        if (f == ActFormat::Q8_32) {
+          quantize_act_q8_32(x_ + t * cols_, static_cast<block_q8_32*>(dst), cols_);
+        } else {
+          quantize_act_q8_k(x_ + t * cols_, static_cast<block_q8_K*>(dst), cols_);
+        }
+      }
+    });
+  }
+  return buf.data();
+}
+
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  PreparedInput prepared(x, n_tokens, w.cols);
+  matmul(w, prepared, y, pool);
+}
+
+void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+  run_kernel(pick_kernel(active_isa(), w.type), w, x, y, pool);
+}
+
+void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+  if (!isa_available(isa)) throw Error(std::string("matmul: this CPU/OS cannot run ") + isa_name(isa) + " kernels");
+  run_kernel(pick_kernel(isa, w.type), w, x, y, pool);
+}
+
+bool isa_has_kernel(Isa isa, DType type) {
+  switch (isa) {
+    case Isa::Scalar: return scalar_kernel(type) != nullptr;
+    case Isa::Avx2: return avx2_kernel(type) || avx2_kquant_kernel(type);
+    case Isa::Avx512: return avx512_kernel(type) != nullptr;
+    case Isa::Amx: return amx_kernel(type) != nullptr;
+  }
+  return false;
+}
+
+}  // namespace shardlm

@@ -1,0 +1,265 @@
+// AVX2 kernels for float weights and 32-element quantized blocks.
+// Decode (one token) streams each row once with two accumulators; prefill
+// walks blocks of 16 rows and, inside, tiles of 2 rows × 4 tokens so that each
+// weight block is unpacked once per 4 tokens and stays in L1 between them.
+#include <algorithm>
+
+#include "core/matmul_avx2_common.h"
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+using namespace avx2;
+
+constexpr int kTileRows = 2, kTileTokens = 4;
+constexpr int64_t kRowBlock = 16;  // divides kRowAlign
+
+// ---- 32-element blocks ------------------------------------------------------
+// Codes are unsigned bytes multiplied with the signed activation codes, and a
+// block's offset (Q4_0: -8, Q5_0: -16) or minimum (Q4_1, Q5_1) is applied via
+// the activation block's d·Σq: bias(block) · ds. Q8_0 codes are signed, so
+// they go through maddubs as |q| against sign(q)·a.
+
+struct Q4_0W {
+  using Block = block_q4_0;
+  static constexpr bool kSigned = false, kBias = true;
+  static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
+  static float bias(const Block&, float d) { return -8.0f * d; }
+};
+struct Q4_1W {
+  using Block = block_q4_1;
+  static constexpr bool kSigned = false, kBias = true;
+  static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
+  static float bias(const Block& b, float) { return half_to_float(b.m); }
+};
+inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) {
+  uint32_t high;
+  std::memcpy(&high, qh, 4);
+  return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(bits_to_bytes(high), _mm256_set1_epi8(0x10)));
+}
+struct Q5_0W {
+  using Block = block_q5_0;
+  static constexpr bool kSigned = false, kBias = true;
+  static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
+  static float bias(const Block&, float d) { return -16.0f * d; }
+};
+struct Q5_1W {
+  using Block = block_q5_1;
+  static constexpr bool kSigned = false, kBias = true;
+  static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
+  static float bias(const Block& b, float) { return half_to_float(b.m); }
+};
+struct Q8_0W {
+  using Block = block_q8_0;
+  static constexpr bool kSigned = true, kBias = false;
+  static __m256i codes(const Block& b) { return load32(b.qs); }
+  static float bias(const Block&, float) { return 0.0f; }
+};
+
+template <class W>
+inline void block_step(const typename W::Block& wb, const block_q8_32& xb, __m256& acc, float& corr) {
+  const __m256i q = W::codes(wb);
+  const __m256i a = load32(xb.qs);
+  const __m256i p = W::kSigned ? dot_u8_s8(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)) : dot_u8_s8(q, a);
+  const float dw = half_to_float(wb.d);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xb.d), acc);
+  if constexpr (W::kBias) corr += W::bias(wb, dw) * xb.ds;
+}
+
+template <class W>
+float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(row);
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  float corr = 0.0f;
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    block_step<W>(w[b], x[b], acc0, corr);
+    block_step<W>(w[b + 1], x[b + 1], acc1, corr);
+  }
+  if (b < nb) block_step<W>(w[b], x[b], acc0, corr);
+  return hsum(_mm256_add_ps(acc0, acc1)) + corr;
+}
+
+template <class W, int KR, int KT>
+void tile32(const KernelArgs& a, int64_t r, int64_t t) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / 32;
+  const typename W::Block* w[KR];
+  const block_q8_32* x[KT];
+  for (int i = 0; i < KR; ++i) w[i] = reinterpret_cast<const typename W::Block*>(m.row(r + i));
+  for (int j = 0; j < KT; ++j)
+    x[j] = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t + j));
+  __m256 acc[KR][KT];
+  float corr[KR][KT];
+  for (int i = 0; i < KR; ++i)
+    for (int j = 0; j < KT; ++j) acc[i][j] = _mm256_setzero_ps(), corr[i][j] = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i q[KR], uq[KR];
+    float dw[KR], bias[KR];
+    for (int i = 0; i < KR; ++i) {
+      q[i] = W::codes(w[i][b]);
+      uq[i] = W::kSigned ? _mm256_abs_epi8(q[i]) : q[i];
+      dw[i] = half_to_float(w[i][b].d);
+      bias[i] = W::bias(w[i][b], dw[i]);
+    }
+    for (int j = 0; j < KT; ++j) {
+      const __m256i act = load32(x[j][b].qs);
+      for (int i = 0; i < KR; ++i) {
+        const __m256i p = dot_u8_s8(uq[i], W::kSigned ? _mm256_sign_epi8(act, q[i]) : act);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw[i] * x[j][b].d), acc[i][j]);
+        if constexpr (W::kBias) corr[i][j] += bias[i] * x[j][b].ds;
+      }
+    }
+  }
+  for (int i = 0; i < KR; ++i)
+    for (int j = 0; j < KT; ++j) a.y[(t + j) * m.rows + r + i] = hsum(acc[i][j]) + corr[i][j];
+}
+
+// ---- float weights ----------------------------------------------------------
+
+struct F32W {
+  static constexpr size_t kBytes = 4;
+  static __m256 load8(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static float one(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+};
+struct F16W {
+  static constexpr size_t kBytes = 2;
+  static __m256 load8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+  }
+};
+struct BF16W {
+  static constexpr size_t kBytes = 2;
+  static __m256 load8(const uint8_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bf16_to_f32(h);
+  }
+};
+
+template <class W>
+float dot_row_float(const uint8_t* w, const float* x, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t k = 0;
+  for (; k + 32 <= n; k += 32)
+    for (int u = 0; u < 4; ++u)
+      acc[u] = _mm256_fmadd_ps(W::load8(w + (k + 8 * u) * W::kBytes), _mm256_loadu_ps(x + k + 8 * u), acc[u]);
+  for (; k + 8 <= n; k += 8) acc[0] = _mm256_fmadd_ps(W::load8(w + k * W::kBytes), _mm256_loadu_ps(x + k), acc[0]);
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; k < n; ++k) sum += W::one(w + k * W::kBytes) * x[k];
+  return sum;
+}
+
+template <class W, int KR, int KT>
+void tile_float(const KernelArgs& a, int64_t r, int64_t t) {
+  const MatrixView& m = *a.w;
+  const int64_t n = m.cols;
+  const uint8_t* w[KR];
+  const float* x[KT];
+  for (int i = 0; i < KR; ++i) w[i] = m.row(r + i);
+  for (int j = 0; j < KT; ++j)
+    x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t + j));
+  __m256 acc[KR][KT];
+  for (int i = 0; i < KR; ++i)
+    for (int j = 0; j < KT; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    __m256 wv[KR];
+    for (int i = 0; i < KR; ++i) wv[i] = W::load8(w[i] + k * W::kBytes);
+    for (int j = 0; j < KT; ++j) {
+      const __m256 xv = _mm256_loadu_ps(x[j] + k);
+      for (int i = 0; i < KR; ++i) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
+    }
+  }
+  for (int i = 0; i < KR; ++i) {
+    for (int j = 0; j < KT; ++j) {
+      float sum = hsum(acc[i][j]);
+      for (int64_t kk = k; kk < n; ++kk) sum += W::one(w[i] + kk * W::kBytes) * x[j][kk];
+      a.y[(t + j) * m.rows + r + i] = sum;
+    }
+  }
+}
+
+// ---- drivers ------------------------------------------------------------------
+
+template <class Policy>
+struct Blocks32 {
+  template <int KR, int KT>
+  static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile32<Policy, KR, KT>(a, r, t); }
+  static float row(const KernelArgs& a, int64_t r, int64_t t) {
+    const auto* x = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+    return dot_row<Policy>(a.w->row(r), x, a.w->cols / 32);
+  }
+};
+
+template <class Policy>
+struct Floats {
+  template <int KR, int KT>
+  static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile_float<Policy, KR, KT>(a, r, t); }
+  static float row(const KernelArgs& a, int64_t r, int64_t t) {
+    const auto* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+    return dot_row_float<Policy>(a.w->row(r), x, a.w->cols);
+  }
+};
+
+template <class K, int KR>
+void tile_rows(const KernelArgs& a, int64_t r, int64_t t, int64_t kt) {
+  switch (kt) {
+    case 4: K::template tile<KR, 4>(a, r, t); break;
+    case 3: K::template tile<KR, 3>(a, r, t); break;
+    case 2: K::template tile<KR, 2>(a, r, t); break;
+    default:
+      if constexpr (KR == 1) {
+        a.y[t * a.w->rows + r] = K::row(a, r, t);
+      } else {
+        K::template tile<KR, 1>(a, r, t);
+      }
+  }
+}
+
+template <class K>
+void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens == 1) {
+    for (int64_t r = r0; r < r1; ++r) a.y[r] = K::row(a, r, 0);
+    return;
+  }
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t rend = std::min(rb + kRowBlock, r1);
+    for (int64_t t = 0; t < a.n_tokens; t += kTileTokens) {
+      const int64_t kt = std::min<int64_t>(kTileTokens, a.n_tokens - t);
+      int64_t r = rb;
+      for (; r + kTileRows <= rend; r += kTileRows) tile_rows<K, kTileRows>(a, r, t, kt);
+      for (; r < rend; ++r) tile_rows<K, 1>(a, r, t, kt);
+    }
+  }
+}
+
+}  // namespace
+
+Kernel avx2_kernel(DType type) {
+  switch (type) {
+    case DType::F32: return kernel<Floats<F32W>>;
+    case DType::F16: return kernel<Floats<F16W>>;
+    case DType::BF16: return kernel<Floats<BF16W>>;
+    case DType::Q4_0: return kernel<Blocks32<Q4_0W>>;
+    case DType::Q4_1: return kernel<Blocks32<Q4_1W>>;
+    case DType::Q5_0: return kernel<Blocks32<Q5_0W>>;
+    case DType::Q5_1: return kernel<Blocks32<Q5_1W>>;
+    case DType::Q8_0: return kernel<Blocks32<Q8_0W>>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace shardlm::matmul_impl

@@ -1,0 +1,59 @@
+// Helpers shared by the AVX2 kernel files (only included from *_avx2.cpp,
+// which are compiled with -mavx2 -mfma -mf16c).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace shardlm::matmul_impl::avx2 {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+// 32 unsigned bytes `u` times 32 signed bytes `s`, summed in 8 int32 lanes of
+// 4 adjacent products each (no overflow while |u·s| ≤ 255·127·2 per pair).
+inline __m256i dot_u8_s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+// Like dot_u8_s8, but the 16 pairs of each 128-bit half are weighted by one
+// int16 scale per half: lanes 0-3 cover elements 0-15 (scale `lo`), 4-7 the rest.
+inline __m256i dot_u8_s8_scaled(__m256i u, __m256i s, int lo, int hi) {
+  const __m256i scales = _mm256_setr_m128i(_mm_set1_epi16(int16_t(lo)), _mm_set1_epi16(int16_t(hi)));
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales);
+}
+
+// Byte i of the result is 0xFF when bit i of `bits` is set.
+inline __m256i bits_to_bytes(uint32_t bits) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)),
+      _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);  // byte i: all bits but i % 8
+  return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
+}
+
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 16 packed bytes → 32 nibbles: low nibbles are elements 0-15, high 16-31.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4));
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+}  // namespace shardlm::matmul_impl::avx2

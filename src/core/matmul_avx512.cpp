@@ -1,0 +1,7 @@
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+
+Kernel avx512_kernel(DType) { return nullptr; }
+
+}  // namespace shardlm::matmul_impl

@@ -1,0 +1,54 @@
+// Internal interface between matmul.cpp (activation preparation, row split
+// across threads) and the per-ISA kernel files. Not for callers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/matmul.h"
+
+namespace shardlm::matmul_impl {
+
+// Activations for weights with 32-element blocks: q = round(x / d) with
+// d = max|x| / 127, and ds = d · Σq so that per-block weight offsets/minimums
+// cost one multiply-add instead of a second integer dot product.
+struct block_q8_32 {
+  float d;
+  float ds;
+  int8_t qs[32];
+};
+static_assert(sizeof(block_q8_32) == 40);
+
+// K-quants use block_q8_K (core/dtype.h): same rounding over 256 elements,
+// bsums[i] = Σ qs[16i .. 16i+16).
+
+enum class ActFormat { F32, Q8_32, Q8_K };
+ActFormat act_format(DType weight_type);
+size_t act_row_bytes(ActFormat f, int64_t cols);
+
+void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols);
+void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols);
+
+struct KernelArgs {
+  const MatrixView* w;
+  const void* x;      // n_tokens rows of activations in act_format(w->type)
+  size_t x_stride;    // bytes between tokens
+  int64_t n_tokens;
+  float* y;           // y[t * w->rows + r]
+};
+
+// Computes rows [r0, r1) of every token. matmul.cpp starts every thread's
+// range at a multiple of kRowAlign, so a kernel's row tiling (a function of
+// the row index only) is the same whatever the thread count.
+using Kernel = void (*)(const KernelArgs& args, int64_t r0, int64_t r1);
+constexpr int64_t kRowAlign = 16;
+
+// nullptr when that ISA has no kernel of its own for the type.
+Kernel scalar_kernel(DType type);
+Kernel avx2_kernel(DType type);
+Kernel avx2_kquant_kernel(DType type);
+Kernel avx512_kernel(DType type);
+Kernel amx_kernel(DType type);
+
+}  // namespace shardlm::matmul_impl

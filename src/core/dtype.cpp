@@ -79,7 +79,8 @@ float f16_to_f32(f16_t h) {
       bits = sign | (exp << 23) | (mant << 13);
     }
   } else if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
+    // NaN comes out quiet, as F16C makes it.
+    bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u);
   } else {
     bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
   }
@@ -94,7 +95,8 @@ f16_t f32_to_f16(float f) {
   const uint32_t sign = (x >> 16) & 0x8000;
   const uint32_t absx = x & 0x7fffffff;
   if (absx >= 0x7f800000) {  // inf or nan
-    return f16_t(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
+    // NaN: quiet it and keep the top payload bits, as F16C does.
+    return f16_t(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 | ((absx >> 13) & 0x3ff) : 0));
   }
   if (absx >= 0x477ff000) return f16_t(sign | 0x7c00);  // rounds to >= 65520: inf
   if (absx < 0x38800000) {                              // result is subnormal or zero

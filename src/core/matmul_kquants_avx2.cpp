@@ -1,7 +1,131 @@
+// AVX2 kernels for the K-quants × Q8_K activations. Each super-block's sums
+// are exact integers (codes × activation codes, weighted by the integer
+// sub-block scales in madd), and are scaled in f32 exactly as the reference
+// does, so these kernels reproduce the reference bit for bit. Codes carrying
+// an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
+// the activation sub-block sums (bsums).
+#include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
+#include "core/quant_blocks.h"
 
 namespace shardlm::matmul_impl {
+namespace {
 
-Kernel avx2_kquant_kernel(DType) { return nullptr; }
+using namespace avx2;
+
+float dot_q2_k(const block_q2_K& w, const block_q8_K& x) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i raw = load32(w.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3));
+      const int s = 8 * h + 2 * j;
+      acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * j), w.scales[s] & 15,
+                                                   w.scales[s + 1] & 15));
+    }
+  }
+  int msum = 0;
+  for (int s = 0; s < 16; ++s) msum += (w.scales[s] >> 4) * x.bsums[s];
+  return x.d * (half_to_float(w.d) * float(hsum(acc)) - half_to_float(w.dmin) * float(msum));
+}
+
+float dot_q3_k(const block_q3_K& w, const block_q8_K& x) {
+  int8_t sc[16];
+  unpack_q3_k_scales(w.scales, sc);
+  const __m256i hm = load32(w.hmask);
+  __m256i acc = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i raw = load32(w.qs + 32 * h);
+    for (int j = 0; j < 4; ++j) {
+      // code + 4: the two low bits plus 4 when the mask bit is set
+      const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3));
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), _mm256_set1_epi8(1));
+      const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+      const int s = 8 * h + 2 * j;
+      acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * j), sc[s], sc[s + 1]));
+    }
+  }
+  int offset = 0;
+  for (int s = 0; s < 16; ++s) offset += sc[s] * x.bsums[s];
+  return x.d * (half_to_float(w.d) * float(hsum(acc) - 4 * offset));
+}
+
+template <class Block>
+float dot_q4_q5_k(const Block& w, const block_q8_K& x, const uint8_t* qh) {
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) get_scale_min_k4(j, w.scales, &sc[j], &mn[j]);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  const __m256i high_bits = qh ? load32(qh) : _mm256_setzero_si256();
+  __m256i acc = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256i raw = load32(w.qs + 32 * k);
+    __m256i lo = _mm256_and_si256(raw, nibble);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
+    if (qh) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k + 1), one), 4));
+    }
+    acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(lo, load32(x.qs + 64 * k), sc[2 * k], sc[2 * k]));
+    acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(hi, load32(x.qs + 64 * k + 32), sc[2 * k + 1], sc[2 * k + 1]));
+  }
+  int msum = 0;
+  for (int j = 0; j < 8; ++j) msum += mn[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+  return x.d * (half_to_float(w.d) * float(hsum(acc)) - half_to_float(w.dmin) * float(msum));
+}
+
+float dot_q4_k(const block_q4_K& w, const block_q8_K& x) { return dot_q4_q5_k(w, x, nullptr); }
+float dot_q5_k(const block_q5_K& w, const block_q8_K& x) { return dot_q4_q5_k(w, x, w.qh); }
+
+float dot_q6_k(const block_q6_K& w, const block_q8_K& x) {
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256i acc = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load32(w.ql + 64 * h), ql1 = load32(w.ql + 64 * h + 32);
+    const __m256i qh = load32(w.qh + 32 * h);
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      const __m256i ql = quarter & 1 ? ql1 : ql0;
+      const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
+      const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // code + 32
+      const int s = 8 * h + 2 * quarter;
+      acc = _mm256_add_epi32(
+          acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * quarter), w.scales[s], w.scales[s + 1]));
+    }
+  }
+  int offset = 0;
+  for (int s = 0; s < 16; ++s) offset += w.scales[s] * x.bsums[s];
+  return x.d * (half_to_float(w.d) * float(hsum(acc) - 32 * offset));
+}
+
+// A weight row is 256-element super-blocks; for prefill it stays in L1 while
+// every token passes over it.
+template <class Block, float (*Dot)(const Block&, const block_q8_K&)>
+void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / QK_K;
+  for (int64_t r = r0; r < r1; ++r) {
+    const auto* w = reinterpret_cast<const Block*>(m.row(r));
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      const auto* x = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) sum += Dot(w[b], x[b]);
+      a.y[t * m.rows + r] = sum;
+    }
+  }
+}
+
+}  // namespace
+
+Kernel avx2_kquant_kernel(DType type) {
+  switch (type) {
+    case DType::Q2_K: return kernel<block_q2_K, dot_q2_k>;
+    case DType::Q3_K: return kernel<block_q3_K, dot_q3_k>;
+    case DType::Q4_K: return kernel<block_q4_K, dot_q4_k>;
+    case DType::Q5_K: return kernel<block_q5_K, dot_q5_k>;
+    case DType::Q6_K: return kernel<block_q6_K, dot_q6_k>;
+    default: return nullptr;
+  }
+}
 
 }  // namespace shardlm::matmul_impl

@@ -31,9 +31,12 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("ffn-row", ff_rows, c.n_ff);
   check("vocab-row", vocab_rows, c.n_vocab);
   const int64_t g = c.n_group();
-  if (heads.begin != kv_heads.begin * g || heads.end != kv_heads.end * g)
-    throw Error(fmt::format("rank plan: heads [{}, {}) do not match kv-heads [{}, {}) with {} query heads per KV head",
-                            heads.begin, heads.end, kv_heads.begin, kv_heads.end, g));
+  // A head range may cut a KV group (tensor parallel wider than n_head_kv):
+  // then both ranks hold that KV head, a replica computed from the same weights.
+  if (kv_heads.begin != heads.begin / g || kv_heads.end != (heads.end + g - 1) / g)
+    throw Error(fmt::format("rank plan: heads [{}, {}) need kv-heads [{}, {}) with {} query heads per KV head, not [{}, {})",
+                            heads.begin, heads.end, heads.begin / g, (heads.end + g - 1) / g, g, kv_heads.begin,
+                            kv_heads.end));
 }
 
 std::string RankPlan::to_string() const {

@@ -23,8 +23,8 @@ struct Range {
 // into stages; tensor parallel splits heads, FFN rows and vocabulary rows.
 struct RankPlan {
   Range layers;      // [l0, l1): this pipeline stage's layers
-  Range heads;       // query heads; must cover whole KV groups
-  Range kv_heads;    // = heads / (n_head / n_head_kv)
+  Range heads;       // query heads; any range (partial KV groups replicate their KV head)
+  Range kv_heads;    // the KV heads of `heads`: [begin / group, ceil(end / group))
   Range ff_rows;     // rows of ffn_gate/ffn_up = columns of ffn_down
   Range vocab_rows;  // rows of the output matrix: this rank's slice of the logits
 

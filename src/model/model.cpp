@@ -163,7 +163,7 @@ void Model::attend(int64_t l, const Batch& batch) {
     for (int64_t task = ith; task < n_tasks; task += nth) {
       const int64_t t = task / n_head_, h = task % n_head_;
       const auto& e = batch.entries[size_t(t)];
-      const int64_t g = h / group;  // plan heads start on a group boundary
+      const int64_t g = (plan_.heads.begin + h) / group - plan_.kv_heads.begin;
       CachedHead head;
       head.type = kv_.type();
       head.k = static_cast<const uint8_t*>(kv_.k_rows(l, e.seq)) + g * c.head_dim_k * elem;

@@ -1,11 +1,148 @@
+// shardlm run: generate text with a model on this machine.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "model/sampler.h"
+#include "model/session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
+namespace {
 
-// Placeholder until the owning module lands.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  int n_predict = 128;
+  SamplerParams sampling;
+  int64_t seed = -1;
+  int threads = 0;
+  int64_t ctx = 2048;
+  int64_t batch = 512;
+  std::string kv_type = "f32";
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+DType parse_kv_type(const std::string& s) {
+  if (s == "f32") return DType::F32;
+  if (s == "f16") return DType::F16;
+  throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", s));
+}
+
+void run(RunOptions o) {
+  const auto t_load = Clock::now();
+  const DType kv_type = parse_kv_type(o.kv_type);
+  auto file = gguf::File::open(o.model);
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  ModelOptions mo;
+  mo.n_ctx = o.ctx;
+  mo.n_batch = o.batch;
+  mo.kv_type = kv_type;
+  mo.pool = pool.get();
+  Model model(*file, mo);
+  if (tokenizer->n_vocab() != model.config().n_vocab)
+    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight has {} rows", o.model,
+                            tokenizer->n_vocab(), model.config().n_vocab));
+  const double load_s = seconds_since(t_load);
+
+  const auto prompt = tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt.empty()) throw Error("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
+  if (int64_t(prompt.size()) >= o.ctx)
+    throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), o.ctx));
+
+  o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+  Sampler sampler(o.sampling, model.config().n_vocab);
+  for (TokenId t : prompt) sampler.accept(t);
+
+  g_interrupted.store(false);
+  auto previous = std::signal(SIGINT, on_sigint);
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+
+  const auto t_prompt = Clock::now();
+  const bool prompt_done = eval_prompt(model, prompt, 0, 0, &g_interrupted);
+  const double prompt_s = seconds_since(t_prompt);
+
+  StreamDecoder text(*tokenizer, /*at_sequence_start=*/false);
+  int n_generated = 0;
+  const auto t_decode = Clock::now();
+  int32_t pos = int32_t(prompt.size());
+  while (prompt_done && n_generated < o.n_predict && pos < o.ctx && !g_interrupted.load()) {
+    const TokenId next = sampler.sample(model.logits(0));
+    sampler.accept(next);
+    ++n_generated;
+    if (tokenizer->is_end_of_generation(next)) break;
+    std::fputs(text.push(next).c_str(), stdout);
+    std::fflush(stdout);
+    if (n_generated == o.n_predict || pos + 1 >= o.ctx) break;
+    Batch b;
+    b.add(0, pos++, next, true);
+    model.forward(b);
+  }
+  const double decode_s = seconds_since(t_decode);
+  std::fputs(text.flush().c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  std::signal(SIGINT, previous);
+
+  const auto mem = read_memory_usage();
+  auto per_s = [](double n, double s) { return s > 0 ? n / s : 0.0; };
+  std::fprintf(stderr, "\n%s%s\n", g_interrupted.load() ? "interrupted; " : "", model.config().summary().c_str());
+  std::fprintf(stderr, "load:    %8.1f ms\n", load_s * 1e3);
+  std::fprintf(stderr, "prompt:  %5zu tokens in %8.1f ms = %8.1f tok/s\n", prompt.size(), prompt_s * 1e3,
+               per_s(double(prompt.size()), prompt_s));
+  std::fprintf(stderr, "decode:  %5d tokens in %8.1f ms = %8.1f tok/s (%d threads, seed %llu)\n", n_generated,
+               decode_s * 1e3, per_s(n_generated, decode_s), threads,
+               static_cast<unsigned long long>(o.sampling.seed));
+  std::fprintf(stderr, "memory:  VmRSS %.1f MiB, VmHWM %.1f MiB (KV cache %.1f MiB, %s)\n", double(mem.rss_kib) / 1024,
+               double(mem.hwm_kib) / 1024, double(model.kv_cache().bytes()) / (1 << 20), o.kv_type.c_str());
+}
+
+}  // namespace
+
 void add_run(CLI::App& app) {
-  app.add_subcommand("run", "(not built yet)")->callback([] { throw Error("'run' is not implemented yet"); });
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "generate text from a prompt on this machine");
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text")->required();
+  cmd->add_option("-n,--n-predict", o->n_predict, "most tokens to generate")->capture_default_str()->check(
+      CLI::NonNegativeNumber);
+  cmd->add_option("--temp", o->sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->sampling.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
+  cmd->add_option("--top-p", o->sampling.top_p, "nucleus: smallest set with this probability; 1 = off")
+      ->capture_default_str();
+  cmd->add_option("--min-p", o->sampling.min_p, "drop tokens below min-p × best probability; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty, "penalty for recent tokens; 1 = off")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "subtracted from recent tokens' logits")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", o->sampling.penalty_window, "how many recent tokens the penalties see")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "sampling seed; default: from the clock");
+  cmd->add_option("-t,--threads", o->threads, "threads; default: all cores")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--ctx", o->ctx, "context length (KV cache positions)")->capture_default_str()->check(
+      CLI::Range(int64_t(1), int64_t(1) << 24));
+  cmd->add_option("--batch", o->batch, "prompt tokens per forward pass")->capture_default_str()->check(
+      CLI::Range(1, 65536));
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32 or f16")->capture_default_str();
+  cmd->callback([o] { run(*o); });
 }
 
 }  // namespace shardlm::cli

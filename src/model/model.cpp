@@ -17,6 +17,9 @@ namespace shardlm {
 
 namespace ops = model_ops;
 
+// Below this many multiply-adds, waking the pool costs more than it saves.
+constexpr int64_t kParallelAttentionWork = 1 << 16;
+
 Model::Model(const gguf::File& file, ModelOptions options)
     : config_(ModelConfig::from_gguf(file)),
       opt_(std::move(options)),
@@ -157,8 +160,10 @@ void Model::attend(int64_t l, const Batch& batch) {
   const int64_t group = c.n_group();
   const int64_t elem = kv_.type() == DType::F32 ? 4 : 2;
   const int64_t n_tasks = n_tokens_ * n_head_;
+  int64_t work = 0;  // multiply-adds, to keep short decode steps off the pool
+  for (const auto& e : batch.entries) work += int64_t(e.pos + 1) * n_head_ * (c.head_dim_k + c.head_dim_v);
   // Each (entry, head) is independent, so any thread split gives the same bits.
-  run_parallel([&](int ith, int nth) {
+  run_parallel(work >= kParallelAttentionWork, [&](int ith, int nth) {
     float* scores = &scores_[size_t(ith * opt_.n_ctx)];
     for (int64_t task = ith; task < n_tasks; task += nth) {
       const int64_t t = task / n_head_, h = task % n_head_;
@@ -213,8 +218,8 @@ void Model::all_reduce(float* data, int64_t n) {
   if (opt_.hooks.all_reduce) opt_.hooks.all_reduce(data, size_t(n));
 }
 
-void Model::run_parallel(const std::function<void(int, int)>& fn) {
-  if (opt_.pool && n_threads_ > 1)
+void Model::run_parallel(bool worth_it, const std::function<void(int, int)>& fn) {
+  if (worth_it && opt_.pool && n_threads_ > 1)
     opt_.pool->run(fn);
   else
     fn(0, 1);

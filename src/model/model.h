@@ -82,7 +82,7 @@ class Model {
   void attend(int64_t layer, const Batch& batch);
   void all_reduce(float* data, int64_t n);
   void compute_logits(const Batch& batch);
-  void run_parallel(const std::function<void(int ith, int nth)>& fn);
+  void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn);
 
   ModelConfig config_;
   ModelOptions opt_;

@@ -30,28 +30,35 @@ struct ByRankThenLeft {
 }  // namespace
 
 int32_t BpeMerger::piece_id(std::string_view text) const {
-  auto it = piece_ids_.find(text);
-  return it == piece_ids_.end() ? -1 : it->second;
+  if (const TokenId id = vocab_.find(text); id >= 0) return id;
+  if (non_token_pieces_.empty()) return -1;
+  auto it = non_token_pieces_.find(text);
+  return it == non_token_pieces_.end() ? -1 : it->second;
 }
 
-int32_t BpeMerger::intern(std::string text) {
-  auto [it, inserted] = piece_ids_.try_emplace(std::move(text), int32_t(piece_token_.size()));
-  if (inserted) piece_token_.push_back(vocab_.find(it->first));
-  return it->second;
+int32_t BpeMerger::intern(std::string_view text) {
+  if (const TokenId id = vocab_.find(text); id >= 0) return id;
+  auto it = non_token_pieces_.find(text);
+  if (it != non_token_pieces_.end()) return it->second;
+  const int32_t id = vocab_.size() + int32_t(non_token_pieces_.size());
+  non_token_pieces_.emplace(std::string(text), id);
+  return id;
 }
 
 BpeMerger::BpeMerger(const Vocabulary& vocab) : vocab_(vocab) {
-  piece_ids_.reserve(vocab.merges.size() * 2);
   merges_.reserve(vocab.merges.size());
+  std::string joined;
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-    const std::string& line = vocab.merges[rank];
+    const std::string_view line = vocab.merges[rank];
     // Split at the first space after the first byte, so a left side that
     // starts with a space survives (llama.cpp does the same).
     const size_t space = line.find(' ', 1);
     if (space == std::string::npos || space + 1 >= line.size()) continue;
     const int32_t left = intern(line.substr(0, space));
     const int32_t right = intern(line.substr(space + 1));
-    const int32_t result = intern(line.substr(0, space) + line.substr(space + 1));
+    joined.assign(line.substr(0, space));
+    joined += line.substr(space + 1);
+    const int32_t result = intern(joined);
     merges_.try_emplace(pair_key(left, right), Merge{int32_t(rank), result});  // first rule wins
   }
 }
@@ -102,7 +109,7 @@ void BpeMerger::encode_word(std::string_view word, std::vector<TokenId>& out) co
 
   for (int i = 0; i >= 0; i = symbols[size_t(i)].next) {
     const Symbol& s = symbols[size_t(i)];
-    TokenId id = s.piece >= 0 ? piece_token_[size_t(s.piece)] : vocab_.find(word.substr(s.start, s.n));
+    const TokenId id = s.piece >= 0 ? token_of_piece(s.piece) : -1;
     if (id >= 0) {
       out.push_back(id);
       continue;

@@ -26,18 +26,19 @@ class BpeMerger {
   void encode_word(std::string_view word, std::vector<TokenId>& out) const;
 
  private:
-  // Every string that appears in a merge rule gets a small id, so merging
-  // compares integers instead of building strings.
+  // Every string in a merge rule gets an integer "piece id" so merging
+  // compares integers instead of building strings: its token id when it is
+  // a token, else an id past the vocabulary.
   struct Merge {
     int32_t rank;
     int32_t result;  // piece id of left+right
   };
   int32_t piece_id(std::string_view text) const;
-  int32_t intern(std::string text);
+  int32_t intern(std::string_view text);
+  TokenId token_of_piece(int32_t piece) const { return piece < vocab_.size() ? piece : -1; }
 
   const Vocabulary& vocab_;
-  TextMap piece_ids_;
-  std::vector<TokenId> piece_token_;  // piece id → token id, -1 if not a token
+  TextMap non_token_pieces_;
   std::unordered_map<uint64_t, Merge> merges_;
 };
 

@@ -73,15 +73,14 @@ void load_texts(const gguf::File& f, Vocabulary& v) {
     throw Error(f.path() + ": tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
                 std::to_string(n) + " tokens");
   v.tokens.resize(n);
-  v.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     TokenInfo& t = v.tokens[i];
     t.text = std::move((*texts)[i]);
     if (t.text.empty()) t.text = "[EMPTY_" + std::to_string(i) + "]";
     t.score = scores && i < scores->size() ? (*scores)[i] : 0.0f;
     t.attr = types ? attr_of_gguf_type((*types)[i]) : kAttrNormal;
-    v.text_to_id.insert_or_assign(t.text, TokenId(i));
   }
+  v.text_index.build(v.tokens);
 }
 
 void force_control(Vocabulary& v, TokenId id) {
@@ -122,6 +121,38 @@ void apply_name_rules(Vocabulary& v, bool has_eot_key, bool has_eom_key) {
 }
 
 }  // namespace
+
+void TextIndex::build(const std::vector<TokenInfo>& tokens) {
+  size_t capacity = 16;
+  while (capacity < tokens.size() * 2) capacity *= 2;
+  slots_.assign(capacity, Slot{0, -1});
+  mask_ = capacity - 1;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    const std::string_view text = tokens[id].text;
+    const size_t h = TextHash{}(text);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Slot& slot = slots_[i];
+      if (slot.id < 0) {
+        slot = {uint32_t(h), TokenId(id)};
+        break;
+      }
+      if (slot.hash == uint32_t(h) && tokens[size_t(slot.id)].text == text) {
+        slot.id = TokenId(id);
+        break;
+      }
+    }
+  }
+}
+
+TokenId TextIndex::find(std::string_view text, const std::vector<TokenInfo>& tokens) const {
+  if (slots_.empty()) return -1;
+  const size_t h = TextHash{}(text);
+  for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    const Slot& slot = slots_[i];
+    if (slot.id < 0) return -1;
+    if (slot.hash == uint32_t(h) && tokens[size_t(slot.id)].text == text) return slot.id;
+  }
+}
 
 Vocabulary Vocabulary::load(const gguf::File& f) {
   Vocabulary v;

@@ -41,6 +41,24 @@ struct TextHash {
 };
 using TextMap = std::unordered_map<std::string, TokenId, TextHash, std::equal_to<>>;
 
+
+// Open-addressing index from token text to id over the token list itself:
+// one allocation for the whole vocabulary, so 100k tokens load in
+// milliseconds and lookups touch one cache line most of the time.
+class TextIndex {
+ public:
+  void build(const std::vector<TokenInfo>& tokens);  // a repeated text maps to its last id
+  TokenId find(std::string_view text, const std::vector<TokenInfo>& tokens) const;
+
+ private:
+  struct Slot {
+    uint32_t hash;
+    TokenId id;  // -1: empty
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
 enum class VocabKind { Spm, Bpe };
 
 struct Vocabulary {
@@ -48,7 +66,7 @@ struct Vocabulary {
   std::string source;  // file path, for messages
   std::string pre;     // tokenizer.ggml.pre as given ("" if missing)
   std::vector<TokenInfo> tokens;
-  TextMap text_to_id;  // a repeated text maps to its last id, as in llama.cpp
+  TextIndex text_index;  // a repeated text maps to its last id, as in llama.cpp
 
   TokenId bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1;
   bool add_bos = false;
@@ -64,10 +82,7 @@ struct Vocabulary {
   std::array<TokenId, 256> byte_token{};  // SPM "<0xNN>" tokens, -1 when absent
   std::vector<std::string> merges;        // BPE "left right" lines, rank = index
 
-  TokenId find(std::string_view text) const {
-    auto it = text_to_id.find(text);
-    return it == text_to_id.end() ? -1 : it->second;
-  }
+  TokenId find(std::string_view text) const { return text_index.find(text, tokens); }
   bool has_attr(TokenId id, uint32_t attr) const { return (tokens[size_t(id)].attr & attr) != 0; }
   int size() const { return int(tokens.size()); }
 

@@ -1,8 +1,176 @@
+// `shardlm bench kernels`: memory-read bandwidth, then matvec (decode) GB/s as
+// a fraction of it, then matmul (prefill) GOP/s next to a peak estimate.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "cli/commands.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/matmul.h"
+#include "core/membw.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
 
 namespace shardlm::cli {
+namespace {
 
-// Placeholder until the owning module lands.
-void add_bench_kernels(CLI::App& bench) { (void)bench; }
+struct KernelBenchOptions {
+  bool quick = false;
+  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::string types;
+};
+
+const char* kAllTypes = "F32,F16,BF16,Q4_0,Q4_1,Q5_0,Q5_1,Q8_0,Q2_K,Q3_K,Q4_K,Q5_K,Q6_K";
+const char* kQuickTypes = "Q4_0,Q8_0,Q4_K,F16";
+
+std::vector<DType> parse_types(const std::string& list) {
+  std::vector<DType> out;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    if (name.empty()) continue;
+    const auto t = dtype_from_name(name);
+    if (!t || !traits(*t).compute || *t == DType::Q8_1 || *t == DType::Q8_K)
+      throw Error("--types: '" + name + "' is not a weight type matmul supports (" + kAllTypes + ")");
+    out.push_back(*t);
+  }
+  if (out.empty()) throw Error("--types: empty list");
+  return out;
+}
+
+// A matrix of real quantized rows: a few random rows quantized with the
+// reference quantizer, repeated (speed does not depend on the values).
+struct BenchMatrix {
+  std::unique_ptr<uint8_t[]> bytes;
+  MatrixView view;
+};
+
+BenchMatrix make_matrix(DType type, int64_t rows, int64_t cols) {
+  constexpr int64_t kDistinct = 8;
+  const size_t stride = row_bytes(type, cols);
+  BenchMatrix m;
+  m.bytes.reset(new uint8_t[stride * size_t(rows)]);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
+    for (auto& v : row) v = normal(rng);
+    quantize_row(type, row.data(), m.bytes.get() + stride * size_t(r), cols);
+  }
+  for (int64_t r = kDistinct; r < rows; ++r)
+    std::memcpy(m.bytes.get() + stride * size_t(r), m.bytes.get() + stride * size_t(r % kDistinct), stride);
+  m.view = MatrixView{type, m.bytes.get(), rows, cols, stride};
+  return m;
+}
+
+// Best time of repeated calls, for at least min_seconds and 3 calls.
+template <class Fn>
+double best_seconds(double min_seconds, Fn&& fn) {
+  double best = 1e30, spent = 0;
+  for (int i = 0; i < 3 || spent < min_seconds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, s);
+    spent += s;
+  }
+  return best;
+}
+
+// Core clock from a loop of dependent 1-cycle decrements (one per cycle).
+double estimate_ghz() {
+  const uint64_t iterations = 100'000'000;
+  return iterations / best_seconds(0.0, [&] {
+           uint64_t n = iterations;
+           __asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
+         }) / 1e9;
+}
+
+void run_kernel_bench(const KernelBenchOptions& o) {
+  if (o.threads < 1 || o.threads > 256) throw Error("--threads " + std::to_string(o.threads) + ": expected 1..256");
+  const auto types = parse_types(o.types.empty() ? (o.quick ? kQuickTypes : kAllTypes) : o.types);
+  const double min_time = o.quick ? 0.02 : 0.25;
+  fmt::print("{}\n", cpu_summary());
+  const double ghz = estimate_ghz();
+  fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n\n", ghz);
+
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int n = 1; n <= o.threads; ++n) pools.push_back(std::make_unique<ThreadPool>(n));
+
+  const size_t bw_bytes = o.quick ? (128u << 20) : (1024u << 20);
+  fmt::print("memory read bandwidth ({} MiB buffer, best of {})\n", bw_bytes >> 20, o.quick ? 2 : 5);
+  fmt::print("| threads | GB/s |\n|---:|---:|\n");
+  std::vector<double> bw;
+  for (int n = 1; n <= o.threads; ++n) {
+    bw.push_back(measure_read_bandwidth(bw_bytes, pools[size_t(n - 1)].get(), o.quick ? 2 : 5));
+    fmt::print("| {} | {:.1f} |\n", n, bw.back());
+  }
+
+  struct Shape {
+    int64_t rows, cols;
+  };
+  std::vector<Shape> shapes = {{4096, 4096}};
+  if (!o.quick) shapes.push_back({128256, 2048});
+  fmt::print("\nmatvec (decode, 1 token): weight bytes / time; % of the measured read bandwidth\n");
+  fmt::print("| type | rows x cols | MiB | threads | us | GB/s | % of bw |\n|---|---|---:|---:|---:|---:|---:|\n");
+  for (DType type : types) {
+    for (const Shape& s : shapes) {
+      const BenchMatrix m = make_matrix(type, s.rows, s.cols);
+      std::vector<float> x(size_t(s.cols), 0.5f), y(size_t(s.rows));
+      const double bytes = double(m.view.row_stride) * double(s.rows);
+      for (int n = 1; n <= o.threads; ++n) {
+        ThreadPool* pool = pools[size_t(n - 1)].get();
+        const double sec = best_seconds(min_time, [&] { matmul(m.view, x.data(), 1, y.data(), pool); });
+        const double gbs = bytes / sec / 1e9;
+        fmt::print("| {} | {}x{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows, s.cols,
+                   bytes / 1048576.0, n, sec * 1e6, gbs, 100.0 * gbs / bw[size_t(n - 1)]);
+      }
+    }
+  }
+
+  const int64_t n_tokens = o.quick ? 64 : 512, dim = o.quick ? 2048 : 4096;
+  const double ops = 2.0 * double(n_tokens) * double(dim) * double(dim);
+  fmt::print("\nmatmul (prefill): {} tokens x {}x{} weights, GOP/s (2 ops per multiply-add)\n", n_tokens, dim, dim);
+  fmt::print("peak estimate per thread at {:.2f} GHz: f32 FMA {:.0f} GFLOP/s (2 x 8-lane FMA/cycle), "
+             "int8 {:.0f} GOP/s (2 x 32-byte maddubs/cycle)\n",
+             ghz, ghz * 32, ghz * 128);
+  fmt::print("| type | threads | ms | GOP/s | % of peak |\n|---|---:|---:|---:|---:|\n");
+  std::vector<float> x(size_t(n_tokens * dim)), y(size_t(n_tokens * dim));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& v : x) v = normal(rng);
+  for (DType type : types) {
+    const BenchMatrix m = make_matrix(type, dim, dim);
+    const bool is_float = traits(type).block_elems == 1;
+    for (int n = 1; n <= o.threads; ++n) {
+      ThreadPool* pool = pools[size_t(n - 1)].get();
+      const double sec = best_seconds(min_time, [&] { matmul(m.view, x.data(), n_tokens, y.data(), pool); });
+      const double peak = ghz * n * (is_float ? 32 : 128);
+      fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", dtype_name(type), n, sec * 1e3, ops / sec / 1e9,
+                 100.0 * ops / sec / 1e9 / peak);
+    }
+  }
+}
+
+}  // namespace
+
+void add_bench_kernels(CLI::App& bench) {
+  auto opts = std::make_shared<KernelBenchOptions>();
+  auto* cmd = bench.add_subcommand("kernels", "memory bandwidth, matvec GB/s and matmul GOP/s per weight type");
+  cmd->add_flag("--quick", opts->quick, "small sizes, a few seconds");
+  cmd->add_option("--threads", opts->threads, "measure with 1..N threads")->capture_default_str();
+  cmd->add_option("--types", opts->types, std::string("comma-separated weight types (default: all: ") + kAllTypes + ")");
+  cmd->callback([opts] { run_kernel_bench(*opts); });
+}
 
 }  // namespace shardlm::cli

@@ -1,0 +1,20 @@
+// Memory-read bandwidth of this machine: the ceiling for memory-bound kernels
+// (decode matvec) and a figure each node reports to the planner.
+#pragma once
+
+#include <cstddef>
+
+namespace shardlm {
+
+class ThreadPool;
+
+// Reads a buffer of `bytes` (make it ≫ the last-level cache to measure DRAM)
+// `repeats` times with every thread of `pool` (null: one thread), each thread
+// a contiguous slice, and returns the best rate in GB/s (10^9 bytes/s).
+double measure_read_bandwidth(size_t bytes, ThreadPool* pool, int repeats);
+
+// Reads `size` bytes once, split across the pool; returns a value that depends
+// on every byte so the reads cannot be optimised away.
+unsigned long long read_all(const void* data, size_t size, ThreadPool* pool);
+
+}  // namespace shardlm

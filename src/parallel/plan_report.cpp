@@ -1,0 +1,41 @@
+#include <fmt/format.h>
+
+#include "parallel/planner.h"
+
+namespace shardlm::parallel {
+namespace {
+
+std::string mib(double bytes) { return fmt::format("{:.1f} MiB", bytes / double(1 << 20)); }
+
+}  // namespace
+
+std::string Plan::describe(const ModelConfig& c) const {
+  std::string s = fmt::format("model: {}\nlayout: tp {} × pp {} = {} rank(s)\n", c.summary(), tp, pp, size());
+  s += fmt::format("{:>4} {:>5} {:>3} {:<22} {:<44} {:>11} {:>11} {:>11} {:>9}\n", "rank", "stage", "tp", "node",
+                   "slices", "weights", "kv cache", "node mem", "ms/token");
+  for (int r = 0; r < size(); ++r) {
+    const RankCost& k = costs[size_t(r)];
+    const RankPlan& p = ranks[size_t(r)];
+    const std::string slices =
+        fmt::format("L[{},{}) h[{},{}) kv[{},{}) ff[{},{}) v[{},{})", p.layers.begin, p.layers.end, p.heads.begin,
+                    p.heads.end, p.kv_heads.begin, p.kv_heads.end, p.ff_rows.begin, p.ff_rows.end, p.vocab_rows.begin,
+                    p.vocab_rows.end);
+    s += fmt::format("{:>4} {:>5} {:>3} {:<22} {:<44} {:>11} {:>11} {:>11} {:>9.3f}\n", r, stage_of(r), tp_index(r),
+                     nodes[size_t(r)].name.substr(0, 22), slices, mib(double(k.weight_bytes)),
+                     mib(double(k.kv_bytes)), mib(double(nodes[size_t(r)].memory_bytes)), k.compute_seconds * 1e3);
+  }
+  for (int st = 0; st < pp; ++st)
+    s += fmt::format("stage {}: {:.3f} ms per token (compute + collectives + hand-off)\n", st,
+                     stage_seconds[size_t(st)] * 1e3);
+  s += fmt::format("all-reduces per token per TP rank: {}\n", all_reduces_per_token);
+  s += fmt::format("bytes on the wire per token: {:.0f} (minimum {:.0f} = 2 × {} layers × {} B × {} tp hop(s) + {} "
+                   "stage hand-off(s))\n",
+                   wire_bytes_per_token, min_wire_bytes_per_token, c.n_layer, c.n_embd * 4, tp - 1, pp - 1);
+  s += fmt::format("predicted decode: {:.1f} tok/s for one sequence", single_seq_tok_s);
+  if (pp > 1) s += fmt::format(", {:.1f} tok/s with ≥ {} sequences in flight", pipelined_tok_s, pp);
+  s += "\n";
+  for (const auto& n : notes) s += "note: " + n + "\n";
+  return s;
+}
+
+}  // namespace shardlm::parallel

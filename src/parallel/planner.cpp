@@ -1,0 +1,273 @@
+#include "parallel/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "model/weights.h"
+
+namespace shardlm::parallel {
+namespace {
+
+double all_reduce_seconds(int tp, double bytes, const NodeSpec& link) {
+  if (tp <= 1) return 0;
+  return link.link_latency_us * 1e-6 * std::ceil(std::log2(double(tp))) +
+         2 * bytes * double(tp - 1) / double(tp) / (link.link_bandwidth_gbs * 1e9);
+}
+
+// The slowest link of a group of nodes decides its collectives.
+NodeSpec slowest_link(const std::vector<NodeSpec>& nodes, size_t begin, size_t end) {
+  NodeSpec s = nodes[begin];
+  for (size_t i = begin; i < end; ++i) {
+    s.link_latency_us = std::max(s.link_latency_us, nodes[i].link_latency_us);
+    s.link_bandwidth_gbs = std::min(s.link_bandwidth_gbs, nodes[i].link_bandwidth_gbs);
+  }
+  return s;
+}
+
+std::vector<int64_t> layers_by_weight(int64_t n_layer, const std::vector<double>& stage_weights) {
+  std::vector<int64_t> layers;
+  for (const Range& r : weighted_split(n_layer, 1, stage_weights, "layers")) layers.push_back(r.size());
+  return layers;
+}
+
+struct Builder {
+  const gguf::File& file;
+  const ModelConfig& c;
+  SplitUnits units;
+  const PlanRequest& req;
+
+  Plan build(const std::vector<NodeSpec>& nodes, int tp, int pp, const std::vector<int64_t>& layers) const {
+    Plan p;
+    p.tp = tp;
+    p.pp = pp;
+    p.nodes.assign(nodes.begin(), nodes.begin() + tp * pp);
+    int64_t layer = 0;
+    for (int s = 0; s < pp; ++s) {
+      std::vector<double> speed;
+      for (int t = 0; t < tp; ++t) speed.push_back(p.nodes[size_t(p.rank_of(s, t))].memory_bandwidth_gbs);
+      const auto heads = weighted_split(c.n_head / units.heads, units.heads, speed, "attention heads");
+      const auto ff = weighted_split(c.n_ff / units.ff, units.ff, speed, "FFN rows");
+      const auto vocab = weighted_split(c.n_vocab, 1, speed, "vocabulary rows");
+      for (int t = 0; t < tp; ++t) {
+        RankPlan r;
+        r.layers = {layer, layer + layers[size_t(s)]};
+        r.heads = heads[size_t(t)];
+        const int64_t g = c.n_group();
+        r.kv_heads = {r.heads.begin / g, (r.heads.end + g - 1) / g};
+        r.ff_rows = ff[size_t(t)];
+        r.vocab_rows = vocab[size_t(t)];
+        p.ranks.push_back(r);
+      }
+      layer += layers[size_t(s)];
+    }
+    cost(p);
+    return p;
+  }
+
+  void cost(Plan& p) const {
+    const size_t kv_elem = dtype_traits_bytes(req.kv_type);
+    const double hidden_bytes = double(c.n_embd) * 4;
+    const auto& embd = file.require_tensor("token_embd.weight");
+    p.wire_bytes_per_token = 0;
+    for (int r = 0; r < p.size(); ++r) {
+      const RankPlan& rp = p.ranks[size_t(r)];
+      const ModelWeights w = ModelWeights::map(file, c, rp);  // also checks block alignment
+      RankCost k;
+      k.bytes_per_token = int64_t(w.matrix_bytes_per_token());
+      k.weight_bytes = k.bytes_per_token + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
+      k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * (c.head_dim_k + c.head_dim_v) *
+                   int64_t(kv_elem);
+      k.compute_seconds = double(k.bytes_per_token) / (p.nodes[size_t(r)].memory_bandwidth_gbs * 1e9);
+      p.costs.push_back(k);
+    }
+    p.stage_seconds.clear();
+    double sum = 0, worst = 0;
+    for (int s = 0; s < p.pp; ++s) {
+      const size_t b = size_t(p.rank_of(s, 0)), e = b + size_t(p.tp);
+      const NodeSpec link = slowest_link(p.nodes, b, e);
+      double t = 0;
+      for (size_t r = b; r < e; ++r) t = std::max(t, p.costs[r].compute_seconds);
+      const int64_t n_layers = p.ranks[b].layers.size();
+      t += 2 * double(n_layers) * all_reduce_seconds(p.tp, hidden_bytes, link);
+      if (s + 1 < p.pp) {
+        const NodeSpec hop = slowest_link(p.nodes, b, e + size_t(p.tp));
+        t += hop.link_latency_us * 1e-6 + hidden_bytes / (hop.link_bandwidth_gbs * 1e9);
+        p.wire_bytes_per_token += hidden_bytes * p.tp;
+      }
+      p.wire_bytes_per_token += 2 * double(n_layers) * 2 * hidden_bytes * double(p.tp - 1);
+      p.stage_seconds.push_back(t);
+      sum += t;
+      worst = std::max(worst, t);
+    }
+    p.all_reduces_per_token = p.tp > 1 ? int(2 * p.ranks[0].layers.size()) : 0;
+    p.min_wire_bytes_per_token = 2 * double(c.n_layer) * hidden_bytes * double(p.tp - 1) +
+                                 double(p.pp - 1) * hidden_bytes;
+    p.single_seq_tok_s = 1 / sum;
+    p.pipelined_tok_s = 1 / worst;
+    p.fits = true;
+    for (int r = 0; r < p.size(); ++r) {
+      if (p.costs[size_t(r)].memory_bytes() > p.nodes[size_t(r)].memory_bytes) {
+        p.fits = false;
+        p.notes.push_back(fmt::format("rank {} ({}) needs {:.2f} GiB but has {:.2f} GiB", r, p.nodes[size_t(r)].name,
+                                      double(p.costs[size_t(r)].memory_bytes()) / double(1ll << 30),
+                                      double(p.nodes[size_t(r)].memory_bytes) / double(1ll << 30)));
+      }
+    }
+  }
+
+  static size_t dtype_traits_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+  // Layers per stage: given, else by stage bandwidth, falling back to memory
+  // when the bandwidth split does not fit.
+  Plan build_stages(const std::vector<NodeSpec>& nodes, int tp, int pp) const {
+    if (!req.layers.empty()) return build(nodes, tp, pp, req.layers);
+    std::vector<double> bw(size_t(pp), 0), mem(size_t(pp), 0);
+    for (int r = 0; r < tp * pp; ++r) {
+      bw[size_t(r / tp)] += nodes[size_t(r)].memory_bandwidth_gbs;
+      mem[size_t(r / tp)] += double(nodes[size_t(r)].memory_bytes);
+    }
+    Plan p = build(nodes, tp, pp, layers_by_weight(c.n_layer, bw));
+    if (p.fits || pp == 1) return p;
+    Plan by_memory = build(nodes, tp, pp, layers_by_weight(c.n_layer, mem));
+    if (by_memory.fits) by_memory.notes.push_back("layers split by node memory: the split by bandwidth did not fit");
+    return by_memory.fits ? by_memory : p;
+  }
+
+  std::string why_not_tp(int tp) const {
+    if (c.n_head / units.heads < tp)
+      return fmt::format("{} attention heads split in units of {} (attn_output blocks) give fewer than {} parts",
+                         c.n_head, units.heads, tp);
+    if (c.n_ff / units.ff < tp)
+      return fmt::format("{} FFN rows split in units of {} (ffn_down blocks) give fewer than {} parts", c.n_ff,
+                         units.ff, tp);
+    return "";
+  }
+};
+
+}  // namespace
+
+std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vector<double>& weights,
+                                  const std::string& what) {
+  const size_t n = weights.size();
+  if (n == 0 || int64_t(n) > n_units)
+    throw Error(fmt::format("cannot split {} {} into {} parts", n_units * unit, what, n));
+  const double total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  // Every part gets one unit; the rest goes by weight, largest remainders first.
+  std::vector<int64_t> count(n, 1);
+  std::vector<std::pair<double, size_t>> rem;
+  int64_t left = n_units - int64_t(n);
+  const int64_t spare = left;
+  for (size_t i = 0; i < n; ++i) {
+    const double share = double(spare) * weights[i] / total;
+    const auto whole = int64_t(std::floor(share));
+    count[i] += whole;
+    left -= whole;
+    rem.push_back({share - double(whole), i});
+  }
+  std::stable_sort(rem.begin(), rem.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; left > 0; ++i, --left) ++count[rem[i % n].second];
+  std::vector<Range> out;
+  int64_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back({at * unit, (at + count[i]) * unit});
+    at += count[i];
+  }
+  return out;
+}
+
+SplitUnits split_units(const gguf::File& file, const ModelConfig& c) {
+  SplitUnits u;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const auto& wo = file.require_tensor(fmt::format("blk.{}.attn_output.weight", l));
+    const int64_t b = traits(wo.type).block_elems;
+    u.heads = std::lcm(u.heads, b / std::gcd(b, c.head_dim_v));
+    u.ff = std::lcm(u.ff, traits(file.require_tensor(fmt::format("blk.{}.ffn_down.weight", l)).type).block_elems);
+  }
+  return u;
+}
+
+Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& req) {
+  const ModelConfig c = ModelConfig::from_gguf(file);
+  const int n = int(nodes.size());
+  if (n < 1) throw Error("plan: no nodes");
+  if (req.tp < 0 || req.pp < 0) throw Error("plan: --tp and --pp must be positive");
+  if (req.n_ctx < 1 || req.n_seq < 1) throw Error("plan: --ctx and the sequence count must be positive");
+  int pp_req = req.pp;
+  if (!req.layers.empty()) {
+    if (pp_req != 0 && size_t(pp_req) != req.layers.size())
+      throw Error(fmt::format("plan: --layers gives {} stages but --pp is {}", req.layers.size(), pp_req));
+    pp_req = int(req.layers.size());
+    int64_t sum = 0;
+    for (int64_t l : req.layers) {
+      if (l < 1) throw Error("plan: --layers: every stage needs at least one layer");
+      sum += l;
+    }
+    if (sum != c.n_layer)
+      throw Error(fmt::format("plan: --layers add up to {} but the model has {} layers", sum, c.n_layer));
+  }
+  const Builder b{file, c, split_units(file, c), req};
+  auto check_shape = [&](int tp, int pp) {
+    if (pp > c.n_layer) throw Error(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
+    if (tp * pp > n) throw Error(fmt::format("plan: tp {} × pp {} needs {} nodes, {} given", tp, pp, tp * pp, n));
+    if (const std::string why = b.why_not_tp(tp); !why.empty())
+      throw Error(fmt::format("plan: cannot use tp {}: {}", tp, why));
+  };
+  auto finish = [&](Plan p, const std::string& why) {
+    if (!p.fits && !req.force)
+      throw Error(fmt::format("plan: tp {} × pp {} does not fit: {} (--force skips this check)", p.tp, p.pp,
+                              p.notes.back()));
+    p.notes.insert(p.notes.begin(), why);
+    if (p.size() < n) p.notes.push_back(fmt::format("{} node(s) unused", n - p.size()));
+    if (!p.fits) p.notes.push_back("--force: the memory check was skipped");
+    return p;
+  };
+
+  if (req.tp > 0 || pp_req > 0) {
+    const int tp = req.tp > 0 ? req.tp : std::max(1, n / pp_req);
+    const int pp = pp_req > 0 ? pp_req : std::max(1, n / tp);
+    check_shape(tp, pp);
+    return finish(b.build_stages(nodes, tp, pp), fmt::format("layout as requested: tp {} × pp {}", tp, pp));
+  }
+  // Automatic: the fewest stages that fit; inside them, as much tensor
+  // parallelism as the predicted time rewards (a slow link makes TP lose).
+  for (int pp = 1; pp <= std::min<int64_t>(n, c.n_layer); ++pp) {
+    Plan best;
+    bool found = false;
+    std::string tried;
+    for (int tp = 1; tp * pp <= n; ++tp) {
+      if (!b.why_not_tp(tp).empty()) continue;
+      Plan p = b.build_stages(nodes, tp, pp);
+      tried += fmt::format(" tp{}={:.1f}", tp, p.single_seq_tok_s);
+      if ((p.fits || req.force) && (!found || p.single_seq_tok_s > best.single_seq_tok_s)) {
+        best = std::move(p);
+        found = true;
+      }
+    }
+    if (found)
+      return finish(std::move(best),
+                    fmt::format("auto: pp {} is the fewest stages that fit; tp {} predicts the most tok/s (tried{})",
+                                pp, best.tp, tried));
+  }
+  Plan all = b.build_stages(nodes, 1, int(std::min<int64_t>(n, c.n_layer)));
+  throw Error(fmt::format("plan: no layout of {} node(s) fits the model: {}", n,
+                          all.notes.empty() ? "shapes do not allow a split" : all.notes.back()));
+}
+
+Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers) {
+  std::vector<NodeSpec> nodes(size_t(tp * pp), default_node("127.0.0.1"));
+  for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
+  PlanRequest req;
+  req.tp = tp;
+  req.pp = pp;
+  req.layers = std::move(layers);
+  req.force = true;
+  req.n_ctx = 512;
+  return make_plan(file, nodes, req);
+}
+
+}  // namespace shardlm::parallel

@@ -1,0 +1,87 @@
+// The layout of a model over nodes: tp × pp ranks (rank = stage · tp + t),
+// each rank's slices (RankPlan), its memory, and a decode-speed prediction
+// from a simple cost model (explained in docs and by Plan::notes):
+//
+//   stage time = max over its ranks (weight bytes read per token / memory bandwidth)
+//              + 2 · layers · all_reduce(tp, n_embd · 4 B)          when tp > 1
+//              + hand-off of n_embd · 4 B to the next stage         when not last
+//   all_reduce(tp, B) = link latency · ceil(log2 tp) + 2 · B · (tp−1)/tp / link bandwidth
+//
+// One sequence visits the stages in turn (tok/s = 1 / Σ stage times); with at
+// least pp sequences in flight the stages overlap (tok/s = 1 / max stage time).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+#include "model/plan.h"
+#include "parallel/nodes.h"
+
+namespace shardlm::gguf { class File; }
+
+namespace shardlm::parallel {
+
+struct PlanRequest {
+  int tp = 0;                   // 0: automatic
+  int pp = 0;                   // 0: automatic
+  std::vector<int64_t> layers;  // layers per stage (--layers), empty: by node speed
+  int64_t n_ctx = 4096;         // KV cache positions per sequence
+  int64_t n_seq = 1;            // sequences decoded together
+  DType kv_type = DType::F32;
+  bool force = false;           // skip the memory check
+};
+
+struct RankCost {
+  int64_t weight_bytes = 0;     // mapped weights this rank reads
+  int64_t kv_bytes = 0;         // its KV cache at n_ctx × n_seq
+  int64_t bytes_per_token = 0;  // weight bytes read per decoded token
+  double compute_seconds = 0;   // bytes_per_token / memory bandwidth
+  int64_t memory_bytes() const { return weight_bytes + kv_bytes; }
+};
+
+struct Plan {
+  int tp = 1;
+  int pp = 1;
+  std::vector<RankPlan> ranks;    // tp · pp, rank = stage · tp + t
+  std::vector<NodeSpec> nodes;    // the node of each rank
+  std::vector<RankCost> costs;    // per rank
+  std::vector<double> stage_seconds;
+  int all_reduces_per_token = 0;  // per TP rank: 2 per layer of its stage
+  double wire_bytes_per_token = 0;      // over all links, as the cost model sends them
+  double min_wire_bytes_per_token = 0;  // 2 · n_layer · n_embd · 4 B · (tp−1) + stage hand-offs
+  double single_seq_tok_s = 0;    // 1 / Σ stage times
+  double pipelined_tok_s = 0;     // 1 / max stage time (≥ pp sequences in flight)
+  bool fits = true;
+  std::vector<std::string> notes;  // why this layout, what does not fit
+
+  int size() const { return tp * pp; }
+  int stage_of(int rank) const { return rank / tp; }
+  int tp_index(int rank) const { return rank % tp; }
+  int rank_of(int stage, int t) const { return stage * tp + t; }
+  std::string describe(const ModelConfig& c) const;  // the table `shardlm plan` prints
+};
+
+// Granularity of tensor-parallel splits for this file's tensor types.
+struct SplitUnits {
+  int64_t heads = 1;  // query heads per unit (attn_output column blocks)
+  int64_t ff = 1;     // FFN rows per unit (ffn_down column blocks)
+};
+SplitUnits split_units(const gguf::File& file, const ModelConfig& c);
+
+// Splits [0, n_units · unit) into parts weighted by `weights`, every part at
+// least one unit (largest remainders). Throws Error when n_units < parts.
+std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vector<double>& weights,
+                                  const std::string& what);
+
+// The chosen (or requested) layout. Throws Error with the reason when the
+// request is impossible (shapes, node count) or, without `force`, when it does
+// not fit in the nodes' memory.
+Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& request);
+
+// A plan for local tests and benchmarks: tp × pp identical nodes, no memory check.
+Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {});
+
+}  // namespace shardlm::parallel

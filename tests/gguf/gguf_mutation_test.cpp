@@ -72,7 +72,9 @@ TEST(GgufMutation, SeedsParseAndMutationsNeverCrash) {
       try {
         auto f = File::parse(d.data(), d.size(), "m.gguf");
         for (const auto& t : f->tensors()) {
-          if (t.n_bytes) ASSERT_LE(t.data + t.n_bytes, d.data() + d.size()) << t.name;
+          if (t.n_bytes) {
+            ASSERT_LE(t.data + t.n_bytes, d.data() + d.size()) << t.name;
+          }
         }
         ++parsed;
       } catch (const Error& e) {

@@ -111,9 +111,10 @@ void Model::attention_block(int64_t l, const Batch& batch) {
                 vd = n_head_kv_ * c.head_dim_v;
   for (int64_t t = 0; t < n; ++t)
     ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps);
-  matmul(L.wq, xn_.data(), n, q_.data(), opt_.pool);
-  matmul(L.wk, xn_.data(), n, k_.data(), opt_.pool);
-  matmul(L.wv, xn_.data(), n, v_.data(), opt_.pool);
+  PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
+  matmul(L.wq, normed, q_.data(), opt_.pool);
+  matmul(L.wk, normed, k_.data(), opt_.pool);
+  matmul(L.wv, normed, v_.data(), opt_.pool);
   if (L.bq) {
     for (int64_t t = 0; t < n; ++t) {
       ops::add(&q_[size_t(t * qd)], L.bq, qd);
@@ -189,8 +190,9 @@ void Model::ffn_block(int64_t l) {
   const int64_t n = n_tokens_;
   for (int64_t t = 0; t < n; ++t)
     ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps);
-  matmul(L.w_gate, xn_.data(), n, gate_.data(), opt_.pool);
-  matmul(L.w_up, xn_.data(), n, up_.data(), opt_.pool);
+  PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
+  matmul(L.w_gate, normed, gate_.data(), opt_.pool);
+  matmul(L.w_up, normed, up_.data(), opt_.pool);
   ops::swiglu(gate_.data(), up_.data(), n * n_ff_);
   matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
   all_reduce(proj_.data(), n * c.n_embd);

@@ -1,0 +1,176 @@
+// Determinism across ranks, point-to-point tag matching, async overlap and
+// split() sub-groups.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "comm/reduce.h"
+#include "rank_harness.h"
+
+namespace shardlm::comm {
+namespace {
+
+// Magnitudes spread over 12 decades: every summation order gives other bits.
+std::vector<float> wild(int rank, size_t count) {
+  std::mt19937 rng(uint32_t(1234 + rank));
+  std::uniform_real_distribution<float> mant(-1.f, 1.f);
+  std::uniform_int_distribution<int> expo(-6, 6);
+  std::vector<float> v(count);
+  for (auto& x : v) x = mant(rng) * std::pow(10.f, float(expo(rng)));
+  return v;
+}
+
+class DeterminismTest : public ::testing::TestWithParam<std::tuple<int, AllReduceAlgo>> {};
+
+TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
+  auto [n, algo] = GetParam();
+  const size_t count = 5003;  // not divisible by 2, 3 or 4
+  testing::RunOptions o;
+  o.config.algo = algo;
+  o.config.ring_chunk_bytes = 1024;
+  auto out = testing::run_ranks(n, [&, n = n, algo = algo](Communicator& c) {
+    std::vector<float> buf = wild(c.rank(), count);
+    c.all_reduce(buf.data(), count, DType::F32);
+    // f16 too: rounding order must not differ between ranks either.
+    std::vector<uint16_t> half(count);
+    std::vector<float> src = wild(c.rank(), count);
+    for (size_t i = 0; i < count; ++i) half[i] = f32_to_f16(src[i] * 1e-3f);
+    c.all_reduce(half.data(), count, DType::F16);
+    if (algo == AllReduceAlgo::OneShot) {  // defined as rank order 0..n-1
+      std::vector<std::vector<float>> in;
+      for (int r = 0; r < n; ++r) in.push_back(wild(r, count));
+      for (size_t i = 0; i < count; ++i) {
+        float acc = in[0][i];
+        for (int r = 1; r < n; ++r) acc += in[size_t(r)][i];
+        RANK_REQUIRE(std::memcmp(&acc, &buf[i], 4) == 0, "oneshot [{}] not in rank order", i);
+      }
+    }
+    if (algo == AllReduceAlgo::Ring) {  // segment j: ranks j+1, j+2, ..., j
+      std::vector<std::vector<float>> in;
+      for (int r = 0; r < n; ++r) in.push_back(wild(r, count));
+      size_t base = count / size_t(n), rem = count % size_t(n);
+      for (int j = 0; j < n; ++j) {
+        size_t b = base * size_t(j) + std::min(size_t(j), rem), e = b + base + (size_t(j) < rem);
+        for (size_t i = b; i < e; ++i) {
+          float acc = in[size_t((j + 1) % n)][i];
+          for (int k = 2; k <= n; ++k) acc += in[size_t((j + k) % n)][i];
+          RANK_REQUIRE(std::memcmp(&acc, &buf[i], 4) == 0, "ring [{}] not in ring order", i);
+        }
+      }
+    }
+    return testing::digest(buf.data(), count * 4) + testing::digest(half.data(), count * 2);
+  }, o);
+  for (auto& r : out) ASSERT_TRUE(r.ok()) << testing::describe(out);
+  for (auto& r : out) EXPECT_EQ(r.output, out[0].output) << testing::describe(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Algos, DeterminismTest,
+    ::testing::Combine(::testing::Values(2, 3, 4),
+                       ::testing::Values(AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
+                                         AllReduceAlgo::Ring)));
+
+TEST(PointToPoint, TagsMatchOutOfOrderAndLengthsAreReported) {
+  auto out = testing::run_ranks(3, [](Communicator& c) {
+    if (c.rank() == 0) {
+      std::vector<uint8_t> big(200000, 7);
+      c.send(1, 5, "five", 4);
+      c.send(1, 6, big.data(), big.size());
+      c.send(2, 9, nullptr, 0);
+    } else if (c.rank() == 1) {
+      std::vector<uint8_t> big(300000, 0);
+      size_t got = c.recv(0, 6, big.data(), big.size());  // tag 5 arrives first: buffered
+      RANK_REQUIRE(got == 200000 && big[0] == 7 && big[199999] == 7, "tag 6: got {}", got);
+      char five[16] = {};
+      got = c.recv(0, 5, five, sizeof five);
+      RANK_REQUIRE(got == 4 && std::string(five, 4) == "five", "tag 5: got {}", got);
+    } else {
+      char none;
+      RANK_REQUIRE(c.recv(0, 9, &none, 1) == 0, "empty message");
+    }
+    c.barrier();
+    return std::string("ok");
+  });
+  for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
+}
+
+TEST(PointToPoint, MessageLongerThanBufferFailsNamingThePeer) {
+  testing::RunOptions o;
+  o.op_timeout = std::chrono::milliseconds(3000);
+  auto out = testing::run_ranks(2, [](Communicator& c) {
+    char buf[64] = {};
+    if (c.rank() == 0) c.send(1, 1, buf, sizeof buf);
+    else c.recv(0, 1, buf, 8);
+    return std::string("no error");
+  }, o);
+  EXPECT_FALSE(out[1].ok());
+  EXPECT_NE(out[1].output.find("rank 0"), std::string::npos) << out[1].output;
+  EXPECT_NE(out[1].output.find("exceeds the receive buffer"), std::string::npos) << out[1].output;
+}
+
+TEST(Async, CollectivesOverlapComputeAndKeepCallOrder) {
+  auto out = testing::run_ranks(3, [](Communicator& c) {
+    const size_t count = 300001;
+    std::vector<float> a(count, float(c.rank() + 1)), b(count, 2.f);
+    std::vector<int32_t> mine{c.rank()}, all(3, -1);
+    Work wa = c.all_reduce_async(a.data(), count, DType::F32);
+    Work wg = c.all_gather_async(mine.data(), all.data(), sizeof(int32_t));
+    double acc = 0;  // "compute" while the collectives progress
+    for (int i = 0; i < 2000000; ++i) acc += std::sqrt(double(i));
+    float x = float(c.rank());
+    c.all_reduce(&x, 1, DType::F32, ReduceOp::Max);  // blocking: runs after the queued two
+    Work wb = c.all_reduce_async(b.data(), count, DType::F32);
+    while (!wb.test()) {
+    }
+    wa.wait();
+    wg.wait();
+    wb.wait();
+    RANK_REQUIRE(a[0] == 6.f && a[count - 1] == 6.f, "async sum {}", a[0]);
+    RANK_REQUIRE(all[0] == 0 && all[1] == 1 && all[2] == 2, "async gather");
+    RANK_REQUIRE(x == 2.f, "blocking max {}", x);
+    RANK_REQUIRE(b[17] == 6.f, "third {}", b[17]);
+    return std::string(acc > 0 ? "ok" : "?");
+  });
+  for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
+}
+
+TEST(Split, SubGroupsReuseLinksAndOrderByKey) {
+  auto out = testing::run_ranks(4, [](Communicator& c) {
+    // TP pairs {0,1} and {2,3}, ranked in reverse by key; rank 3 also sits out a second split.
+    auto tp = c.split(c.rank() / 2, -c.rank());
+    RANK_REQUIRE(tp && tp->size() == 2, "tp size");
+    RANK_REQUIRE(tp->rank() == 1 - c.rank() % 2, "tp rank {} for world {}", tp->rank(), c.rank());
+    float v = float(c.rank() + 1);
+    tp->all_reduce(&v, 1, DType::F32);
+    float want = c.rank() < 2 ? 3.f : 7.f;
+    RANK_REQUIRE(v == want, "tp sum {} want {}", v, want);
+    int32_t token = c.rank() * 10, got = -1;  // point-to-point inside the pair
+    if (tp->rank() == 0) {
+      tp->send(1, 3, &token, 4);
+      tp->recv(1, 3, &got, 4);
+    } else {
+      tp->recv(0, 3, &got, 4);
+      tp->send(0, 3, &token, 4);
+    }
+    int partner = c.rank() ^ 1;
+    RANK_REQUIRE(got == partner * 10, "pair message {}", got);
+    auto three = c.split(c.rank() == 3 ? -1 : 0, c.rank());
+    RANK_REQUIRE((c.rank() == 3) == (three == nullptr), "negative color");
+    if (three) {
+      float w = 1.f;
+      three->all_reduce(&w, 1, DType::F32);
+      RANK_REQUIRE(w == 3.f && three->size() == 3, "group of three {}", w);
+    }
+    float total = 1.f;
+    c.all_reduce(&total, 1, DType::F32);  // the world still works
+    RANK_REQUIRE(total == 4.f, "world {}", total);
+    return std::string("ok");
+  });
+  for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
+}
+
+}  // namespace
+}  // namespace shardlm::comm

@@ -91,12 +91,14 @@ void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn) {
   }
 }
 
+// A kernel file is only entered once its ISA is known to run: even its
+// selector function may contain instructions of that ISA.
 Kernel pick_kernel(Isa isa, DType type) {
   Kernel k = nullptr;
-  if (isa >= Isa::Amx) k = amx_kernel(type);
-  if (!k && isa >= Isa::Avx512) k = avx512_kernel(type);
-  if (!k && isa >= Isa::Avx2) k = avx2_kernel(type);
-  if (!k && isa >= Isa::Avx2) k = avx2_kquant_kernel(type);
+  if (isa >= Isa::Amx && isa_available(Isa::Amx)) k = amx_kernel(type);
+  if (!k && isa >= Isa::Avx512 && isa_available(Isa::Avx512)) k = avx512_kernel(type);
+  if (!k && isa >= Isa::Avx2 && isa_available(Isa::Avx2)) k = avx2_kernel(type);
+  if (!k && isa >= Isa::Avx2 && isa_available(Isa::Avx2)) k = avx2_kquant_kernel(type);
   if (!k) k = scalar_kernel(type);
   return k;
 }
@@ -184,6 +186,7 @@ void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, T
 }
 
 bool isa_has_kernel(Isa isa, DType type) {
+  if (!isa_available(isa)) return false;
   switch (isa) {
     case Isa::Scalar: return scalar_kernel(type) != nullptr;
     case Isa::Avx2: return avx2_kernel(type) || avx2_kquant_kernel(type);

@@ -65,7 +65,8 @@ void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
 // this CPU/OS cannot run `isa`.
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
 
-// Whether `isa` has its own kernel for `type` (rather than a lower ISA's).
+// Whether `isa` runs here and has its own kernel for `type` (rather than a
+// lower ISA's).
 bool isa_has_kernel(Isa isa, DType type);
 
 }  // namespace shardlm

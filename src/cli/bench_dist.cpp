@@ -1,0 +1,149 @@
+// shardlm bench dist: one model on local ranks (forked processes on loopback
+// TCP or shared memory), decode tokens/s with a per-token breakdown, bytes on
+// the wire, and the planner's prediction next to it.
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "comm/communicator.h"
+#include "comm/tcp_socket.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "parallel/runtime.h"
+
+namespace shardlm::cli {
+namespace {
+
+struct DistBenchOptions {
+  std::string model, backend = "tcp";
+  int tp = 1, pp = 1, threads = 1, seqs = 1, gen = 32, prompt = 8;
+  double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
+};
+
+using Clock = std::chrono::steady_clock;
+
+void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelConfig& c,
+            const std::vector<parallel::RuntimeStats>& all, double decode_seconds, int64_t decoded) {
+  const double tps = double(decoded) / decode_seconds;
+  const auto& s0 = all[0];
+  const double per_tok = decode_seconds / double(decoded) * double(o.seqs);  // one sequence's step
+  double bytes = 0;
+  for (const auto& s : all) bytes += s.bytes_sent;
+  const double steps = double(s0.tokens) / double(o.seqs);  // forward steps per sequence (prefill ≈ 1)
+  std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | compute ms | collective ms | p2p wait ms "
+              "| other ms | all-reduces/token | wire B/token | min B/token | plan tok/s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const double compute = (s0.forward_seconds - s0.collective_seconds) / steps * 1e3;
+  const double coll = s0.collective_seconds / steps * 1e3, p2p = s0.p2p_wait_seconds / steps * 1e3;
+  std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f |\n",
+              o.tp, o.pp, o.tp * o.pp, o.threads, o.seqs, tps, per_tok * 1e3, compute, coll, p2p,
+              std::max(0.0, s0.total_seconds / steps * 1e3 - compute - coll - p2p),
+              double(s0.all_reduces) / steps, bytes / double(s0.tokens), plan.min_wire_bytes_per_token,
+              o.seqs >= o.pp ? plan.pipelined_tok_s : plan.single_seq_tok_s);
+  std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s)\n", c.summary().c_str());
+}
+
+// One rank: connect, run the session, rank 0 prints. Returns the exit code.
+int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port, const std::string& shm_name) {
+  try {
+    comm::ConnectOptions c;
+    c.backend = o.backend;
+    c.rank = rank;
+    c.size = o.tp * o.pp;
+    c.coordinator = o.backend == "tcp" ? fmt::format("127.0.0.1:{}", port) : shm_name;
+    c.listen_fd = rank == 0 ? listen_fd : -1;
+    c.token = "bench-dist";
+    auto world = comm::Communicator::connect(c);
+    auto file = gguf::File::open(o.model);
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp);
+    parallel::RuntimeOptions ro;
+    ro.n_ctx = o.prompt + o.gen + 1;
+    ro.n_seq = o.seqs;
+    ro.threads = o.threads;
+    parallel::DistributedSession s(world, plan, *file, ro);
+    double decode_seconds = 0;
+    int64_t decoded = 0;
+    if (rank == 0) {
+      parallel::GenerateRequest q;
+      for (int i = 0; i < o.seqs; ++i) {
+        std::vector<TokenId> p;
+        for (int t = 0; t < o.prompt; ++t) p.push_back(TokenId((t * 31 + i * 7 + 1) % s.model().config().n_vocab));
+        q.prompts.push_back(p);
+      }
+      q.n_predict = 4;
+      q.sampling.temperature = 0;
+      s.generate(q, [](int, TokenId) {});  // warm-up: page in the weights
+      s.reset_stats();
+      q.n_predict = o.gen;
+      Clock::time_point first{};
+      int64_t n = 0;
+      s.generate(q, [&](int, TokenId) {
+        if (n++ == o.seqs - 1) first = Clock::now();  // every sequence has its first token: decode starts
+      });
+      decode_seconds = std::chrono::duration<double>(Clock::now() - first).count();
+      decoded = n - o.seqs;
+      s.shutdown();
+    } else {
+      s.serve();
+    }
+    std::vector<parallel::RuntimeStats> all(size_t(world->size()));
+    parallel::RuntimeStats mine = s.stats();
+    world->all_gather(&mine, all.data(), sizeof mine);
+    if (rank == 0) {
+      for (auto& p : plan.nodes) p.memory_bandwidth_gbs = o.bandwidth_gbs;
+      report(o, plan, s.model().config(), all, decode_seconds, decoded);
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "shardlm: error: rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+}
+
+void bench_dist(const DistBenchOptions& o) {
+  if (o.tp < 1 || o.pp < 1 || o.tp * o.pp > 16) throw Error("bench dist: need 1 ≤ tp × pp ≤ 16");
+  if (o.backend != "tcp" && o.backend != "shm") throw Error(fmt::format("--backend: '{}' is not tcp or shm", o.backend));
+  { auto f = gguf::File::open(o.model); (void)parallel::uniform_plan(*f, o.tp, o.pp); }  // shape errors before forking
+  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"127.0.0.1", 0});
+  const uint16_t port = comm::tcp::local_port(listener.get());
+  const std::string shm_name = fmt::format("shardlm-bench-{}", getpid());
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (int r = 0; r < o.tp * o.pp; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) throw Error("bench dist: fork failed");
+    if (pid == 0) _exit(rank_main(o, r, listener.get(), port, shm_name));
+    pids.push_back(pid);
+  }
+  listener.reset();
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  if (failed) throw Error(fmt::format("bench dist: {} rank(s) failed", failed));
+}
+
+}  // namespace
+
+void add_bench_dist(CLI::App& bench) {
+  auto o = std::make_shared<DistBenchOptions>();
+  auto* cmd = bench.add_subcommand("dist", "decode tok/s of one model over local ranks (tensor/pipeline parallel)");
+  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str();
+  cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str();
+  cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(CLI::Range(2, 4096));
+  cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str();
+  cmd->add_option("--bandwidth", o->bandwidth_gbs, "GB/s per rank for the plan's prediction")->capture_default_str();
+  cmd->callback([o] { bench_dist(*o); });
+}
+
+}  // namespace shardlm::cli

@@ -1,0 +1,51 @@
+// The request rank 0 broadcasts to every rank, and the first stage's view of
+// a sequence (private to parallel/runtime*.cpp).
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "parallel/runtime.h"
+
+namespace shardlm::parallel {
+
+enum RequestOp : int32_t { kGenerate = 1, kLogits = 2, kShutdown = 3 };
+
+struct DistributedSession::Request {
+  struct Header {
+    int32_t op = kGenerate, n_seqs = 0, n_predict = 0, eos = -1, top_k = 0, penalty_window = 0;
+    float temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1, presence_penalty = 0;
+    uint64_t seed = 0;
+    int64_t n_tokens = 0;
+  } h;
+  std::vector<int32_t> lens;
+  std::vector<TokenId> tokens;  // all prompts, concatenated
+
+  std::span<const TokenId> prompt(int seq) const {
+    size_t at = 0;
+    for (int i = 0; i < seq; ++i) at += size_t(lens[size_t(i)]);
+    return {tokens.data() + at, size_t(lens[size_t(seq)])};
+  }
+  SamplerParams sampling(int seq) const {
+    SamplerParams p;
+    p.temperature = h.temperature;
+    p.top_k = h.top_k;
+    p.top_p = h.top_p;
+    p.min_p = h.min_p;
+    p.repeat_penalty = h.repeat_penalty;
+    p.presence_penalty = h.presence_penalty;
+    p.penalty_window = h.penalty_window;
+    p.seed = h.seed + uint64_t(seq);
+    return p;
+  }
+};
+
+struct DistributedSession::Seq {
+  size_t prefilled = 0;  // prompt tokens sent through
+  int32_t pos = 0;       // next position
+  TokenId next = -1;     // token to feed next
+  int32_t generated = 0;
+  bool in_flight = false, done = false;
+};
+
+}  // namespace shardlm::parallel

@@ -1,0 +1,72 @@
+#include "parallel/sharded_sampler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace shardlm::parallel {
+
+ShardedSampler::ShardedSampler(const SamplerParams& params, std::vector<Range> slices, int mine)
+    : params_(params), slices_(std::move(slices)), mine_(mine) {
+  size_t widest = 0, merged = 0;
+  for (const Range& r : slices_) widest = std::max(widest, size_t(r.size()));
+  if (params_.temperature <= 0)
+    per_rank_ = 1;
+  else if (params_.top_k > 0)
+    per_rank_ = std::min(widest, size_t(params_.top_k));
+  else
+    per_rank_ = widest;
+  for (const Range& r : slices_) merged += std::min(per_rank_, size_t(r.size()));
+  SamplerParams chooser = params_;
+  chooser.repeat_penalty = 1.0f;
+  chooser.presence_penalty = 0.0f;
+  chooser_ = std::make_unique<Sampler>(chooser, int64_t(merged));
+  merged_logits_.resize(merged);
+}
+
+float ShardedSampler::penalized(TokenId id, float l) const {
+  if (std::find(recent_.begin(), recent_.end(), id) == recent_.end()) return l;
+  l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+  return l - params_.presence_penalty;
+}
+
+void ShardedSampler::local_candidates(std::span<const float> logits, Candidate* out) {
+  const Range mine = slices_[size_t(mine_)];
+  if (int64_t(logits.size()) != mine.size())
+    throw Error(fmt::format("sampler: {} logits for a vocabulary slice of {}", logits.size(), mine.size()));
+  const bool penalties = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f;
+  scratch_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const auto id = TokenId(mine.begin + int64_t(i));
+    scratch_[i] = {id, penalties ? penalized(id, logits[i]) : logits[i]};
+  }
+  const size_t keep = std::min(per_rank_, scratch_.size());
+  const auto better = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  std::partial_sort(scratch_.begin(), scratch_.begin() + std::ptrdiff_t(keep), scratch_.end(), better);
+  for (size_t i = 0; i < per_rank_; ++i) out[i] = i < keep ? scratch_[i] : Candidate{};
+}
+
+TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {
+  scratch_.clear();
+  for (const Candidate& c : gathered)
+    if (c.id >= 0) scratch_.push_back(c);
+  if (scratch_.size() != merged_logits_.size())
+    throw Error(fmt::format("sampler: {} candidates gathered, expected {}", scratch_.size(), merged_logits_.size()));
+  // Id order makes the chooser's ties (lowest index) the single node's (lowest id).
+  std::sort(scratch_.begin(), scratch_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  for (size_t i = 0; i < scratch_.size(); ++i) merged_logits_[i] = scratch_[i].logit;
+  return scratch_[size_t(chooser_->sample(merged_logits_))].id;
+}
+
+void ShardedSampler::accept(TokenId id) {
+  if (params_.penalty_window <= 0) return;
+  recent_.push_back(id);
+  if (recent_.size() > size_t(params_.penalty_window)) recent_.erase(recent_.begin());
+}
+
+}  // namespace shardlm::parallel

@@ -1,0 +1,51 @@
+// Sampling when the logits are split by vocabulary over the tensor-parallel
+// ranks of the last stage. Each rank applies the penalties to its slice and
+// keeps only its best candidates (greedy: 1, top-k: k); the ranks exchange
+// those few (id, logit) pairs and every rank runs the same Sampler, with the
+// same seed, over the merged list sorted by id. That gives the token the
+// single-node Sampler would pick from the full logits (the global top-k is a
+// subset of the union of local top-k), and every rank agrees on it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/plan.h"
+#include "model/sampler.h"
+
+namespace shardlm::parallel {
+
+struct Candidate {
+  int32_t id = -1;  // -1: padding
+  float logit = 0;
+};
+
+class ShardedSampler {
+ public:
+  // `slices`: every rank's vocabulary rows, in rank order; `mine`: this rank.
+  ShardedSampler(const SamplerParams& params, std::vector<Range> slices, int mine);
+
+  // Candidates each rank contributes per sampled position (the same on all ranks).
+  size_t per_rank() const { return per_rank_; }
+  // This rank's candidates from its slice of the logits, padded to per_rank().
+  void local_candidates(std::span<const float> slice_logits, Candidate* out);
+  // The token, from every rank's candidates (ranks × per_rank(), rank order).
+  TokenId choose(std::span<const Candidate> gathered);
+  void accept(TokenId id);  // a prompt or generated token, for the penalties
+
+ private:
+  float penalized(TokenId id, float logit) const;
+
+  SamplerParams params_;
+  std::vector<Range> slices_;
+  int mine_;
+  size_t per_rank_ = 1;
+  std::unique_ptr<Sampler> chooser_;  // penalties off: they were applied locally
+  std::vector<TokenId> recent_;       // the last penalty_window tokens, oldest first
+  std::vector<Candidate> scratch_;
+  std::vector<float> merged_logits_;
+};
+
+}  // namespace shardlm::parallel

@@ -1,0 +1,180 @@
+// The planner: splits, units from tensor types, explicit and automatic
+// layouts, memory refusal, node descriptions.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "parallel/planner.h"
+
+namespace shardlm::parallel {
+namespace {
+
+std::string model(const std::string& name) {
+  const std::string top = std::string(SHARDLM_SHARED_MODELS) + "/" + name;
+  return std::filesystem::exists(top) ? top : std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
+}
+
+std::vector<NodeSpec> nodes(int n, double mem_gb = 16) {
+  std::vector<NodeSpec> v;
+  for (int i = 0; i < n; ++i) {
+    NodeSpec s = default_node(fmt::format("10.0.0.{}:7000", i + 1));
+    s.memory_bytes = int64_t(mem_gb * double(1ll << 30));
+    v.push_back(s);
+  }
+  return v;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(WeightedSplit, EvenUnevenAndWeighted) {
+  EXPECT_EQ(weighted_split(8, 1, {1, 1}, "x"), (std::vector<Range>{{0, 4}, {4, 8}}));
+  EXPECT_EQ(weighted_split(8, 1, {1, 1, 1}, "x"), (std::vector<Range>{{0, 3}, {3, 6}, {6, 8}}));
+  EXPECT_EQ(weighted_split(3, 256, {1, 1}, "x"), (std::vector<Range>{{0, 512}, {512, 768}}));
+  // A node twice as fast gets twice the rows.
+  EXPECT_EQ(weighted_split(9, 1, {2, 1}, "x"), (std::vector<Range>{{0, 6}, {6, 9}}));
+  // Everyone gets at least one unit, however slow.
+  EXPECT_EQ(weighted_split(3, 1, {100, 1, 1}, "x"), (std::vector<Range>{{0, 1}, {1, 2}, {2, 3}}));
+  EXPECT_NE(error_of([] { weighted_split(2, 1, {1, 1, 1}, "heads"); }).find("cannot split 2 heads into 3"),
+            std::string::npos);
+}
+
+TEST(SplitUnits, FollowBlocksOfColumnSlicedTensors) {
+  auto f32 = gguf::File::open(model("stories260K.gguf"));
+  auto q8 = gguf::File::open(model("stories260K-Q8_0.gguf"));
+  auto q4k = gguf::File::open(model("tiny-random-llama-kq-Q4_K_M.gguf"));
+  EXPECT_EQ(split_units(*f32, ModelConfig::from_gguf(*f32)).heads, 1);
+  const auto u8 = split_units(*q8, ModelConfig::from_gguf(*q8));
+  EXPECT_EQ(u8.heads, 4);  // Q8_0 attn_output: 32 columns = 4 heads of 8
+  EXPECT_EQ(u8.ff, 1);     // ffn_down is F16
+  const auto uk = split_units(*q4k, ModelConfig::from_gguf(*q4k));
+  EXPECT_EQ(uk.heads, 8);  // 256-column K-quant blocks = 8 heads of 32
+  EXPECT_EQ(uk.ff, 256);
+}
+
+TEST(Planner, TensorParallelSlicesWithReplicatedKvHeads) {
+  auto f = gguf::File::open(model("stories260K.gguf"));  // 8 heads, 4 KV heads
+  const auto p3 = uniform_plan(*f, 3, 1);
+  ASSERT_EQ(p3.ranks.size(), 3u);
+  EXPECT_EQ(p3.ranks[0].heads, (Range{0, 3}));
+  EXPECT_EQ(p3.ranks[0].kv_heads, (Range{0, 2}));
+  EXPECT_EQ(p3.ranks[1].heads, (Range{3, 6}));
+  EXPECT_EQ(p3.ranks[1].kv_heads, (Range{1, 3}));  // KV head 1 on ranks 0 and 1
+  EXPECT_EQ(p3.ranks[2].vocab_rows.end, 512);
+  EXPECT_EQ(p3.all_reduces_per_token, 10);
+  const auto hybrid = uniform_plan(*f, 2, 2);
+  EXPECT_EQ(hybrid.ranks[0].layers, (Range{0, 3}));
+  EXPECT_EQ(hybrid.ranks[3].layers, (Range{3, 5}));
+  EXPECT_EQ(hybrid.stage_of(3), 1);
+  EXPECT_EQ(hybrid.tp_index(3), 1);
+  EXPECT_GT(hybrid.wire_bytes_per_token, hybrid.min_wire_bytes_per_token * 0.99);
+  EXPECT_GT(hybrid.pipelined_tok_s, hybrid.single_seq_tok_s);
+}
+
+TEST(Planner, ImpossibleSplitsAreClearErrors) {
+  auto q8 = gguf::File::open(model("stories260K-Q8_0.gguf"));
+  PlanRequest r;
+  r.tp = 4;
+  EXPECT_NE(error_of([&] { make_plan(*q8, nodes(4), r); }).find("cannot use tp 4"), std::string::npos);
+  r.tp = 2;
+  r.pp = 2;
+  EXPECT_NE(error_of([&] { make_plan(*q8, nodes(3), r); }).find("needs 4 nodes, 3 given"), std::string::npos);
+  r = {};
+  r.layers = {2, 2};
+  EXPECT_NE(error_of([&] { make_plan(*q8, nodes(2), r); }).find("add up to 4 but the model has 5"), std::string::npos);
+  r.layers = {4, 1};
+  const auto p = make_plan(*q8, nodes(2), r);
+  EXPECT_EQ(p.pp, 2);
+  EXPECT_EQ(p.ranks[1].layers, (Range{4, 5}));
+  r = {};
+  r.pp = 6;
+  EXPECT_NE(error_of([&] { make_plan(*q8, nodes(6), r); }).find("6 stages for a model of 5 layers"),
+            std::string::npos);
+}
+
+TEST(Planner, RefusesWhatDoesNotFitUnlessForced) {
+  auto f = gguf::File::open(model("stories260K.gguf"));
+  PlanRequest r;
+  r.tp = 2;
+  r.n_ctx = 1 << 20;  // a huge KV cache
+  const auto small = nodes(2, 0.05);
+  const std::string e = error_of([&] { make_plan(*f, small, r); });
+  EXPECT_NE(e.find("does not fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("GiB but has"), std::string::npos) << e;
+  r.force = true;
+  const auto p = make_plan(*f, small, r);
+  EXPECT_FALSE(p.fits);
+  EXPECT_NE(p.describe(ModelConfig::from_gguf(*f)).find("--force"), std::string::npos);
+}
+
+TEST(Planner, AutoUsesFewestStagesThatFit) {
+  auto q8 = gguf::File::open(model("stories260K-Q8_0.gguf"));  // tp ≤ 2 (Q8_0 attn_output blocks)
+  PlanRequest r;
+  r.n_ctx = 2048;
+  r.n_seq = 64;  // KV cache: 5 layers × 64 × 2048 × 4 KV heads × 16 × 4 B = 160 MiB
+  const auto roomy = make_plan(*q8, nodes(4, 1), r);
+  EXPECT_EQ(roomy.pp, 1);
+  const auto tight = make_plan(*q8, nodes(4, 0.06), r);  // tp 2 × pp 1 needs 80 MiB per node
+  EXPECT_EQ(tight.pp, 2);
+  EXPECT_EQ(tight.tp, 2);
+  EXPECT_TRUE(tight.fits);
+  auto f = gguf::File::open(model("stories260K.gguf"));
+  // A very slow link makes tensor parallelism lose: one node does it alone.
+  auto slow = nodes(2, 1);
+  for (auto& n : slow) n.link_latency_us = 1e5;
+  r.n_seq = 1;
+  EXPECT_EQ(make_plan(*f, slow, r).tp, 1);
+  auto fast = nodes(2, 1);
+  for (auto& n : fast) {
+    n.link_latency_us = 0.001;
+    n.link_bandwidth_gbs = 1000;
+  }
+  EXPECT_EQ(make_plan(*f, fast, r).tp, 2);
+}
+
+TEST(Planner, FasterNodesGetMoreLayersAndRows) {
+  auto f = gguf::File::open(model("tiny-random-llama31.gguf"));  // 8 heads, n_ff 256, 2 layers
+  auto v = nodes(2);
+  v[0].memory_bandwidth_gbs = 60;
+  v[1].memory_bandwidth_gbs = 20;
+  PlanRequest r;
+  r.tp = 2;
+  const auto p = make_plan(*f, v, r);
+  EXPECT_EQ(p.ranks[0].heads, (Range{0, 6}));
+  EXPECT_EQ(p.ranks[0].kv_heads, (Range{0, 2}));
+  EXPECT_EQ(p.ranks[1].kv_heads, (Range{1, 2}));
+  EXPECT_EQ(p.ranks[0].ff_rows, (Range{0, 192}));
+}
+
+TEST(Nodes, ListHostfileAndJson) {
+  const auto l = nodes_from_list("127.0.0.1:7001,10.1.1.1:7002");
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_LT(l[0].link_latency_us, l[1].link_latency_us);  // loopback
+  EXPECT_NE(error_of([] { nodes_from_list("a:1,,b:2"); }).find("entry 2 is empty"), std::string::npos);
+  const auto j = nodes_from_json_text(
+      R"({"defaults": {"link_latency_us": 20}, "nodes": [{"name": "big", "memory_gb": 64, "bandwidth_gbs": 80},
+          {"name": "small", "memory_gb": 8, "count": 2}]})",
+      "t.json");
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[0].memory_bytes, 64ll << 30);
+  EXPECT_EQ(j[0].link_latency_us, 20);
+  EXPECT_EQ(j[2].name, "small.1");
+  EXPECT_NE(error_of([] { nodes_from_json_text(R"([{"memroy_gb": 1}])", "t.json"); }).find("unknown key 'memroy_gb'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { nodes_from_json_text(R"([{"memory_gb": -1}])", "t.json"); }).find("node 0: 'memory_gb'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { nodes_from_json_text("{", "t.json"); }).find("t.json: not valid JSON"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shardlm::parallel

@@ -130,8 +130,10 @@ void TcpTransport::close_links(const std::string& reason) noexcept {
       msg.msg_iovlen = 2;
       ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    ::shutdown(p->fd.get(), SHUT_RDWR);
-    p->fd.reset();
+    // Half-close and keep the socket until destruction: closing with unread
+    // data would send a reset that can overtake the abort frame.
+    ::shutdown(p->fd.get(), SHUT_WR);
+    closed_.push_back(std::move(p->fd));
   }
 }
 

@@ -89,6 +89,7 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Peer>> peers_;
   size_t unexpected_bytes_ = 0;
   std::string failure_;  // non-empty once failed
+  std::vector<Fd> closed_;  // half-closed links of a failed transport
 };
 
 }  // namespace shardlm::comm::tcp

@@ -1,0 +1,187 @@
+// Dead, stalled and hostile peers: every surviving rank fails within its
+// timeout with an error naming the culprit; nothing hangs or crashes.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "comm/tcp_handshake.h"
+#include "comm/tcp_socket.h"
+#include "core/error.h"
+#include "rank_harness.h"
+
+namespace shardlm::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(Faults, KillNineMidCollectiveFailsEveryOtherRankNamingIt) {
+  testing::RunOptions o;
+  o.op_timeout = 2000ms;
+  auto out = testing::run_ranks(4, [](Communicator& c) {
+    std::vector<float> buf(size_t(4) << 20, 1.f);  // 16 MiB: the ring is in flight
+    if (c.rank() == 2) {
+      Work w = c.all_reduce_async(buf.data(), buf.size(), DType::F32);
+      std::this_thread::sleep_for(5ms);
+      raise(SIGKILL);
+    }
+    c.all_reduce(buf.data(), buf.size(), DType::F32);
+    c.all_reduce(buf.data(), buf.size(), DType::F32);
+    return std::string("survived");
+  }, o);
+  EXPECT_EQ(out[2].signal, SIGKILL) << testing::describe(out);
+  for (int r : {0, 1, 3}) {
+    EXPECT_EQ(out[size_t(r)].exit_code, 1) << testing::describe(out);
+    EXPECT_TRUE(contains(out[size_t(r)].output, "rank 2 (127.0.0.1:")) << testing::describe(out);
+    EXPECT_LT(out[size_t(r)].seconds, 15.0) << "a survivor took far longer than the timeout";
+  }
+}
+
+TEST(Faults, StalledRankTimesOutEveryOtherRank) {
+  testing::RunOptions o;
+  o.op_timeout = 1500ms;
+  o.may_hang = {1};
+  auto out = testing::run_ranks(3, [](Communicator& c) {
+    if (c.rank() == 1) raise(SIGSTOP);
+    float x = 1.f;
+    c.all_reduce(&x, 1, DType::F32);
+    return std::string("survived");
+  }, o);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(out[size_t(r)].exit_code, 1) << testing::describe(out);
+    EXPECT_TRUE(contains(out[size_t(r)].output, "rank 1 (127.0.0.1:")) << testing::describe(out);
+    EXPECT_LT(out[size_t(r)].seconds, 15.0);
+  }
+  EXPECT_TRUE(contains(out[0].output + out[2].output, "timed out")) << testing::describe(out);
+}
+
+TEST(Faults, LaterCallsFailAtOnceAfterAFailure) {
+  testing::RunOptions o;
+  o.op_timeout = 2000ms;
+  auto out = testing::run_ranks(2, [](Communicator& c) {
+    if (c.rank() == 1) raise(SIGKILL);
+    float x = 1.f;
+    try {
+      c.all_reduce(&x, 1, DType::F32);
+    } catch (const Error&) {
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      c.barrier();
+    } catch (const Error& e) {
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      RANK_REQUIRE(s < 0.5, "second call took {} s", s);
+      throw;
+    }
+    return std::string("survived");
+  }, o);
+  EXPECT_EQ(out[0].exit_code, 1) << testing::describe(out);
+  EXPECT_TRUE(contains(out[0].output, "rank 1")) << testing::describe(out);
+}
+
+TEST(Faults, WrongTokenIsRefusedOnBothEnds) {
+  testing::RunOptions o;
+  o.connect_timeout = 1500ms;
+  o.token = [](int rank) { return std::string(rank == 1 ? "not-the-token" : "test-token"); };
+  auto out = testing::run_ranks(2, [](Communicator&) { return std::string("joined"); }, o);
+  EXPECT_EQ(out[1].exit_code, 1) << testing::describe(out);
+  EXPECT_TRUE(contains(out[1].output, "authentication failed")) << testing::describe(out);
+  EXPECT_TRUE(contains(out[1].log, "refused")) << testing::describe(out);
+  EXPECT_EQ(out[0].exit_code, 1) << testing::describe(out);
+  EXPECT_TRUE(contains(out[0].output, "waiting for ranks 1")) << testing::describe(out);
+  EXPECT_TRUE(contains(out[0].log, "authentication failed")) << testing::describe(out);
+}
+
+TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
+  testing::RunOptions o;
+  o.before_others = [](uint16_t port) {
+    auto deadline = Clock::now() + 2s;
+    tcp::HostPort where{"127.0.0.1", port};
+    std::string junk(300, '\x5a');
+    {
+      tcp::Fd a = tcp::connect_to(where, deadline);  // random bytes
+      tcp::write_all(a.get(), junk.data(), junk.size(), deadline, "test");
+    }
+    {
+      tcp::Fd b = tcp::connect_to(where, deadline);  // right magic, then truncated
+      tcp::write_all(b.get(), "SHLMCOMM\x01", 9, deadline, "test");
+    }
+    tcp::Fd c = tcp::connect_to(where, deadline);  // connects and hangs up at once
+  };
+  auto out = testing::run_ranks(3, [](Communicator& c) {
+    float x = 2.f;
+    c.all_reduce(&x, 1, DType::F32);
+    RANK_REQUIRE(x == 6.f, "sum {}", x);
+    return std::string("ok");
+  }, o);
+  for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
+  EXPECT_TRUE(contains(out[0].log, "bad magic")) << testing::describe(out);
+  EXPECT_TRUE(contains(out[0].log, "connection closed by peer")) << testing::describe(out);
+}
+
+// Runs the handshake between this process and a forked child over a socket pair.
+std::pair<std::string, int> handshake_pair(tcp::HandshakeParams mine, tcp::HandshakeParams theirs) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  tcp::set_nonblocking(sv[0]);
+  tcp::set_nonblocking(sv[1]);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(sv[0]);
+    int code = 0;
+    try {
+      tcp::handshake(sv[1], tcp::Role::Acceptor, theirs, Clock::now() + 3s, "parent");
+    } catch (const std::exception&) {
+      code = 1;
+    }
+    _exit(code);
+  }
+  ::close(sv[1]);
+  std::string error;
+  try {
+    tcp::handshake(sv[0], tcp::Role::Connector, mine, Clock::now() + 3s, "child");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::close(sv[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {error, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+TEST(Handshake, MismatchesAreRefusedOnBothEnds) {
+  tcp::HandshakeParams good{{0, 2, 0}, "tok", "cluster", tcp::kProtocolVersion};
+  auto [ok_error, ok_code] = handshake_pair(good, good);
+  EXPECT_EQ(ok_error, "");
+  EXPECT_EQ(ok_code, 0);
+
+  tcp::HandshakeParams newer = good;
+  newer.version = tcp::kProtocolVersion + 1;
+  auto [v_error, v_code] = handshake_pair(good, newer);
+  EXPECT_TRUE(contains(v_error, "protocol version")) << v_error;
+  EXPECT_EQ(v_code, 1);
+
+  tcp::HandshakeParams other_cluster = good;
+  other_cluster.cluster_id = "other";
+  auto [c_error, c_code] = handshake_pair(good, other_cluster);
+  EXPECT_TRUE(contains(c_error, "cluster id")) << c_error;
+  EXPECT_EQ(c_code, 1);
+
+  tcp::HandshakeParams other_token = good;
+  other_token.token = "tok2";
+  auto [t_error, t_code] = handshake_pair(good, other_token);
+  EXPECT_TRUE(contains(t_error, "authentication failed")) << t_error;
+  EXPECT_EQ(t_code, 1);
+}
+
+}  // namespace
+}  // namespace shardlm::comm

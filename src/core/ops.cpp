@@ -1,0 +1,87 @@
+#include "core/ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/cpu.h"
+#include "core/ops_impl.h"
+
+namespace shardlm::ops {
+namespace ref {
+
+// Sums of squares and dot products accumulate in double: the reference must
+// not lose digits on long rows, so fast paths are judged against it.
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  if (n <= 0) return;
+  double sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += double(x[i]) * x[i];
+  const float inv_rms = 1.f / std::sqrt(float(sum_sq / double(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv_rms * (weight ? weight[i] : 1.f);
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.f + std::exp(-x[i]));
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(a[i]) * b[i];
+  return float(sum);
+}
+
+}  // namespace ref
+
+namespace {
+bool use_avx2() { return active_isa() >= Isa::Avx2; }
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  use_avx2() ? avx2::rms_norm(x, weight, n, eps, out) : ref::rms_norm(x, weight, n, eps, out);
+}
+void softmax(float* x, int64_t n) { use_avx2() ? avx2::softmax(x, n) : ref::softmax(x, n); }
+void silu(const float* x, float* out, int64_t n) { use_avx2() ? avx2::silu(x, out, n) : ref::silu(x, out, n); }
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  use_avx2() ? avx2::swiglu(gate, up, out, n) : ref::swiglu(gate, up, out, n);
+}
+void add(const float* a, const float* b, float* out, int64_t n) {
+  use_avx2() ? avx2::add(a, b, out, n) : ref::add(a, b, out, n);
+}
+void mul(const float* a, const float* b, float* out, int64_t n) {
+  use_avx2() ? avx2::mul(a, b, out, n) : ref::mul(a, b, out, n);
+}
+float dot(const float* a, const float* b, int64_t n) { return use_avx2() ? avx2::dot(a, b, n) : ref::dot(a, b, n); }
+
+// The compiler vectorizes these two well enough at -O2 for the baseline ISA.
+void scale(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace shardlm::ops

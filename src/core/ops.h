@@ -1,0 +1,51 @@
+// Small vector operations of a transformer layer, on contiguous f32 arrays.
+// Each has a scalar reference (ops::ref, core/ops_impl.h) that defines the
+// numerics; rms_norm, softmax, silu, swiglu, add, mul and dot also have AVX2
+// paths chosen at run time by active_isa() (core/cpu.h). Unless a function says
+// otherwise, out may alias an input (in-place use), but partial overlap is not
+// allowed. Lengths n ≥ 0; n == 0 is a no-op.
+#pragma once
+
+#include <cstdint>
+
+namespace shardlm::ops {
+
+// out[i] = x[i] / sqrt(mean(x²) + eps) · weight[i]; weight may be null (= 1).
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
+// x = exp(x - max) / Σ exp(x - max), in place. -inf entries (masked scores)
+// become 0; at least one entry must be finite.
+void softmax(float* x, int64_t n);
+
+// out = x · sigmoid(x).
+void silu(const float* x, float* out, int64_t n);
+// out = silu(gate) · up (the gated FFN activation).
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+void add(const float* a, const float* b, float* out, int64_t n);  // out = a + b
+void mul(const float* a, const float* b, float* out, int64_t n);  // out = a · b
+void scale(float* x, float s, int64_t n);                        // x *= s
+float dot(const float* a, const float* b, int64_t n);            // Σ a·b
+void axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
+
+// Rotary position embedding.
+enum class RopeStyle {
+  Normal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama
+  Neox,    // rotate halves (x[i], x[i + n_rot/2]) — NeoX, qwen2, ...
+};
+
+struct RopeParams {
+  int head_dim = 0;
+  int n_rot = 0;               // leading dimensions rotated per head (even, ≤ head_dim)
+  float freq_base = 10000.f;
+  float freq_scale = 1.f;      // linear context scaling: angles are multiplied by it
+  const float* freq_factors = nullptr;  // n_rot/2 divisors of the pair frequencies (Llama-3.1 rope_freqs), or null
+  RopeStyle style = RopeStyle::Normal;
+};
+
+// Pair i of every head turns by θ_i = freq_scale · pos · base^(−2i/n_rot) / factor_i.
+// Dimensions n_rot..head_dim pass through. x holds n_heads heads of head_dim.
+// Throws Error when n_rot is odd, negative or larger than head_dim.
+void rope(float* x, int n_heads, const RopeParams& p, int64_t pos);
+
+}  // namespace shardlm::ops

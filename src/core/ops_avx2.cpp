@@ -1,0 +1,162 @@
+// AVX2 + FMA paths of core/ops.h. Tails shorter than 8 use masked loads and
+// stores, so every length takes the same arithmetic as the body.
+#include <immintrin.h>
+
+#include <cmath>
+#include <limits>
+
+#include "core/ops_impl.h"
+
+namespace shardlm::ops::avx2 {
+namespace {
+
+// Lane mask for the first `count` (0..8) lanes.
+__m256i tail_mask(int64_t count) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(count)), lanes);
+}
+
+float horizontal_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+float horizontal_max(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// e^x to ~2 ulp: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two so r keeps
+// its digits), e^r by its Taylor series to degree 7 (truncation < 1e-8
+// relative there), then 2^n built in the exponent bits. Below -87.3 the
+// result is 0 (also for -inf), above 88.7 it is +inf.
+__m256 exp_ps(__m256 x) {
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_LT_OQ);
+  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.72f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), xc);  // ln2 high part, exact in 16 bits
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);        // ln2 low part
+  __m256 p = _mm256_set1_ps(1.f / 5040.f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  // n ∈ [-126, 128] and 2^128 has no f32 exponent: apply 2^n as two halves.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256i rest = _mm256_sub_epi32(ni, half);
+  const __m256 pow_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+  const __m256 pow_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, _mm256_set1_epi32(127)), 23));
+  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, pow_half), pow_rest);
+  result = _mm256_andnot_ps(too_small, result);
+  return _mm256_blendv_ps(result, _mm256_set1_ps(std::numeric_limits<float>::infinity()), too_large);
+}
+
+// x · sigmoid(x) = x / (1 + e^-x); e^-x = inf gives -0, as the reference.
+__m256 silu_ps(__m256 x) {
+  const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
+// Applies f(a, b) over n lanes: out = f(a, b).
+template <typename F>
+void binary(const float* a, const float* b, float* out, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(out + i, m, f(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m)));
+  }
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  if (n <= 0) return;
+  // Four accumulators hide FMA latency; each lane sums at most n/32 squares.
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+      acc[k] = _mm256_fmadd_ps(v, v, acc[k]);
+    }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc[0] = _mm256_fmadd_ps(v, v, acc[0]);
+  }
+  if (i < n) {
+    const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i));
+    acc[1] = _mm256_fmadd_ps(v, v, acc[1]);
+  }
+  const double sum_sq = double(horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))));
+  const __m256 inv_rms = _mm256_set1_ps(1.f / std::sqrt(float(sum_sq / double(n)) + eps));
+  if (weight)
+    binary(x, weight, out, n, [&](__m256 v, __m256 w) { return _mm256_mul_ps(_mm256_mul_ps(v, inv_rms), w); });
+  else
+    binary(x, x, out, n, [&](__m256 v, __m256) { return _mm256_mul_ps(v, inv_rms); });
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 vmax = neg_inf;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  float max = horizontal_max(vmax);
+  for (; i < n; ++i) max = std::fmax(max, x[i]);
+
+  const __m256 vm = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    // Masked-off lanes load 0 and would add e^(0-max); zero them instead.
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vm)), _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(x + i, m, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / horizontal_sum(vsum));
+  binary(x, x, x, n, [&](__m256 v, __m256) { return _mm256_mul_ps(v, inv); });
+}
+
+void silu(const float* x, float* out, int64_t n) {
+  binary(x, x, out, n, [](__m256 v, __m256) { return silu_ps(v); });
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  binary(gate, up, out, n, [](__m256 g, __m256 u) { return _mm256_mul_ps(silu_ps(g), u); });
+}
+
+void add(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, _mm256_add_ps); }
+void mul(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, _mm256_mul_ps); }
+
+float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k)
+      acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(b + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    acc[1] = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc[1]);
+  }
+  return horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+}  // namespace shardlm::ops::avx2

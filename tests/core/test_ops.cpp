@@ -1,0 +1,261 @@
+// Small ops: hand-worked values for the reference, AVX2 against the reference
+// on awkward lengths, and RoPE geometry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/ops.h"
+#include "core/ops_impl.h"
+
+namespace shardlm::ops {
+namespace {
+
+std::vector<float> random_vector(int64_t n, uint32_t seed, float spread = 3.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
+TEST(OpsRef, HandWorkedValues) {
+  const float x[2] = {3.f, 4.f};
+  const float w[2] = {1.f, 2.f};
+  float out[2];
+  ref::rms_norm(x, w, 2, 0.f, out);  // rms = sqrt(12.5)
+  EXPECT_NEAR(out[0], 3.f / std::sqrt(12.5f), 1e-6);
+  EXPECT_NEAR(out[1], 8.f / std::sqrt(12.5f), 1e-6);
+
+  float s[3] = {0.f, std::log(2.f), -std::numeric_limits<float>::infinity()};
+  ref::softmax(s, 3);
+  EXPECT_NEAR(s[0], 1.f / 3, 1e-7);
+  EXPECT_NEAR(s[1], 2.f / 3, 1e-7);
+  EXPECT_EQ(s[2], 0.f);
+
+  const float g[3] = {0.f, 100.f, -100.f};
+  const float u[3] = {5.f, 2.f, 1.f};
+  float a[3];
+  ref::swiglu(g, u, a, 3);
+  EXPECT_EQ(a[0], 0.f);
+  EXPECT_EQ(a[1], 200.f);
+  EXPECT_NEAR(a[2], 0.f, 1e-30);
+  ref::silu(g, a, 1);
+  EXPECT_EQ(a[0], 0.f);
+
+  float y[2] = {1.f, 1.f};
+  axpy(2.f, x, y, 2);
+  EXPECT_EQ(y[0], 7.f);
+  EXPECT_EQ(y[1], 9.f);
+  scale(y, 0.5f, 2);
+  EXPECT_EQ(y[1], 4.5f);
+  EXPECT_EQ(dot(x, w, 2), 11.f);
+  add(x, w, y, 2);
+  EXPECT_EQ(y[1], 6.f);
+  mul(x, w, y, 2);
+  EXPECT_EQ(y[1], 8.f);
+}
+
+TEST(OpsRef, RmsNormWithoutWeightHasUnitRms) {
+  auto x = random_vector(1000, 1);
+  ref::rms_norm(x.data(), nullptr, 1000, 1e-5f, x.data());  // in place
+  double sum_sq = 0;
+  for (float v : x) sum_sq += double(v) * v;
+  EXPECT_NEAR(std::sqrt(sum_sq / 1000), 1.0, 1e-5);
+}
+
+class OpsAvx2 : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override {
+    if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
+  }
+};
+
+// Relative to the larger magnitude, with an absolute floor for values near 0.
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, float rel, const char* what) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * std::max(1.f, std::fabs(want[i]))) << what << " at " << i << " of " << want.size();
+}
+
+TEST_P(OpsAvx2, RmsNormMatchesReference) {
+  const int64_t n = GetParam();
+  const auto x = random_vector(n, 2), w = random_vector(n, 3, 1.f);
+  std::vector<float> want(x.size()), got(x.size()), in_place = x;
+  ref::rms_norm(x.data(), w.data(), n, 1e-5f, want.data());
+  avx2::rms_norm(x.data(), w.data(), n, 1e-5f, got.data());
+  expect_close(want, got, 2e-6f, "rms_norm");
+  avx2::rms_norm(in_place.data(), w.data(), n, 1e-5f, in_place.data());
+  expect_close(want, in_place, 2e-6f, "rms_norm in place");
+  ref::rms_norm(x.data(), nullptr, n, 1e-5f, want.data());
+  avx2::rms_norm(x.data(), nullptr, n, 1e-5f, got.data());
+  expect_close(want, got, 2e-6f, "rms_norm unweighted");
+}
+
+TEST_P(OpsAvx2, SoftmaxMatchesReference) {
+  const int64_t n = GetParam();
+  auto x = random_vector(n, 4, 10.f);
+  // Masked positions, as causal attention writes them.
+  for (int64_t i = 1; i < n; i += 3) x[size_t(i)] = -std::numeric_limits<float>::infinity();
+  auto want = x, got = x;
+  ref::softmax(want.data(), n);
+  avx2::softmax(got.data(), n);
+  expect_close(want, got, 1e-6f, "softmax");
+  double sum = 0;
+  for (float v : got) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-5);
+}
+
+TEST_P(OpsAvx2, ActivationsMatchReference) {
+  const int64_t n = GetParam();
+  auto g = random_vector(n, 5, 6.f);
+  if (n > 2) {  // the exp's clamps and overflow
+    g[0] = 95.f;
+    g[1] = -95.f;
+  }
+  const auto u = random_vector(n, 6);
+  std::vector<float> want(g.size()), got(g.size());
+  ref::silu(g.data(), want.data(), n);
+  avx2::silu(g.data(), got.data(), n);
+  expect_close(want, got, 1e-6f, "silu");
+  ref::swiglu(g.data(), u.data(), want.data(), n);
+  avx2::swiglu(g.data(), u.data(), got.data(), n);
+  expect_close(want, got, 1e-6f, "swiglu");
+}
+
+TEST_P(OpsAvx2, ElementwiseAndDotMatchReference) {
+  const int64_t n = GetParam();
+  const auto a = random_vector(n, 7), b = random_vector(n, 8);
+  std::vector<float> want(a.size()), got(a.size());
+  ref::add(a.data(), b.data(), want.data(), n);
+  avx2::add(a.data(), b.data(), got.data(), n);
+  EXPECT_EQ(want, got);
+  ref::mul(a.data(), b.data(), want.data(), n);
+  avx2::mul(a.data(), b.data(), got.data(), n);
+  EXPECT_EQ(want, got);
+  double magnitude = 0;
+  for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(double(a[size_t(i)]) * b[size_t(i)]);
+  EXPECT_NEAR(avx2::dot(a.data(), b.data(), n), ref::dot(a.data(), b.data(), n), 1e-6 * magnitude + 1e-6);
+}
+
+// Below, at and past the vector width, the 4×8 unroll and a long row.
+INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2, ::testing::Values(1, 7, 8, 9, 31, 33, 64, 100, 4097));
+
+TEST(OpsAvx2Exp, SoftmaxOfExtremeSpreadKeepsTinyTerms) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
+  std::vector<float> x = {0.f, -20.f, -80.f, -86.f, -88.f, -200.f, 1e-3f, -1e-3f, -0.5f};
+  auto want = x, got = x;
+  ref::softmax(want.data(), int64_t(x.size()));
+  avx2::softmax(got.data(), int64_t(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * want[i] + 2e-38f) << i;
+}
+
+TEST(OpsDispatch, PublicEntryPointsAgreeWithReference) {
+  const auto x = random_vector(37, 9), w = random_vector(37, 10);
+  std::vector<float> want(37), got(37);
+  ref::rms_norm(x.data(), w.data(), 37, 1e-6f, want.data());
+  rms_norm(x.data(), w.data(), 37, 1e-6f, got.data());
+  expect_close(want, got, 2e-6f, "rms_norm");
+  auto s1 = x, s2 = x;
+  ref::softmax(s1.data(), 37);
+  softmax(s2.data(), 37);
+  expect_close(s1, s2, 1e-6f, "softmax");
+}
+
+// ---- RoPE
+
+TEST(Rope, NormalRotatesAdjacentPairs) {
+  float x[4] = {1.f, 0.f, 1.f, 0.f};
+  RopeParams p;
+  p.head_dim = 4;
+  p.n_rot = 4;
+  rope(x, 1, p, 1);  // pair 0 turns by 1 rad, pair 1 by 10000^-0.5 = 0.01 rad
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[2], std::cos(0.01), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.01), 1e-6);
+}
+
+TEST(Rope, NeoxRotatesHalves) {
+  float x[4] = {1.f, 1.f, 0.f, 0.f};
+  RopeParams p;
+  p.head_dim = 4;
+  p.n_rot = 4;
+  p.style = RopeStyle::Neox;
+  rope(x, 1, p, 1);  // pairs (0,2) by 1 rad and (1,3) by 0.01 rad
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[2], std::sin(1.0), 1e-6);
+  EXPECT_NEAR(x[1], std::cos(0.01), 1e-6);
+  EXPECT_NEAR(x[3], std::sin(0.01), 1e-6);
+}
+
+TEST(Rope, PartialRotationFactorsAndScale) {
+  // Two heads of 6, first 4 dims rotated; pair 0 has factor 2, scale 0.5:
+  // pair 0 turns by 0.5·3/2 = 0.75 rad, pair 1 by 0.5·3·100^-1... base 100,
+  // n_rot 4: pair 1 frequency 100^-0.5 = 0.1 → 0.5·3·0.1 = 0.15 rad.
+  std::vector<float> x = {1, 0, 1, 0, 7, 8, 1, 0, 1, 0, 9, 10};
+  const float factors[2] = {2.f, 1.f};
+  RopeParams p;
+  p.head_dim = 6;
+  p.n_rot = 4;
+  p.freq_base = 100.f;
+  p.freq_scale = 0.5f;
+  p.freq_factors = factors;
+  rope(x.data(), 2, p, 3);
+  for (int h = 0; h < 2; ++h) {
+    const float* v = x.data() + 6 * h;
+    EXPECT_NEAR(v[0], std::cos(0.75), 1e-6);
+    EXPECT_NEAR(v[1], std::sin(0.75), 1e-6);
+    EXPECT_NEAR(v[2], std::cos(0.15), 1e-6);
+    EXPECT_NEAR(v[3], std::sin(0.15), 1e-6);
+  }
+  EXPECT_EQ(x[4], 7.f);
+  EXPECT_EQ(x[5], 8.f);
+  EXPECT_EQ(x[10], 9.f);
+  EXPECT_EQ(x[11], 10.f);
+}
+
+// Attention scores depend only on the distance between positions, and
+// rotations keep lengths: the properties RoPE exists for.
+TEST(Rope, ScoresDependOnRelativePosition) {
+  for (RopeStyle style : {RopeStyle::Normal, RopeStyle::Neox}) {
+    RopeParams p;
+    p.head_dim = 64;
+    p.n_rot = 64;
+    p.style = style;
+    const auto q = random_vector(64, 11), k = random_vector(64, 12);
+    auto score = [&](int64_t qpos, int64_t kpos) {
+      auto qr = q, kr = k;
+      rope(qr.data(), 1, p, qpos);
+      rope(kr.data(), 1, p, kpos);
+      return ref::dot(qr.data(), kr.data(), 64);
+    };
+    EXPECT_NEAR(score(5, 3), score(12, 10), 1e-3);
+    EXPECT_NEAR(score(40, 0), score(47, 7), 1e-3);
+    EXPECT_GT(std::fabs(score(5, 3) - score(9, 3)), 1e-2);  // it does depend on distance
+    auto r = q;
+    rope(r.data(), 1, p, 1234);
+    EXPECT_NEAR(ref::dot(r.data(), r.data(), 64), ref::dot(q.data(), q.data(), 64), 1e-3);
+  }
+}
+
+TEST(Rope, PositionZeroIsIdentityAndBadDimsThrow) {
+  auto x = random_vector(8, 13);
+  const auto before = x;
+  RopeParams p;
+  p.head_dim = 8;
+  p.n_rot = 8;
+  rope(x.data(), 1, p, 0);
+  EXPECT_EQ(x, before);
+  p.n_rot = 7;
+  EXPECT_THROW(rope(x.data(), 1, p, 1), Error);
+  p.n_rot = 10;
+  EXPECT_THROW(rope(x.data(), 1, p, 1), Error);
+}
+
+}  // namespace
+}  // namespace shardlm::ops

@@ -1,8 +1,297 @@
+// `shardlm bench comm`: nccl-tests style tables for the collectives. With
+// --np N it starts N-1 more copies of this binary (internal --rank/--size/
+// --coordinator flags) and is rank 0 itself; with --rank it joins a world;
+// with --backend mpi the ranks come from mpirun. Rank 0 prints the table.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
 #include "cli/commands.h"
+#include "comm/communicator.h"
+#include "comm/reduce.h"
+#include "comm/tcp_socket.h"
+#include "core/error.h"
+
+extern char** environ;
 
 namespace shardlm::cli {
+namespace {
 
-// Placeholder until the owning module lands.
-void add_bench_comm(CLI::App& bench) { (void)bench; }
+using comm::Communicator;
+
+struct CommBenchOptions {
+  std::string backend = "tcp";
+  int np = 2;
+  int rank = -1, size = -1;
+  std::string coordinator;
+  std::string ops = "all_reduce";
+  std::string min_bytes = "4", max_bytes = "256M";
+  std::string dtype = "f32";
+  std::string algo;  // empty: $SHARDLM_ALLREDUCE_ALGO or auto
+  std::string token_file;
+  int iters = 0;     // 0: by size
+  int timeout_ms = 30000;
+  int spin_us = -1;  // -1: the transport's default
+};
+
+size_t parse_bytes(const std::string& text, const char* flag) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    throw Error(fmt::format("{}: '{}' is not a size (e.g. 4, 16K, 256M)", flag, text));
+  }
+  std::string unit = text.substr(pos);
+  if (unit == "K" || unit == "k") v <<= 10;
+  else if (unit == "M" || unit == "m") v <<= 20;
+  else if (unit == "G" || unit == "g") v <<= 30;
+  else if (!unit.empty()) throw Error(fmt::format("{}: bad unit in '{}'", flag, text));
+  return size_t(v);
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string random_token() {
+  unsigned char b[16];
+  if (RAND_bytes(b, sizeof b) != 1) throw Error("RAND_bytes failed");
+  std::string t;
+  for (unsigned char c : b) t += fmt::format("{:02x}", c);
+  return t;
+}
+
+// Starts ranks 1..np-1 as copies of this binary joining rank 0 at `port`.
+std::vector<pid_t> spawn_ranks(const CommBenchOptions& o, const std::string& coordinator) {
+  std::vector<pid_t> pids;
+  for (int r = 1; r < o.np; ++r) {
+    std::vector<std::string> args = {"shardlm", "bench", "comm", "--backend", o.backend,
+                                     "--rank", std::to_string(r), "--size", std::to_string(o.np),
+                                     "--coordinator", coordinator, "--ops", o.ops,
+                                     "--min-bytes", o.min_bytes, "--max-bytes", o.max_bytes,
+                                     "--dtype", o.dtype, "--iters", std::to_string(o.iters),
+                                     "--timeout-ms", std::to_string(o.timeout_ms),
+                                     "--spin-us", std::to_string(o.spin_us)};
+    if (!o.algo.empty()) args.insert(args.end(), {"--algo", o.algo});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = -1;
+    if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+      throw Error("bench comm: cannot start a rank (posix_spawn of /proc/self/exe failed)");
+    pids.push_back(pid);
+  }
+  return pids;
+}
+
+double bus_factor(const std::string& op, int n) {
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op == "broadcast") return 1.0;
+  return double(n - 1) / n;  // all_gather, reduce_scatter
+}
+
+float test_value(int rank, size_t i) { return float(int(i % 7) + rank); }
+
+void fill(std::vector<uint8_t>& buf, DType dt, size_t count, int rank, size_t offset = 0) {
+  for (size_t i = 0; i < count; ++i) {
+    float v = test_value(rank, offset + i);
+    if (dt == DType::F32) std::memcpy(buf.data() + 4 * i, &v, 4);
+    else {
+      uint16_t h = dt == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+      std::memcpy(buf.data() + 2 * i, &h, 2);
+    }
+  }
+}
+
+float at(const std::vector<uint8_t>& buf, DType dt, size_t i) {
+  if (dt == DType::F32) {
+    float v;
+    std::memcpy(&v, buf.data() + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf.data() + 2 * i, 2);
+  return dt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+struct Row {
+  double median_us = 0;
+  int64_t wrong = 0;
+  std::string algo;
+};
+
+// One op at one size: warm up, time every iteration, check the last result.
+Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int iters_flag) {
+  const int n = c.size(), me = c.rank();
+  const size_t elem = comm::reduce_elem_bytes(dt);
+  const size_t count = bytes / elem;  // all_reduce/broadcast: buffer; gather/scatter: total
+  const size_t per_rank = count / size_t(n);
+  int iters = iters_flag > 0 ? iters_flag
+                             : int(std::clamp<size_t>((size_t(256) << 20) / std::max<size_t>(bytes, 1), 5, 1000));
+  int warmup = std::max(2, iters / 10);
+  std::vector<uint8_t> a(count * elem + elem), b(count * elem + elem), init(count * elem + elem);
+  Row row;
+  std::vector<float> times;
+  auto once = [&](bool reset) {
+    if (reset && (op == "all_reduce")) std::memcpy(a.data(), init.data(), count * elem);
+    auto t0 = std::chrono::steady_clock::now();
+    if (op == "all_reduce") c.all_reduce(a.data(), count, dt);
+    else if (op == "all_gather") c.all_gather(a.data(), b.data(), per_rank * elem);
+    else if (op == "reduce_scatter") c.reduce_scatter(a.data(), b.data(), per_rank, dt);
+    else if (op == "broadcast") c.broadcast(a.data(), count * elem, 0);
+    else throw Error(fmt::format("--ops: unknown op '{}'", op));
+    return float(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  };
+  if (op == "all_gather") fill(a, dt, per_rank, me, size_t(me) * per_rank);
+  else fill(a, dt, count, me);
+  std::memcpy(init.data(), a.data(), count * elem);
+  for (int i = 0; i < warmup; ++i) once(true);
+  for (int i = 0; i < iters; ++i) times.push_back(once(true));
+  // The slowest rank defines each iteration's time.
+  c.all_reduce(times.data(), times.size(), DType::F32, comm::ReduceOp::Max);
+  std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+  row.median_us = times[times.size() / 2];
+
+  float base = float(n) * float(n - 1) / 2;  // sum over ranks of rank
+  if (op == "all_reduce") {
+    for (size_t i = 0; i < count; ++i) row.wrong += at(a, dt, i) != float(n) * float(i % 7) + base;
+    row.algo = std::string(comm::algo_name(c.choose_all_reduce(count * elem)));
+  } else if (op == "reduce_scatter") {
+    for (size_t i = 0; i < per_rank; ++i)
+      row.wrong += at(b, dt, i) != float(n) * float((size_t(me) * per_rank + i) % 7) + base;
+    row.algo = per_rank * elem * size_t(n) < c.config().ring_bytes ? "direct" : "ring";
+  } else if (op == "all_gather") {
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < per_rank; ++i)
+        row.wrong += at(b, dt, size_t(r) * per_rank + i) != test_value(r, size_t(r) * per_rank + i);
+    row.algo = "direct";
+  } else {
+    for (size_t i = 0; i < count; ++i) row.wrong += at(a, dt, i) != test_value(0, i);
+    row.algo = n > 2 && count * elem >= c.config().ring_bytes ? "scatter-ring" : "direct";
+  }
+  int64_t wrong = row.wrong;
+  float wrong_f = float(wrong);
+  c.all_reduce(&wrong_f, 1, DType::F32);
+  row.wrong = int64_t(wrong_f);
+  return row;
+}
+
+void run_bench(const CommBenchOptions& o) {
+  auto dt = dtype_from_name(o.dtype);
+  if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16))
+    throw Error(fmt::format("--dtype: '{}' (want f32, f16 or bf16)", o.dtype));
+  size_t lo = parse_bytes(o.min_bytes, "--min-bytes"), hi = parse_bytes(o.max_bytes, "--max-bytes");
+  if (lo == 0 || hi < lo) throw Error("--min-bytes must be > 0 and <= --max-bytes");
+  auto ops = split_list(o.ops);
+  for (auto& op : ops)
+    if (op != "all_reduce" && op != "all_gather" && op != "reduce_scatter" && op != "broadcast")
+      throw Error(fmt::format("--ops: unknown op '{}' (all_reduce, all_gather, reduce_scatter, broadcast)", op));
+
+  comm::ConnectOptions co;
+  co.backend = o.backend;
+  co.timeouts.op = std::chrono::milliseconds(o.timeout_ms);
+  co.cluster_id = "shardlm-bench";
+  if (o.spin_us >= 0) co.timeouts.spin = std::chrono::microseconds(o.spin_us);
+  std::vector<pid_t> children;
+  const bool launcher = o.rank < 0 && o.backend != "mpi";
+  if (launcher) {
+    if (o.np < 1 || o.np > 64) throw Error("--np: want 1..64 ranks");
+    if (!std::getenv("SHARDLM_TOKEN")) setenv("SHARDLM_TOKEN", random_token().c_str(), 1);
+    co.rank = 0;
+    co.size = o.np;
+    if (o.backend == "tcp") {
+      comm::tcp::Fd listener = comm::tcp::listen_on({"127.0.0.1", 0});
+      co.coordinator = fmt::format("127.0.0.1:{}", comm::tcp::local_port(listener.get()));
+      co.listen_fd = listener.release();
+    } else {
+      co.coordinator = fmt::format("shardlm-bench-{}", getpid());
+    }
+    children = spawn_ranks(o, co.coordinator);
+  } else if (o.backend != "mpi") {
+    co.rank = o.rank;
+    co.size = o.size;
+    co.coordinator = o.coordinator;
+  }
+  co.token = o.backend == "tcp" ? comm::load_token(o.token_file) : std::string();
+  comm::CommConfig config = comm::CommConfig::from_env();
+  if (!o.algo.empty()) {
+    setenv("SHARDLM_ALLREDUCE_ALGO", o.algo.c_str(), 1);
+    config = comm::CommConfig::from_env();
+  }
+  std::string error;
+  try {
+    auto c = Communicator::connect(co, config);
+    if (c->rank() == 0) {
+      fmt::print("# shardlm bench comm: backend {}, {} ranks, dtype {}, all_reduce algo {}\n",
+                 c->backend(), c->size(), o.dtype, algo_name(config.algo));
+      fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests\n");
+      fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10} {:>11} {:>11} {:>7}\n", "size(B)",
+                 "count", "type", "op", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    }
+    const size_t elem = comm::reduce_elem_bytes(*dt);
+    for (auto& op : ops)
+      for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
+        size_t unit = op == "all_gather" || op == "reduce_scatter" ? elem * size_t(c->size()) : elem;
+        size_t sz = std::max(unit, bytes / unit * unit);
+        Row row = run_one(*c, op, sz, *dt, o.iters);
+        if (c->rank() == 0) {
+          double algbw = double(sz) / (row.median_us * 1e3);
+          fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}\n", sz,
+                     sz / elem, o.dtype, op, row.algo, row.median_us, algbw,
+                     algbw * bus_factor(op, c->size()), row.wrong);
+          std::fflush(stdout);
+        }
+      }
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  bool children_ok = true;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    children_ok = children_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  if (!error.empty()) throw Error(error);
+  if (!children_ok) throw Error("bench comm: a rank failed (see its error above)");
+}
+
+}  // namespace
+
+void add_bench_comm(CLI::App& bench) {
+  auto opts = std::make_shared<CommBenchOptions>();
+  auto* cmd = bench.add_subcommand("comm", "collective benchmarks (nccl-tests style table)");
+  cmd->add_option("--backend", opts->backend, "tcp|shm|mpi")->capture_default_str();
+  cmd->add_option("--np", opts->np, "start this many local ranks")->capture_default_str();
+  cmd->add_option("--ops", opts->ops, "all_reduce,all_gather,reduce_scatter,broadcast")->capture_default_str();
+  cmd->add_option("--min-bytes", opts->min_bytes, "smallest size (4, 16K, 1M ...)")->capture_default_str();
+  cmd->add_option("--max-bytes", opts->max_bytes, "largest size")->capture_default_str();
+  cmd->add_option("--dtype", opts->dtype, "f32|f16|bf16")->capture_default_str();
+  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring");
+  cmd->add_option("--iters", opts->iters, "timed iterations per size (0: by size)")->capture_default_str();
+  cmd->add_option("--timeout-ms", opts->timeout_ms, "per-operation timeout")->capture_default_str();
+  cmd->add_option("--spin-us", opts->spin_us, "busy-poll this long before sleeping (-1: default)");
+  cmd->add_option("--token-file", opts->token_file, "shared token (else $SHARDLM_TOKEN)");
+  cmd->add_option("--rank", opts->rank, "join as this rank (with --size, --coordinator)");
+  cmd->add_option("--size", opts->size, "world size when joining");
+  cmd->add_option("--coordinator", opts->coordinator, "rank 0's host:port when joining");
+  cmd->callback([opts] { run_bench(*opts); });
+}
 
 }  // namespace shardlm::cli

@@ -56,9 +56,11 @@ void run(RunOptions o) {
   mo.kv_type = kv_type;
   mo.pool = pool.get();
   Model model(*file, mo);
-  if (tokenizer->n_vocab() != model.config().n_vocab)
-    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight has {} rows", o.model,
-                            tokenizer->n_vocab(), model.config().n_vocab));
+  // Embeddings may have padding rows beyond the vocabulary; never the reverse.
+  const int64_t n_vocab = tokenizer->n_vocab();
+  if (n_vocab > model.config().n_vocab)
+    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight only {} rows", o.model, n_vocab,
+                            model.config().n_vocab));
   const double load_s = seconds_since(t_load);
 
   const auto prompt = tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -67,7 +69,7 @@ void run(RunOptions o) {
     throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), o.ctx));
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  Sampler sampler(o.sampling, model.config().n_vocab);
+  Sampler sampler(o.sampling, n_vocab);
   for (TokenId t : prompt) sampler.accept(t);
 
   g_interrupted.store(false);
@@ -84,13 +86,13 @@ void run(RunOptions o) {
   const auto t_decode = Clock::now();
   int32_t pos = int32_t(prompt.size());
   while (prompt_done && n_generated < o.n_predict && pos < o.ctx && !g_interrupted.load()) {
-    const TokenId next = sampler.sample(model.logits(0));
+    const TokenId next = sampler.sample(model.logits(0).first(size_t(n_vocab)));
     sampler.accept(next);
     ++n_generated;
     if (tokenizer->is_end_of_generation(next)) break;
     std::fputs(text.push(next).c_str(), stdout);
     std::fflush(stdout);
-    if (n_generated == o.n_predict || pos + 1 >= o.ctx) break;
+    if (n_generated == o.n_predict || pos >= o.ctx) break;
     Batch b;
     b.add(0, pos++, next, true);
     model.forward(b);

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "model/ops_local.h"
+#include "core/ops.h"
 
 namespace shardlm {
 namespace {
@@ -17,16 +17,13 @@ const float* f16_table() {
   return table.data();
 }
 
-struct F32Elems {
-  const float* p;
-  float operator[](int64_t i) const { return p[i]; }
-};
 struct F16Elems {
   const f16_t* p;
   const float* table;
   float operator[](int64_t i) const { return table[p[i]]; }
 };
 
+// The F16 cache path; the F32 one uses the vector ops directly.
 template <class Elems>
 void attend(const float* q, Elems k, Elems v, const CachedHead& h, int64_t n_pos, float scale, float* scores,
             float* out) {
@@ -36,7 +33,7 @@ void attend(const float* q, Elems k, Elems v, const CachedHead& h, int64_t n_pos
     for (int64_t i = 0; i < h.head_dim_k; ++i) dot += q[i] * k[row + i];
     scores[p] = dot * scale;
   }
-  model_ops::softmax(scores, n_pos);
+  ops::softmax(scores, n_pos);
   for (int64_t i = 0; i < h.head_dim_v; ++i) out[i] = 0;
   for (int64_t p = 0; p < n_pos; ++p) {
     const int64_t row = p * h.v_stride;
@@ -48,14 +45,18 @@ void attend(const float* q, Elems k, Elems v, const CachedHead& h, int64_t n_pos
 }  // namespace
 
 void attend_one_head(const float* q, const CachedHead& h, int64_t n_pos, float scale, float* scores, float* out) {
-  if (h.type == DType::F32) {
-    attend(q, F32Elems{static_cast<const float*>(h.k)}, F32Elems{static_cast<const float*>(h.v)}, h, n_pos, scale,
-           scores, out);
-  } else {
+  if (h.type != DType::F32) {
     const float* t = f16_table();
     attend(q, F16Elems{static_cast<const f16_t*>(h.k), t}, F16Elems{static_cast<const f16_t*>(h.v), t}, h, n_pos,
            scale, scores, out);
+    return;
   }
+  const auto* k = static_cast<const float*>(h.k);
+  const auto* v = static_cast<const float*>(h.v);
+  for (int64_t p = 0; p < n_pos; ++p) scores[p] = ops::dot(q, k + p * h.k_stride, h.head_dim_k) * scale;
+  ops::softmax(scores, n_pos);
+  for (int64_t i = 0; i < h.head_dim_v; ++i) out[i] = 0;
+  for (int64_t p = 0; p < n_pos; ++p) ops::axpy(scores[p], v + p * h.v_stride, out, h.head_dim_v);
 }
 
 }  // namespace shardlm

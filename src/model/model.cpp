@@ -7,15 +7,13 @@
 
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/ops.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/attention.h"
-#include "model/ops_local.h"
 
 namespace shardlm {
-
-namespace ops = model_ops;
 
 // Below this many multiply-adds, waking the pool costs more than it saves.
 constexpr int64_t kParallelAttentionWork = 1 << 16;
@@ -37,14 +35,6 @@ Model::Model(const gguf::File& file, ModelOptions options)
   n_ff_ = plan_.ff_rows.size();
   n_vocab_ = plan_.vocab_rows.size();
 
-  // θ_i = pos · scale · base^(-2i/n_rot) / factor_i, as llama.cpp computes it.
-  rope_inv_freq_.resize(size_t(c.rope_dims / 2));
-  for (int64_t i = 0; i < c.rope_dims / 2; ++i) {
-    double f = double(c.rope_freq_scale) * std::pow(double(c.rope_freq_base), -2.0 * double(i) / double(c.rope_dims));
-    if (weights_.rope_freq_factors) f /= double(weights_.rope_freq_factors[i]);
-    rope_inv_freq_[size_t(i)] = f;
-  }
-
   const auto rows = [&](int64_t width) { return size_t(opt_.n_batch * width); };
   x_.resize(rows(c.n_embd));
   xn_.resize(rows(c.n_embd));
@@ -55,7 +45,6 @@ Model::Model(const gguf::File& file, ModelOptions options)
   proj_.resize(rows(c.n_embd));
   gate_.resize(rows(n_ff_));
   up_.resize(rows(n_ff_));
-  rope_cs_.resize(size_t(c.rope_dims));
   scores_.resize(size_t(n_threads_ * opt_.n_ctx));
   if (plan_.last_stage(c)) {
     out_in_.resize(size_t(opt_.n_outputs * c.n_embd));
@@ -110,23 +99,23 @@ void Model::attention_block(int64_t l, const Batch& batch) {
   const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
                 vd = n_head_kv_ * c.head_dim_v;
   for (int64_t t = 0; t < n; ++t)
-    ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps);
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
   matmul(L.wq, normed, q_.data(), opt_.pool);
   matmul(L.wk, normed, k_.data(), opt_.pool);
   matmul(L.wv, normed, v_.data(), opt_.pool);
   if (L.bq) {
     for (int64_t t = 0; t < n; ++t) {
-      ops::add(&q_[size_t(t * qd)], L.bq, qd);
-      ops::add(&k_[size_t(t * kd)], L.bk, kd);
-      ops::add(&v_[size_t(t * vd)], L.bv, vd);
+      ops::add(&q_[size_t(t * qd)], L.bq, &q_[size_t(t * qd)], qd);
+      ops::add(&k_[size_t(t * kd)], L.bk, &k_[size_t(t * kd)], kd);
+      ops::add(&v_[size_t(t * vd)], L.bv, &v_[size_t(t * vd)], vd);
     }
   }
   if (L.q_norm) {
     for (int64_t h = 0; h < n * n_head_; ++h)
-      ops::rms_norm(&q_[size_t(h * c.head_dim_k)], &q_[size_t(h * c.head_dim_k)], L.q_norm, c.head_dim_k, c.rms_eps);
+      ops::rms_norm(&q_[size_t(h * c.head_dim_k)], L.q_norm, c.head_dim_k, c.rms_eps, &q_[size_t(h * c.head_dim_k)]);
     for (int64_t h = 0; h < n * n_head_kv_; ++h)
-      ops::rms_norm(&k_[size_t(h * c.head_dim_k)], &k_[size_t(h * c.head_dim_k)], L.k_norm, c.head_dim_k, c.rms_eps);
+      ops::rms_norm(&k_[size_t(h * c.head_dim_k)], L.k_norm, c.head_dim_k, c.rms_eps, &k_[size_t(h * c.head_dim_k)]);
   }
   rope(batch);
   for (int64_t t = 0; t < n; ++t) {
@@ -136,22 +125,22 @@ void Model::attention_block(int64_t l, const Batch& batch) {
   attend(l, batch);
   matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
   all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
 }
 
 void Model::rope(const Batch& batch) {
   const auto& c = config_;
-  const auto apply = c.rope_style == RopeStyle::NeoxHalves ? ops::rope_neox : ops::rope_adjacent;
+  ops::RopeParams p;
+  p.head_dim = int(c.head_dim_k);
+  p.n_rot = int(c.rope_dims);
+  p.freq_base = c.rope_freq_base;
+  p.freq_scale = c.rope_freq_scale;
+  p.freq_factors = weights_.rope_freq_factors;
+  p.style = c.rope_style == RopeStyle::NeoxHalves ? ops::RopeStyle::Neox : ops::RopeStyle::Normal;
   for (int64_t t = 0; t < n_tokens_; ++t) {
-    const double pos = batch.entries[size_t(t)].pos;
-    for (size_t i = 0; i < rope_inv_freq_.size(); ++i) {
-      const double theta = pos * rope_inv_freq_[i];
-      rope_cs_[2 * i] = float(std::cos(theta));
-      rope_cs_[2 * i + 1] = float(std::sin(theta));
-    }
-    for (int64_t h = 0; h < n_head_; ++h) apply(&q_[size_t((t * n_head_ + h) * c.head_dim_k)], rope_cs_.data(), c.rope_dims);
-    for (int64_t h = 0; h < n_head_kv_; ++h)
-      apply(&k_[size_t((t * n_head_kv_ + h) * c.head_dim_k)], rope_cs_.data(), c.rope_dims);
+    const int64_t pos = batch.entries[size_t(t)].pos;
+    ops::rope(&q_[size_t(t * n_head_ * c.head_dim_k)], int(n_head_), p, pos);
+    ops::rope(&k_[size_t(t * n_head_kv_ * c.head_dim_k)], int(n_head_kv_), p, pos);
   }
 }
 
@@ -189,14 +178,14 @@ void Model::ffn_block(int64_t l) {
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
   for (int64_t t = 0; t < n; ++t)
-    ops::rms_norm(&xn_[size_t(t * c.n_embd)], &x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps);
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
   matmul(L.w_gate, normed, gate_.data(), opt_.pool);
   matmul(L.w_up, normed, up_.data(), opt_.pool);
-  ops::swiglu(gate_.data(), up_.data(), n * n_ff_);
+  ops::swiglu(gate_.data(), up_.data(), gate_.data(), n * n_ff_);
   matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
   all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
 }
 
 void Model::compute_logits(const Batch& batch) {
@@ -204,8 +193,7 @@ void Model::compute_logits(const Batch& batch) {
   n_out_ = 0;
   for (int64_t t = 0; t < n_tokens_; ++t) {
     if (!batch.entries[size_t(t)].want_logits) continue;
-    ops::rms_norm(&out_in_[size_t(n_out_ * c.n_embd)], &x_[size_t(t * c.n_embd)], weights_.output_norm, c.n_embd,
-                  c.rms_eps);
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], weights_.output_norm, c.n_embd, c.rms_eps, &out_in_[size_t(n_out_ * c.n_embd)]);
     ++n_out_;
   }
   if (n_out_ > 0) matmul(weights_.output, out_in_.data(), n_out_, logits_.data(), opt_.pool);

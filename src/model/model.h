@@ -91,13 +91,12 @@ class Model {
   KvCache kv_;
   int n_threads_ = 1;
   int64_t n_head_ = 0, n_head_kv_ = 0, n_ff_ = 0, n_vocab_ = 0;  // this rank's slices
-  std::vector<double> rope_inv_freq_;  // [rope_dims / 2]
 
   int64_t n_tokens_ = 0;
   int64_t n_out_ = 0;
   // Scratch, n_batch rows each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
-  std::vector<float> rope_cs_, scores_, out_in_, logits_;
+  std::vector<float> scores_, out_in_, logits_;
 };
 
 }  // namespace shardlm

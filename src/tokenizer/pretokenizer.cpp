@@ -137,6 +137,8 @@ PreTokenizer::PreTokenizer(const PreTokenizerSpec& spec) {
 PreTokenizer::~PreTokenizer() = default;
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
+  if (text.size() > (size_t(1) << 30))  // offsets below are 32-bit and UTF-8 may grow 3x
+    throw Error("tokenizer: text of " + std::to_string(text.size()) + " bytes is too long to tokenize (max 1 GiB)");
   const std::vector<uint32_t> cps = text::decode_utf8_lenient(text);
   // PCRE2 needs valid UTF-8: surrogates and values past U+10FFFF (which the
   // lenient decoder lets through) are matched as U+FFFD, a symbol like them.

@@ -88,7 +88,8 @@ TEST(Utf8, CompletePrefix) {
 }
 
 TEST(Encode, InvalidUtf8NeverThrows) {
-  const std::string junk = std::string("ok \xFF\xFE\xC3 \xE6\x97 \xF4\x90\x80\x80 \xED\xA0\x80 end\0x", 29);
+  using namespace std::string_literals;
+  const std::string junk = "ok \xFF\xFE\xC3 \xE6\x97 \xF4\x90\x80\x80 \xED\xA0\x80 end\0x"s;
   for (const char* model : {"stories260K.gguf", "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
                             "synthetic/tiny-random-qwen2.gguf", "tiny-random-llama-bpe.gguf"}) {
     const Tokenizer* tok = tokenizer_for(shared_models() / model);

@@ -1,5 +1,10 @@
 // Tokenizers built from a GGUF vocabulary: SentencePiece-style (`llama`) and
 // byte-level BPE (`gpt2`, pre-tokenizer chosen by tokenizer.ggml.pre).
+// Behaviour follows llama.cpp's llama_tokenize / llama_token_to_piece /
+// llama_detokenize token for token (tests compare against its outputs). An
+// unknown tokenizer.ggml.pre falls back to the default regexes with a
+// warning, as llama.cpp does. A Tokenizer is immutable after from_gguf, so
+// all const methods may be called from several threads at once.
 #pragma once
 
 #include <cstdint>

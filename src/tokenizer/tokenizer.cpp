@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <bitset>
 #include <cstdio>
 
 #include "core/error.h"

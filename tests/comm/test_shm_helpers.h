@@ -13,6 +13,11 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "comm/reduce.h"
 #include "comm/shm_transport.h"
 
 namespace shardlm::comm::testing {
@@ -56,6 +61,81 @@ inline void run_ranks(int size, const std::function<void(int)>& body) {
   for (auto& t : threads) t.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// Small integers are exact in all three dtypes, so expected sums are exact.
+inline float input_value(int rank, size_t i) { return float((rank + 1) * int(i % 7 + 1)) - 3.0f; }
+
+inline uint16_t encode16(DType t, float v) { return t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v); }
+inline float decode(DType t, const std::vector<std::byte>& buf, size_t i) {
+  if (t == DType::F32) {
+    float v;
+    std::memcpy(&v, buf.data() + i * 4, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, buf.data() + i * 2, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+inline std::vector<std::byte> make_input(DType t, int rank, size_t count, size_t offset = 0) {
+  std::vector<std::byte> buf(count * reduce_elem_bytes(t));
+  for (size_t i = 0; i < count; ++i) {
+    const float v = input_value(rank, offset + i);
+    if (t == DType::F32) std::memcpy(buf.data() + i * 4, &v, 4);
+    else {
+      const uint16_t h = encode16(t, v);
+      std::memcpy(buf.data() + i * 2, &h, 2);
+    }
+  }
+  return buf;
+}
+
+inline float expected(int world, size_t i, ReduceOp op) {
+  float acc = input_value(0, i);
+  for (int r = 1; r < world; ++r) acc = op == ReduceOp::Sum ? acc + input_value(r, i) : std::max(acc, input_value(r, i));
+  return acc;
+}
+
+// Runs every collective for f32/f16/bf16 and the given counts on `comm`
+// (all ranks call it); the first mismatch fails with the op, dtype and size.
+inline void check_all_collectives(Communicator& c, const std::vector<size_t>& counts) {
+  Communicator* comm = &c;
+  const int world = c.size(), rank = c.rank();
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      const size_t eb = reduce_elem_bytes(t);
+      for (size_t count : counts) {
+        const std::string where = std::string(dtype_name(t)) + " count " + std::to_string(count);
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+          auto buf = make_input(t, rank, count);
+          comm->all_reduce(buf.data(), count, t, op);
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(decode(t, buf, i), expected(world, i, op)) << "all_reduce " << where << " at " << i;
+        }
+        {  // reduce_scatter: block b of rank r holds input_value(r, b*count + i)
+          auto send = make_input(t, rank, count * size_t(world));
+          std::vector<std::byte> recv(count * eb);
+          comm->reduce_scatter(send.data(), recv.data(), count, t);
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(decode(t, recv, i), expected(world, size_t(rank) * count + i, ReduceOp::Sum))
+                << "reduce_scatter " << where << " at " << i;
+        }
+        const size_t bytes = count * eb;
+        {
+          auto send = make_input(t, rank, count);
+          std::vector<std::byte> recv(bytes * size_t(world));
+          comm->all_gather(send.data(), recv.data(), bytes);
+          for (int q = 0; q < world; ++q)
+            ASSERT_EQ(0, std::memcmp(recv.data() + size_t(q) * bytes, make_input(t, q, count).data(), bytes))
+                << "all_gather " << where << " block " << q;
+        }
+        for (int root = 0; root < world; ++root) {
+          auto buf = rank == root ? make_input(t, root, count) : std::vector<std::byte>(bytes);
+          comm->broadcast(buf.data(), bytes, root);
+          ASSERT_EQ(buf, make_input(t, root, count)) << "broadcast " << where << " root " << root;
+        }
+      }
+    }
 }
 
 }  // namespace shardlm::comm::testing

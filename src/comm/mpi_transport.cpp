@@ -1,0 +1,360 @@
+#include "comm/mpi_transport.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace shardlm::comm {
+
+std::unique_ptr<Transport> connect_mpi(const ConnectOptions& options) {
+  return std::make_unique<mpi::MpiTransport>(options);
+}
+
+}  // namespace shardlm::comm
+
+namespace shardlm::comm::mpi {
+namespace {
+
+enum MpiTag : int { kEnvelope = 1, kPayload = 2, kInline = 3 };
+constexpr size_t kEnvelopeBytes = 16;                   // tag, length
+constexpr size_t kInlineMax = 8 << 10;                  // one message up to here
+constexpr size_t kUnexpectedBudget = size_t(64) << 20;  // per peer, then back-pressure
+
+void check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  throw Error(std::string("mpi: ") + what + " failed: " + std::string(text, size_t(len)));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+std::array<std::byte, kEnvelopeBytes> envelope(uint64_t tag, uint64_t len) {
+  std::array<std::byte, kEnvelopeBytes> e;
+  std::memcpy(e.data(), &tag, 8);
+  std::memcpy(e.data() + 8, &len, 8);
+  return e;
+}
+
+}  // namespace
+
+struct MpiTransport::SendReq : Request {
+  using Request::Request;
+  std::vector<std::byte> staging;  // envelope (+ payload when inline)
+  std::array<MPI_Request, 2> reqs{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  size_t size = 0;
+};
+
+struct MpiTransport::RecvReq : Request {
+  using Request::Request;
+  std::byte* data = nullptr;
+  size_t capacity = 0;
+};
+
+struct MpiTransport::Unexpected {
+  uint64_t tag = 0;
+  std::vector<std::byte> data;
+  bool complete = false;
+  std::shared_ptr<RecvReq> claimed;
+};
+
+struct MpiTransport::Peer {
+  std::list<std::shared_ptr<RecvReq>> posted;
+  std::deque<std::shared_ptr<Unexpected>> unexpected;
+  size_t unexpected_bytes = 0;
+  // An envelope received whose payload has no destination yet.
+  bool pending = false;
+  uint64_t tag = 0;
+  size_t len = 0;
+  std::shared_ptr<RecvReq> target;
+  std::shared_ptr<Unexpected> stash;
+  struct Payload {
+    MPI_Request req = MPI_REQUEST_NULL;
+    size_t len = 0;
+    std::shared_ptr<RecvReq> target;
+    std::shared_ptr<Unexpected> stash;
+  };
+  std::deque<Payload> payloads;  // posted MPI_Irecvs, in envelope order
+};
+
+MpiTransport::MpiTransport(const ConnectOptions& options) : spin_(options.timeouts.spin) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    std::atexit(finalize_at_exit);
+    if (provided < MPI_THREAD_SERIALIZED)
+      throw Error("mpi: the MPI library gives thread level " + std::to_string(provided) +
+                  ", the communicator needs MPI_THREAD_SERIALIZED");
+  }
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  if ((options.rank >= 0 && options.rank != rank_) || (options.size >= 0 && options.size != size_))
+    throw Error("mpi: --rank " + std::to_string(options.rank) + " / --size " + std::to_string(options.size) +
+                " disagree with mpirun's rank " + std::to_string(rank_) + " of " + std::to_string(size_));
+  const char* native = std::getenv("SHARDLM_MPI_NATIVE");
+  native_allreduce_ = native && std::string(native) == "1";
+  for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>());
+}
+
+MpiTransport::~MpiTransport() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& peer : peers_)
+    for (auto& pl : peer->payloads)
+      if (pl.req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&pl.req);
+        MPI_Request_free(&pl.req);
+      }
+  if (!failed_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::string MpiTransport::describe_peer(int peer) const { return "rank " + std::to_string(peer) + " (mpi)"; }
+
+void MpiTransport::throw_if_failed() const {
+  if (failed_) throw Error(*failed_);
+}
+
+void MpiTransport::abort(const std::string& reason) noexcept {
+  // MPI has no way to tell one peer without killing the job; they time out.
+  if (!failed_) failed_ = reason;
+}
+
+void MpiTransport::fail_peer(int p, const std::string& what) const { throw Error(describe_peer(p) + ": " + what); }
+
+RequestPtr MpiTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes) {
+  throw_if_failed();
+  auto r = std::make_shared<SendReq>(peer, tag, true);
+  r->size = bytes;
+  const auto env = envelope(tag, bytes);
+  r->staging.assign(env.begin(), env.end());
+  if (bytes <= kInlineMax) {
+    r->staging.resize(kEnvelopeBytes + bytes);
+    if (bytes) std::memcpy(r->staging.data() + kEnvelopeBytes, data, bytes);
+    check(MPI_Isend(r->staging.data(), int(r->staging.size()), MPI_BYTE, peer, kInline, comm_, &r->reqs[0]),
+          "MPI_Isend");
+  } else {
+    if (bytes > size_t(INT_MAX)) fail_peer(peer, "message of " + std::to_string(bytes) + " bytes exceeds 2 GiB");
+    check(MPI_Isend(r->staging.data(), int(kEnvelopeBytes), MPI_BYTE, peer, kEnvelope, comm_, &r->reqs[0]),
+          "MPI_Isend");
+    check(MPI_Isend(data, int(bytes), MPI_BYTE, peer, kPayload, comm_, &r->reqs[1]), "MPI_Isend");
+  }
+  sends_.push_back(r);
+  return r;
+}
+
+RequestPtr MpiTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
+  throw_if_failed();
+  auto r = std::make_shared<RecvReq>(peer, tag, false);
+  r->data = static_cast<std::byte*>(data);
+  r->capacity = capacity;
+  Peer& pr = *peers_.at(size_t(peer));
+  for (auto it = pr.unexpected.begin(); it != pr.unexpected.end(); ++it) {
+    Unexpected& u = **it;
+    if (u.tag != tag || u.claimed) continue;
+    if (u.data.size() > capacity)
+      fail_peer(peer, "message of " + std::to_string(u.data.size()) + " bytes for a receive of " +
+                          std::to_string(capacity));
+    if (!u.complete) {
+      u.claimed = r;
+      return r;
+    }
+    if (!u.data.empty()) std::memcpy(data, u.data.data(), u.data.size());
+    r->finish(u.data.size());
+    pr.unexpected_bytes -= u.data.size();
+    pr.unexpected.erase(it);
+    return r;
+  }
+  pr.posted.push_back(r);
+  progress_in(peer);
+  return r;
+}
+
+void MpiTransport::start_message(int p) {
+  Peer& pr = *peers_[size_t(p)];
+  for (auto it = pr.posted.begin(); it != pr.posted.end(); ++it) {
+    if ((*it)->tag() != pr.tag) continue;
+    if (pr.len > (*it)->capacity)
+      fail_peer(p, "message of " + std::to_string(pr.len) + " bytes for a receive of " +
+                       std::to_string((*it)->capacity));
+    pr.target = *it;
+    pr.posted.erase(it);
+    return;
+  }
+  if (pr.len > 0 && pr.unexpected_bytes + pr.len > kUnexpectedBudget) return;  // back-pressure
+  pr.stash = std::make_shared<Unexpected>();
+  pr.stash->tag = pr.tag;
+  pr.stash->data.resize(pr.len);
+  pr.unexpected_bytes += pr.len;
+  pr.unexpected.push_back(pr.stash);
+}
+
+void MpiTransport::post_payload(int p) {
+  Peer& pr = *peers_[size_t(p)];
+  Peer::Payload pl;
+  pl.len = pr.len;
+  pl.target = std::move(pr.target);
+  pl.stash = std::move(pr.stash);
+  pr.pending = false;
+  std::byte* dst = pl.target ? pl.target->data : pl.stash->data.data();
+  check(MPI_Irecv(dst, int(pl.len), MPI_BYTE, p, kPayload, comm_, &pl.req), "MPI_Irecv");
+  pr.payloads.push_back(std::move(pl));
+}
+
+// Delivers a finished payload (or inline message) to its receive.
+void MpiTransport::complete_payload(int p) {
+  Peer& pr = *peers_[size_t(p)];
+  Peer::Payload& pl = pr.payloads.front();
+  if (pl.target) {
+    pl.target->finish(pl.len);
+  } else if (pl.stash->claimed) {
+    if (pl.len) std::memcpy(pl.stash->claimed->data, pl.stash->data.data(), pl.len);
+    pl.stash->claimed->finish(pl.len);
+    pr.unexpected_bytes -= pl.len;
+    pr.unexpected.erase(std::find(pr.unexpected.begin(), pr.unexpected.end(), pl.stash));
+  } else {
+    pl.stash->complete = true;
+  }
+  pr.payloads.pop_front();
+}
+
+void MpiTransport::progress_in(int p) {
+  Peer& pr = *peers_[size_t(p)];
+  for (;;) {
+    while (!pr.payloads.empty()) {
+      int done = 0;
+      check(MPI_Test(&pr.payloads.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (!done) break;
+      complete_payload(p);
+    }
+    if (pr.pending) {
+      start_message(p);
+      if (!pr.target && !pr.stash) return;  // waits for an irecv or for buffer space
+      post_payload(p);
+    }
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    check(MPI_Improbe(p, MPI_ANY_TAG, comm_, &flag, &msg, &st), "MPI_Improbe");
+    if (!flag) return;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    if ((st.MPI_TAG != kInline && st.MPI_TAG != kEnvelope) || size_t(count) < kEnvelopeBytes ||
+        (st.MPI_TAG == kEnvelope && size_t(count) != kEnvelopeBytes)) {
+      MPI_Mrecv(nullptr, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+      fail_peer(p, "sent an unexpected MPI message (tag " + std::to_string(st.MPI_TAG) + ", " +
+                       std::to_string(count) + " bytes)");
+    }
+    std::vector<std::byte> buf(static_cast<size_t>(count));
+    check(MPI_Mrecv(buf.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    uint64_t len = 0;
+    std::memcpy(&pr.tag, buf.data(), 8);
+    std::memcpy(&len, buf.data() + 8, 8);
+    pr.len = size_t(len);
+    if (st.MPI_TAG == kInline) {
+      if (len != size_t(count) - kEnvelopeBytes) fail_peer(p, "sent a malformed message envelope");
+      pr.pending = true;
+      start_message(p);
+      if (!pr.target && !pr.stash) {  // over budget: keep it as it is
+        pr.stash = std::make_shared<Unexpected>();
+        pr.stash->tag = pr.tag;
+        pr.stash->data.resize(pr.len);
+        pr.unexpected_bytes += pr.len;
+        pr.unexpected.push_back(pr.stash);
+      }
+      std::byte* dst = pr.target ? pr.target->data : pr.stash->data.data();
+      if (len) std::memcpy(dst, buf.data() + kEnvelopeBytes, pr.len);
+      pr.pending = false;
+      pr.payloads.push_front({MPI_REQUEST_NULL, pr.len, std::move(pr.target), std::move(pr.stash)});
+      complete_payload(p);
+      continue;
+    }
+    if (len > size_t(INT_MAX)) fail_peer(p, "sent a message envelope with length " + std::to_string(len));
+    pr.pending = true;
+  }
+}
+
+void MpiTransport::progress() {
+  for (auto it = sends_.begin(); it != sends_.end();) {
+    SendReq& s = **it;
+    int done = 0;
+    check(MPI_Testall(2, s.reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+    if (!done) {
+      ++it;
+      continue;
+    }
+    s.finish(s.size);
+    it = sends_.erase(it);
+  }
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) progress_in(p);
+}
+
+bool MpiTransport::test(const RequestPtr& r) {
+  throw_if_failed();
+  if (!r->done()) {
+    try {
+      progress();
+    } catch (const Error& e) {
+      abort(e.what());
+      throw;
+    }
+  }
+  return r->done();
+}
+
+void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
+  throw_if_failed();
+  const auto start = Clock::now();
+  auto nap = std::chrono::microseconds(20);
+  try {
+    for (;;) {
+      progress();
+      const auto pending =
+          std::find_if(requests.begin(), requests.end(), [](const RequestPtr& r) { return !r->done(); });
+      if (pending == requests.end()) return;
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
+        fail_peer((*pending)->peer(), "timed out after " + std::to_string(ms) + " ms (" +
+                                          ((*pending)->is_send() ? "send" : "recv") + " tag " +
+                                          std::to_string((*pending)->tag()) + ")");
+      }
+      // MPI offers no wait with a deadline; after spinning, poll with backoff
+      // so that oversubscribed ranks leave the cores to each other.
+      if (now - start > spin_) {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+  } catch (const Error& e) {
+    abort(e.what());
+    throw;
+  }
+}
+
+bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
+  if (!native_allreduce_ || dtype != DType::F32 || g.size() != size_ || count > size_t(INT_MAX)) return false;
+  for (int i = 0; i < g.size(); ++i)
+    if (g.ranks[size_t(i)] != i) return false;
+  throw_if_failed();
+  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_),
+        "MPI_Allreduce");
+  return true;
+}
+
+}  // namespace shardlm::comm::mpi

@@ -1,0 +1,71 @@
+// The MPI backend: ranks and launch come from mpirun; point-to-point messages
+// travel as MPI messages on a private duplicate of MPI_COMM_WORLD, so the
+// project's own collective algorithms (and their deadlines) run on top.
+//
+// The Communicator's 64-bit tags do not fit MPI tags, so a message is sent as
+// a 16-byte envelope {tag, length} (MPI tag kEnvelope) followed by its payload
+// (kPayload), or, when small, as one kInline message holding both. Envelopes
+// are probed in arrival order and matched here, like the other backends do.
+//
+// SHARDLM_MPI_NATIVE=1 makes f32 all_reduce of the world call MPI_Allreduce,
+// for comparison with OpenMPI's own algorithms (no deadline inside it).
+#pragma once
+
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1  // the C API only; no libmpi_cxx
+#endif
+#include <mpi.h>
+
+#include <deque>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/transport.h"
+
+namespace shardlm::comm::mpi {
+
+class MpiTransport final : public Transport {
+ public:
+  explicit MpiTransport(const ConnectOptions& options);
+  ~MpiTransport() override;
+
+  std::string_view backend() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe_peer(int peer) const override;
+
+  RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) override;
+  RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) override;
+  bool test(const RequestPtr& r) override;
+  void wait_all(std::span<const RequestPtr> requests, Deadline deadline) override;
+  void abort(const std::string& reason) noexcept override;
+
+  bool all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline deadline) override;
+
+ private:
+  struct SendReq;
+  struct RecvReq;
+  struct Unexpected;
+  struct Peer;
+
+  void throw_if_failed() const;
+  void progress();
+  void progress_in(int p);
+  void start_message(int p);  // find a destination for the peer's current envelope
+  void post_payload(int p);
+  void complete_payload(int p);
+  [[noreturn]] void fail_peer(int p, const std::string& what) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  bool native_allreduce_ = false;
+  std::chrono::microseconds spin_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::list<std::shared_ptr<SendReq>> sends_;
+  std::optional<std::string> failed_;
+};
+
+}  // namespace shardlm::comm::mpi

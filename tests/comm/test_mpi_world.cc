@@ -1,0 +1,91 @@
+// The MPI backend under mpirun (-np 1..4, registered in CMakeLists.txt; this
+// file is a .cc so that the module's *.cpp glob leaves it out of test_comm).
+// Every rank runs the same tests; MPI is initialised by the transport.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "comm/mpi_transport.h"
+#include "comm/test_shm_helpers.h"
+#include "core/error.h"
+
+namespace shardlm::comm {
+namespace {
+
+std::shared_ptr<Communicator> mpi_world(bool fast_paths) {
+  ConnectOptions o;
+  o.backend = "mpi";
+  o.timeouts.op = std::chrono::milliseconds(20'000);
+  CommConfig config;
+  config.timeouts = o.timeouts;
+  config.allow_fast_paths = fast_paths;
+  return Communicator::create(std::make_unique<mpi::MpiTransport>(o), config);
+}
+
+TEST(MpiTransport, WorldComesFromMpirun) {
+  auto comm = mpi_world(true);
+  int rank = -1, size = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_EQ(comm->rank(), rank);
+  EXPECT_EQ(comm->size(), size);
+  EXPECT_EQ(comm->backend(), "mpi");
+}
+
+TEST(MpiTransport, EveryCollectiveOverMpiLinks) {
+  auto comm = mpi_world(false);
+  testing::check_all_collectives(*comm, {0, 1, 1237, (size_t(300) << 10) + 3});
+  comm->barrier();
+}
+
+TEST(MpiTransport, NativeAllReduceMatches) {
+  setenv("SHARDLM_MPI_NATIVE", "1", 1);  // read when the transport is made
+  auto comm = mpi_world(true);
+  unsetenv("SHARDLM_MPI_NATIVE");
+  std::vector<float> buf(5000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = testing::input_value(comm->rank(), i);
+  comm->all_reduce(buf.data(), buf.size(), DType::F32);
+  for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], testing::expected(comm->size(), i, ReduceOp::Sum)) << i;
+}
+
+TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {
+  auto comm = mpi_world(true);
+  if (comm->size() < 2) GTEST_SKIP() << "needs 2 ranks (mpirun -np 2)";
+  if (comm->rank() > 1) return;
+  const int peer = 1 - comm->rank();
+  const size_t big = (size_t(3) << 20) + 5;
+  std::vector<uint8_t> out(big), in(big);
+  std::iota(out.begin(), out.end(), uint8_t(comm->rank()));
+  auto s = comm->send_async(peer, 9, out.data(), big);
+  auto r = comm->recv_async(peer, 9, in.data(), big);
+  s.wait();
+  r.wait();
+  std::vector<uint8_t> want(big);
+  std::iota(want.begin(), want.end(), uint8_t(peer));
+  ASSERT_EQ(in, want);
+  if (comm->rank() == 0) {
+    std::vector<int> a(10'000, 55);  // an envelope + payload message
+    int b = 66;
+    comm->send(1, 5, a.data(), a.size() * sizeof(int));
+    comm->send(1, 6, &b, sizeof b);
+  } else {
+    std::vector<int> a(10'000);
+    int b = 0;
+    EXPECT_EQ(comm->recv(0, 6, &b, sizeof b), sizeof b);  // 5 is buffered meanwhile
+    EXPECT_EQ(comm->recv(0, 5, a.data(), a.size() * sizeof(int)), a.size() * sizeof(int));
+    EXPECT_EQ(b, 66);
+    EXPECT_EQ(a.back(), 55);
+  }
+}
+
+TEST(MpiTransport, MismatchedRankIsAnError) {
+  ConnectOptions o;
+  o.backend = "mpi";
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  o.size = size + 1;
+  EXPECT_THROW(mpi::MpiTransport t(o), Error);
+}
+
+}  // namespace
+}  // namespace shardlm::comm

@@ -1,0 +1,197 @@
+// The TCP transport's frame handling against a hand-driven peer on a socket
+// pair: malformed, truncated, oversized, stalled and aborted frames, and
+// buffering of frames that arrive before their receive is posted.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "comm/tcp_transport.h"
+#include "core/error.h"
+
+namespace shardlm::comm::tcp {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Pair {
+  std::unique_ptr<TcpTransport> t;  // rank 0
+  Fd peer;                          // raw end playing rank 1
+};
+
+Pair make_pair(TcpLimits limits = {}) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  set_nonblocking(sv[0]);
+  std::vector<PeerLink> links(2);
+  links[1] = {Fd(sv[0]), "fake"};
+  Timeouts to;
+  to.op = 500ms;
+  Pair p;
+  p.t = std::make_unique<TcpTransport>(0, 2, std::move(links), to, limits);
+  p.peer = Fd(sv[1]);
+  return p;
+}
+
+void put_frame(int fd, uint8_t type, uint64_t tag, uint64_t length, const void* data,
+               size_t data_bytes) {
+  FrameHeader h;
+  h.type = type;
+  h.tag = tag;
+  h.length = length;
+  ASSERT_EQ(::write(fd, &h, sizeof h), ssize_t(sizeof h));
+  if (data_bytes) {
+    ASSERT_EQ(::write(fd, data, data_bytes), ssize_t(data_bytes));
+  }
+}
+
+std::string recv_error(TcpTransport& t, uint64_t tag, size_t capacity) {
+  std::vector<uint8_t> buf(capacity + 1);
+  try {
+    RequestPtr r = t.irecv(1, tag, buf.data(), capacity);
+    t.wait_all(std::span<const RequestPtr>(&r, 1), Clock::now() + 500ms);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(TcpFrames, WellFormedFramesArriveIntactEvenBeforeTheirReceive) {
+  auto p = make_pair();
+  put_frame(p.peer.get(), FrameHeader::kData, 7, 5, "hello", 5);
+  put_frame(p.peer.get(), FrameHeader::kData, 8, 3, "abc", 3);
+  char a[8] = {}, b[8] = {};
+  RequestPtr rb = p.t->irecv(1, 8, b, sizeof b);  // out of order: tag 7 gets buffered
+  RequestPtr ra = p.t->irecv(1, 7, a, sizeof a);
+  RequestPtr both[2] = {ra, rb};
+  p.t->wait_all(both, Clock::now() + 2s);
+  EXPECT_EQ(std::string(a, ra->bytes()), "hello");
+  EXPECT_EQ(std::string(b, rb->bytes()), "abc");
+
+  char out[3] = {'x', 'y', 'z'};
+  RequestPtr s = p.t->isend(1, 9, out, 3);
+  p.t->wait_all(std::span<const RequestPtr>(&s, 1), Clock::now() + 2s);
+  FrameHeader h;
+  char got[3];
+  ASSERT_EQ(::read(p.peer.get(), &h, sizeof h), ssize_t(sizeof h));
+  ASSERT_EQ(::read(p.peer.get(), got, 3), 3);
+  EXPECT_EQ(h.magic, FrameHeader::kMagic);
+  EXPECT_EQ(h.tag, 9u);
+  EXPECT_EQ(h.length, 3u);
+  EXPECT_EQ(std::string(got, 3), "xyz");
+}
+
+TEST(TcpFrames, GarbageClosesTheConnectionNamingThePeer) {
+  auto p = make_pair();
+  std::string junk(64, '\x42');
+  ASSERT_EQ(::write(p.peer.get(), junk.data(), junk.size()), ssize_t(junk.size()));
+  std::string e = recv_error(*p.t, 1, 16);
+  EXPECT_TRUE(contains(e, "rank 1 (fake)")) << e;
+  EXPECT_TRUE(contains(e, "malformed frame header")) << e;
+  // Failed for good: later calls throw the same error at once.
+  char c = 0;
+  EXPECT_THROW(p.t->isend(1, 1, &c, 1), Error);
+}
+
+TEST(TcpFrames, TruncatedFrameIsReportedWithItsProgress) {
+  auto p = make_pair();
+  std::string part(10, 'x');
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 1000, part.data(), part.size());
+  p.peer.reset();
+  std::string e = recv_error(*p.t, 1, 4096);
+  EXPECT_TRUE(contains(e, "closed mid-frame (payload 10 of 1000 bytes)")) << e;
+  EXPECT_TRUE(contains(e, "rank 1 (fake)")) << e;
+}
+
+TEST(TcpFrames, TruncatedHeaderIsReported) {
+  auto p = make_pair();
+  ASSERT_EQ(::write(p.peer.get(), "SLMF", 4), 4);
+  p.peer.reset();
+  EXPECT_TRUE(contains(recv_error(*p.t, 1, 16), "closed mid-frame (header 4 of 24 bytes)"));
+}
+
+TEST(TcpFrames, FrameLongerThanTheReceiveBufferIsRefused) {
+  auto p = make_pair();
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 100, nullptr, 0);
+  std::string e = recv_error(*p.t, 1, 16);
+  EXPECT_TRUE(contains(e, "exceeds the receive buffer of 16 bytes")) << e;
+}
+
+TEST(TcpFrames, HugeAnnouncedLengthIsRefusedWithoutAllocating) {
+  TcpLimits limits;
+  limits.max_frame_bytes = 1 << 20;
+  auto p = make_pair(limits);
+  put_frame(p.peer.get(), FrameHeader::kData, 1, uint64_t(1) << 62, nullptr, 0);
+  std::string e = recv_error(*p.t, 2, 16);  // no receive for tag 1 posted
+  EXPECT_TRUE(contains(e, "exceeds the 1048576 byte limit")) << e;
+}
+
+TEST(TcpFrames, StalledPeerTimesOutNamingIt) {
+  auto p = make_pair();
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 100, "abc", 3);  // and then nothing
+  auto t0 = Clock::now();
+  std::string e = recv_error(*p.t, 1, 128);
+  EXPECT_TRUE(contains(e, "rank 1 (fake): timed out")) << e;
+  EXPECT_LT(Clock::now() - t0, 10s);
+}
+
+TEST(TcpFrames, AbortFrameFailsWithTheRemoteReason) {
+  auto p = make_pair();
+  std::string why = "rank 3 (10.0.0.3:7000): connection closed by peer";
+  put_frame(p.peer.get(), FrameHeader::kAbort, 0, why.size(), why.data(), why.size());
+  std::string e = recv_error(*p.t, 1, 16);
+  EXPECT_EQ(e, "rank 1 (fake) aborted: " + why);
+}
+
+TEST(TcpFrames, AbortIsSentToPeersOnFailure) {
+  auto p = make_pair();
+  p.t->abort("local trouble");
+  FrameHeader h;
+  ASSERT_EQ(::read(p.peer.get(), &h, sizeof h), ssize_t(sizeof h));
+  EXPECT_EQ(h.type, FrameHeader::kAbort);
+  std::string reason(h.length, '\0');
+  ASSERT_EQ(::read(p.peer.get(), reason.data(), reason.size()), ssize_t(reason.size()));
+  EXPECT_EQ(reason, "local trouble");
+}
+
+TEST(TcpFrames, BackPressureInsteadOfUnboundedBuffering) {
+  TcpLimits limits;
+  limits.max_unexpected_bytes = 100;
+  auto p = make_pair(limits);
+  std::string x(80, 'x'), y(80, 'y');
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 80, x.data(), 80);
+  put_frame(p.peer.get(), FrameHeader::kData, 2, 80, y.data(), 80);
+  char nothing = 0;
+  RequestPtr other = p.t->irecv(1, 3, &nothing, 1);
+  EXPECT_FALSE(p.t->test(other));  // tag 1 buffered, tag 2 held back in the socket
+  std::vector<char> b2(80), b1(80);
+  RequestPtr r2 = p.t->irecv(1, 2, b2.data(), 80);
+  RequestPtr r1 = p.t->irecv(1, 1, b1.data(), 80);
+  RequestPtr both[2] = {r1, r2};
+  p.t->wait_all(both, Clock::now() + 2s);
+  EXPECT_EQ(std::string(b1.begin(), b1.end()), x);
+  EXPECT_EQ(std::string(b2.begin(), b2.end()), y);
+}
+
+TEST(TcpFrames, GoodbyeThenCloseIsCleanUntilSomethingIsNeeded) {
+  auto p = make_pair();
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 2, "ok", 2);
+  put_frame(p.peer.get(), FrameHeader::kBye, 0, 0, nullptr, 0);
+  p.peer.reset();
+  char buf[2];
+  RequestPtr r = p.t->irecv(1, 1, buf, 2);
+  p.t->wait_all(std::span<const RequestPtr>(&r, 1), Clock::now() + 2s);
+  EXPECT_EQ(std::string(buf, 2), "ok");
+  std::string e = recv_error(*p.t, 1, 2);
+  EXPECT_TRUE(contains(e, "shut down")) << e;
+}
+
+}  // namespace
+}  // namespace shardlm::comm::tcp

@@ -45,6 +45,7 @@ SegmentConfig segment_config(const ConnectOptions& o) {
   c.slot_bytes = env_size("SHARDLM_SHM_SLOT_BYTES", c.slot_bytes);
   c.ring_bytes = env_size("SHARDLM_SHM_RING_BYTES", c.ring_bytes);
   c.attach_timeout = o.timeouts.connect;
+  c.spin = o.timeouts.spin;
   return c;
 }
 

@@ -1,0 +1,114 @@
+// shardlm synth → inspect → gguf::File: shapes, types, metadata and vocabulary
+// of generated tiny models.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unordered_set>
+
+#include "gguf_test_util.h"
+
+namespace shardlm::gguf {
+namespace {
+using namespace testing;
+
+std::string fmt_args(const std::string& path, const std::string& type) {
+  return "synth --preset tiny --type " + type + " -o " + path;
+}
+
+int run_quiet(const std::string& args, std::string* out = nullptr) {
+  const std::string cmd = std::string(SHARDLM_BINARY) + " " + args + " 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  std::array<char, 4096> buf;
+  size_t n;
+  std::string text;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) text.append(buf.data(), n);
+  const int st = ::pclose(p);
+  if (out) *out = text;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(CliSynth, TinyOfSeveralTypesOpensWithTheRightShapes) {
+  TempDir dir;
+  for (const auto& [type_name, type] : {std::pair{"q8_0", DType::Q8_0}, std::pair{"q4_k", DType::Q4_K},
+                                        std::pair{"f16", DType::F16}}) {
+    SCOPED_TRACE(type_name);
+    const std::string path = dir.file(std::string("tiny-") + type_name + ".gguf");
+    std::string out;
+    ASSERT_EQ(run_quiet(fmt_args(path, type_name), &out), 0) << out;
+    auto f = File::open(path);
+    EXPECT_EQ(f->require_string("general.architecture"), "llama");
+    EXPECT_EQ(f->require_u64("llama.block_count"), 2u);
+    EXPECT_EQ(f->require_u64("llama.embedding_length"), 256u);
+    EXPECT_EQ(f->require_u64("llama.attention.head_count_kv"), 2u);
+    EXPECT_EQ(f->require_tensor("token_embd.weight").shape_string(), "[256, 512]");
+    EXPECT_EQ(f->require_tensor("token_embd.weight").type, type);
+    EXPECT_EQ(f->require_tensor("blk.1.attn_k.weight").shape_string(), "[256, 64]");
+    EXPECT_EQ(f->require_tensor("blk.1.ffn_down.weight").shape_string(), "[768, 256]");
+    EXPECT_EQ(f->require_tensor("blk.1.ffn_down.weight").type, type);
+    EXPECT_EQ(f->require_tensor("blk.0.attn_norm.weight").type, DType::F32);
+    EXPECT_EQ(f->require_tensor("output.weight").shape_string(), "[256, 512]");
+    EXPECT_EQ(f->tensors().size(), 2u * 9 + 3);
+
+    std::string inspect;
+    ASSERT_EQ(run_quiet("inspect " + path, &inspect), 0) << inspect;
+    EXPECT_NE(inspect.find("block_count:"), std::string::npos);
+    EXPECT_NE(inspect.find("tokenizer:                         gpt2"), std::string::npos) << inspect;
+  }
+}
+
+TEST(CliSynth, GeneratedVocabularyIsConsistentAndSeedDeterministic) {
+  TempDir dir;
+  const std::string a = dir.file("a.gguf"), b = dir.file("b.gguf"), c = dir.file("c.gguf");
+  ASSERT_EQ(run_quiet(fmt_args(a, "q4_0") + " --seed 7"), 0);
+  ASSERT_EQ(run_quiet(fmt_args(b, "q4_0") + " --seed 7 --threads 1"), 0);
+  ASSERT_EQ(run_quiet(fmt_args(c, "q4_0") + " --seed 8"), 0);
+  EXPECT_EQ(read_all(a), read_all(b)) << "same seed, different thread count";
+  EXPECT_NE(read_all(a), read_all(c));
+
+  auto f = File::open(a);
+  const auto tokens = *f->get_string_array("tokenizer.ggml.tokens");
+  const auto merges = *f->get_string_array("tokenizer.ggml.merges");
+  ASSERT_EQ(tokens.size(), 512u);
+  EXPECT_EQ(f->get_int_array("tokenizer.ggml.token_type")->size(), 512u);
+  EXPECT_EQ(tokens[0], "\xC4\x80");  // byte 0 → U+0100
+  EXPECT_EQ(tokens['a'], "a");
+  EXPECT_EQ(tokens[' '], "\xC4\xA0");  // Ġ
+  std::unordered_set<std::string> known(tokens.begin(), tokens.end());
+  EXPECT_EQ(known.size(), tokens.size());
+  EXPECT_EQ(merges.size(), 512u - 256 - 2);
+  for (const auto& m : merges) {
+    const size_t sp = m.find(' ');
+    ASSERT_NE(sp, std::string::npos) << m;
+    EXPECT_TRUE(known.count(m.substr(0, sp)) && known.count(m.substr(sp + 1))) << m;
+    EXPECT_TRUE(known.count(m.substr(0, sp) + m.substr(sp + 1))) << m;
+  }
+  EXPECT_EQ(f->require_u64("tokenizer.ggml.bos_token_id"), 510u);
+  EXPECT_EQ(f->require_u64("tokenizer.ggml.eos_token_id"), 511u);
+  EXPECT_EQ(f->require_string("tokenizer.ggml.model"), "gpt2");
+}
+
+TEST(CliSynth, VocabFromAndErrors) {
+  std::filesystem::path vocab = shared_models() / "stories260K.gguf";
+  if (!std::filesystem::exists(vocab)) vocab = repo_models() / "stories260K.gguf";
+  TempDir dir;
+  if (std::filesystem::exists(vocab)) {
+    const std::string path = dir.file("v.gguf");
+    ASSERT_EQ(run_quiet(fmt_args(path, "q8_0") + " --vocab-from " + vocab.string()), 0);
+    auto f = File::open(path);
+    auto src = File::open(vocab.string());
+    EXPECT_EQ(*f->get_string_array("tokenizer.ggml.tokens"), *src->get_string_array("tokenizer.ggml.tokens"));
+    EXPECT_EQ(f->require_string("tokenizer.ggml.model"), "llama");
+  }
+  std::string out;
+  EXPECT_EQ(run_quiet("synth --preset nope --type q8_0 -o " + dir.file("x.gguf"), &out), 1);
+  EXPECT_NE(out.find("--preset 'nope' is unknown"), std::string::npos) << out;
+  EXPECT_EQ(run_quiet(fmt_args(dir.file("x.gguf"), "iq2_xxs"), &out), 1);
+  EXPECT_NE(out.find("--type"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
+}
+
+}  // namespace
+}  // namespace shardlm::gguf

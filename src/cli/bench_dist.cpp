@@ -37,7 +37,7 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | compute ms | collective ms | p2p wait ms "
               "| other ms | all-reduces/token | wire B/token | min B/token | plan tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  const double compute = (s0.forward_seconds - s0.collective_seconds) / steps * 1e3;
+  const double compute = (s0.forward_seconds - s0.all_reduce_seconds) / steps * 1e3;
   const double coll = s0.collective_seconds / steps * 1e3, p2p = s0.p2p_wait_seconds / steps * 1e3;
   std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f |\n",
               o.tp, o.pp, o.tp * o.pp, o.threads, o.seqs, tps, per_tok * 1e3, compute, coll, p2p,
@@ -97,9 +97,11 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
       for (auto& p : plan.nodes) p.memory_bandwidth_gbs = o.bandwidth_gbs;
       report(o, plan, s.model().config(), all, decode_seconds, decoded);
     }
+    std::fflush(stdout);  // the rank leaves with _exit
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardlm: error: rank %d: %s\n", rank, e.what());
+    std::fflush(nullptr);
     return 1;
   }
 }

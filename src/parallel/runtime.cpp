@@ -55,7 +55,9 @@ DistributedSession::~DistributedSession() = default;
 void DistributedSession::all_reduce_hook(float* data, size_t count) {
   const auto t = Clock::now();
   stage_->all_reduce(data, count, DType::F32);
-  stats_.collective_seconds += since(t);
+  const double waited = since(t);
+  stats_.collective_seconds += waited;
+  stats_.all_reduce_seconds += waited;
   ++stats_.all_reduces;
   const double bytes = double(count) * 4;
   stats_.bytes_sent += all_reduce_wire_bytes(stage_->choose_all_reduce(size_t(bytes)), stage_->size(), bytes);

@@ -45,6 +45,7 @@ struct GenerateRequest {
 struct RuntimeStats {
   double forward_seconds = 0;     // inside Model::forward, all-reduces included
   double collective_seconds = 0;  // all-reduces and candidate exchanges
+  double all_reduce_seconds = 0;  // the all-reduces alone (they run inside forward)
   double p2p_wait_seconds = 0;    // waiting for hidden states or tokens
   double total_seconds = 0;       // inside generate()/serve() requests
   int64_t all_reduces = 0;

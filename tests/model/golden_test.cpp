@@ -104,10 +104,15 @@ TEST_P(Golden, PromptLogitsMatchLlamaCpp) {
 
 // Greedy continuations of the 4 golden prompts agree token for token until
 // the first step whose recorded top-1/top-2 margin is within twice the logits
-// tolerance (a near tie, where either answer is right).
+// tolerance, and at least 0.02 for quantized models (a near tie, where either
+// answer is right).
 TEST_P(Golden, GreedyContinuationsMatchLlamaCpp) {
   const auto j = generate_json();
-  const double near_tie = 2 * GetParam().logits_abs_tol;
+  // With quantized activations, a difference of one f32 ulp anywhere can flip
+  // an 8-bit rounding and move later logits by ~0.01 (seen at step 58 of
+  // qwen3-kq-Q4_K_M in the sanitizer build), so their near-tie band is wider.
+  const bool quantized = GetParam().dequant_abs_tol > 0;
+  const double near_tie = std::max(2 * GetParam().logits_abs_tol, quantized ? 0.02 : 0.0);
   Loaded m(model_path(j["model_file"]), 1);
   size_t checked = 0;
   for (const auto& c : j["cases"]) {

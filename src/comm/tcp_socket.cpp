@@ -121,8 +121,12 @@ void set_nonblocking(int fd) {
 void tune_stream(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  // Buffer sizes are left to the kernel: setting SO_RCVBUF disables its
-  // autotuning, which grows further than rmem_max allows us to ask for.
+  // Deep buffers let a whole ring piece sit in the kernel while the receiver
+  // is descheduled (2 vCPUs, many processes); autotuning grows too slowly for
+  // a handful of large collectives. The kernel caps this at rmem_max/wmem_max.
+  int bytes = 4 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
 }
 
 Fd listen_on(const HostPort& where, int backlog) {

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <sys/wait.h>
 #include <unordered_set>
 
+#include "core/quant.h"
 #include "gguf_test_util.h"
 
 namespace shardlm::gguf {
@@ -51,6 +53,22 @@ TEST(CliSynth, TinyOfSeveralTypesOpensWithTheRightShapes) {
     EXPECT_EQ(f->require_tensor("blk.0.attn_norm.weight").type, DType::F32);
     EXPECT_EQ(f->require_tensor("output.weight").shape_string(), "[256, 512]");
     EXPECT_EQ(f->tensors().size(), 2u * 9 + 3);
+    // Weights look like an initialised model: N(0, 0.02) matrices, the output
+    // projections scaled by 1/sqrt(2·n_layer), norms around 1.
+    auto moments = [](const TensorInfo& t) {
+      std::vector<float> v(size_t(t.n_elements()));
+      for (int64_t r = 0; r < t.n_rows(); ++r)
+        dequantize_row(t.type, t.data + r * t.row_size(), v.data() + r * t.ne[0], t.ne[0]);
+      double sum = 0, sq = 0;
+      for (float x : v) sum += x, sq += double(x) * x;
+      const double mean = sum / double(v.size());
+      return std::pair{mean, std::sqrt(sq / double(v.size()) - mean * mean)};
+    };
+    const auto [embd_mean, embd_std] = moments(f->require_tensor("token_embd.weight"));
+    EXPECT_NEAR(embd_mean, 0.0, 0.002);
+    EXPECT_NEAR(embd_std, 0.02, 0.003);
+    EXPECT_NEAR(moments(f->require_tensor("blk.0.ffn_down.weight")).second, 0.01, 0.002);
+    EXPECT_NEAR(moments(f->require_tensor("output_norm.weight")).first, 1.0, 0.01);
 
     std::string inspect;
     ASSERT_EQ(run_quiet("inspect " + path, &inspect), 0) << inspect;

@@ -87,10 +87,12 @@ double best_seconds(double min_seconds, Fn&& fn) {
   return best;
 }
 
-// Core clock from a loop of dependent 1-cycle decrements (one per cycle).
-double estimate_ghz() {
-  const uint64_t iterations = 100'000'000;
-  return iterations / best_seconds(0.0, [&] {
+// Core clock from a loop of dependent 1-cycle decrements (one per cycle);
+// the best of many short runs, so that time slices lost to other processes
+// on a shared machine do not count.
+double estimate_ghz(double min_seconds) {
+  const uint64_t iterations = 10'000'000;
+  return iterations / best_seconds(min_seconds, [&] {
            uint64_t n = iterations;
            __asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
          }) / 1e9;
@@ -101,7 +103,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const auto types = parse_types(o.types.empty() ? (o.quick ? kQuickTypes : kAllTypes) : o.types);
   const double min_time = o.quick ? 0.02 : 0.25;
   fmt::print("{}\n", cpu_summary());
-  const double ghz = estimate_ghz();
+  const double ghz = estimate_ghz(o.quick ? 0.05 : 0.3);
   fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n\n", ghz);
 
   std::vector<std::unique_ptr<ThreadPool>> pools;

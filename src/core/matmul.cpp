@@ -157,13 +157,16 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
                   std::to_string(block));
     const size_t stride = *token_stride;
     buf.resize(stride * size_t(n_tokens_));
+    const bool avx2 = isa_available(Isa::Avx2);
     run_on(pool, [&](int ith, int nth) {
       for (int64_t t = ith; t < n_tokens_; t += nth) {
         void* dst = buf.data() + stride * size_t(t);
         if (f == ActFormat::Q8_32) {
-          quantize_act_q8_32(x_ + t * cols_, static_cast<block_q8_32*>(dst), cols_);
+          auto* blocks = static_cast<block_q8_32*>(dst);
+          avx2 ? quantize_act_q8_32_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_32(x_ + t * cols_, blocks, cols_);
         } else {
-          quantize_act_q8_k(x_ + t * cols_, static_cast<block_q8_K*>(dst), cols_);
+          auto* blocks = static_cast<block_q8_K*>(dst);
+          avx2 ? quantize_act_q8_k_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_k(x_ + t * cols_, blocks, cols_);
         }
       }
     });

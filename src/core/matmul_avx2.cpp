@@ -263,3 +263,58 @@ Kernel avx2_kernel(DType type) {
 }
 
 }  // namespace shardlm::matmul_impl
+
+namespace shardlm::matmul_impl {
+namespace {
+
+using namespace avx2;
+
+// Same arithmetic as the scalar quantize_block (max|x| exactly, one IEEE
+// division, x·(1/d) rounded to nearest even), so the bytes are identical.
+float quantize_block_avx2(const float* x, int8_t* q, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float d = _mm_cvtss_f32(m) / 127.0f;
+  const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+  for (int i = 0; i < n; i += 32) {
+    __m256i v[4];
+    for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * u), id));
+    // packs interleave 128-bit lanes; the permute restores element order
+    const __m256i words = _mm256_packs_epi32(v[0], v[1]), words2 = _mm256_packs_epi32(v[2], v[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(words, words2),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), bytes);
+  }
+  return d;
+}
+
+int sum_codes(const int8_t* q) {  // 32 codes
+  const __m256i v = load32(q);
+  return hsum(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1)));
+}
+
+}  // namespace
+
+void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    out[b].d = quantize_block_avx2(x + b * 32, out[b].qs, 32);
+    out[b].ds = out[b].d * float(sum_codes(out[b].qs));
+  }
+}
+
+void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / QK_K; ++b) {
+    out[b].d = quantize_block_avx2(x + b * QK_K, out[b].qs, QK_K);
+    for (int g = 0; g < QK_K / 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += out[b].qs[16 * g + i];
+      out[b].bsums[g] = int16_t(sum);
+    }
+  }
+}
+
+}  // namespace shardlm::matmul_impl

@@ -29,6 +29,9 @@ size_t act_row_bytes(ActFormat f, int64_t cols);
 
 void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols);
 void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols);
+// Byte-identical AVX2 twins (call only when AVX2 runs).
+void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols);
+void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
 
 struct KernelArgs {
   const MatrixView* w;

@@ -4,6 +4,8 @@
 // does, so these kernels reproduce the reference bit for bit. Codes carrying
 // an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
 // the activation sub-block sums (bsums).
+#include <algorithm>
+
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
 #include "core/quant_blocks.h"
@@ -98,19 +100,23 @@ float dot_q6_k(const block_q6_K& w, const block_q8_K& x) {
   return x.d * (half_to_float(w.d) * float(hsum(acc) - 32 * offset));
 }
 
-// A weight row is 256-element super-blocks; for prefill it stays in L1 while
-// every token passes over it.
+// Prefill walks blocks of 16 rows: a block's weights stay in L2 while each
+// token's activations, in L1, meet all 16 rows.
 template <class Block, float (*Dot)(const Block&, const block_q8_K&)>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
+  constexpr int64_t kRowBlock = 16;
   const MatrixView& m = *a.w;
   const int64_t nb = m.cols / QK_K;
-  for (int64_t r = r0; r < r1; ++r) {
-    const auto* w = reinterpret_cast<const Block*>(m.row(r));
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t rend = std::min(rb + kRowBlock, r1);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
       const auto* x = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) sum += Dot(w[b], x[b]);
-      a.y[t * m.rows + r] = sum;
+      for (int64_t r = rb; r < rend; ++r) {
+        const auto* w = reinterpret_cast<const Block*>(m.row(r));
+        float sum = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) sum += Dot(w[b], x[b]);
+        a.y[t * m.rows + r] = sum;
+      }
     }
   }
 }

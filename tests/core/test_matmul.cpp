@@ -7,6 +7,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/matmul_kernels.h"
 #include "core/thread_pool.h"
 #include "test_matmul_util.h"
 
@@ -163,6 +164,29 @@ TEST(Matmul, RejectsBadShapesAndTypes) {
     PreparedInput p(x.data(), 1, 64);
     EXPECT_THROW(matmul_with_isa(Isa::Avx512, MatrixView{DType::F32, bytes.data(), 2, 64, 256}, p, y.data(), nullptr),
                  Error);
+  }
+}
+
+// The reference kernels and the fast ones read the same activation bytes
+// whichever quantizer made them.
+TEST(MatmulActivations, Avx2QuantizerIsByteIdentical) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2: " << cpu_summary();
+  using namespace matmul_impl;
+  const int64_t cols = 1024;
+  auto x = random_activations(3, cols, 9);
+  x[7] = 1e-30f, x[8] = -9.0f, x[9] = 4.5f;  // tiny; block maximum; near a rounding tie
+  for (int64_t t = 0; t < 3; ++t) {
+    std::vector<block_q8_32> a(cols / 32), b(cols / 32);
+    quantize_act_q8_32(x.data() + t * cols, a.data(), cols);
+    quantize_act_q8_32_avx2(x.data() + t * cols, b.data(), cols);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0]))) << "token " << t;
+    std::vector<block_q8_K> c(cols / QK_K), e(cols / QK_K);
+    quantize_act_q8_k(x.data() + t * cols, c.data(), cols);
+    quantize_act_q8_k_avx2(x.data() + t * cols, e.data(), cols);
+    EXPECT_EQ(0, std::memcmp(c.data(), e.data(), c.size() * sizeof(c[0]))) << "token " << t;
+    if (t == 0) {
+      EXPECT_EQ(a[0].qs[8], -127) << "the block maximum maps to ±127";
+    }
   }
 }
 

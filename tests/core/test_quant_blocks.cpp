@@ -256,12 +256,16 @@ TEST(QuantEncode, Q6_KSingleSpike) {
   quantize_row(DType::Q6_K, x.data(), &b, QK_K);
   EXPECT_EQ(b.scales[2], -128);
   for (int j = 0; j < 16; ++j)
-    if (j != 2) EXPECT_EQ(b.scales[j], 0) << j;
+    if (j != 2) {
+      EXPECT_EQ(b.scales[j], 0) << j;
+    }
   std::vector<float> y(QK_K);
   dequantize_row(DType::Q6_K, &b, y.data(), QK_K);
   EXPECT_NEAR(y[37], 3.0f, 3.0f / 1024);
   for (int j = 0; j < QK_K; ++j)
-    if (j != 37) EXPECT_EQ(y[size_t(j)], 0.f) << j;
+    if (j != 37) {
+      EXPECT_EQ(y[size_t(j)], 0.f) << j;
+    }
 }
 
 }  // namespace

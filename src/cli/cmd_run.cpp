@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/run_cluster.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -32,6 +33,7 @@ struct RunOptions {
   int64_t ctx = 2048;
   int64_t batch = 512;
   std::string kv_type = "f32";
+  ClusterRunOptions cluster;  // --nodes/--hostfile: run on workers (cli/run_cluster.h)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -44,6 +46,11 @@ DType parse_kv_type(const std::string& s) {
 }
 
 void run(RunOptions o) {
+  if (o.cluster.enabled()) {
+    o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    run_on_cluster(o.cluster, {o.model, o.prompt, o.kv_type, o.n_predict, o.threads, o.ctx, o.batch, o.sampling});
+    return;
+  }
   const auto t_load = Clock::now();
   const DType kv_type = parse_kv_type(o.kv_type);
   auto file = gguf::File::open(o.model);
@@ -144,6 +151,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "prompt tokens per forward pass")->capture_default_str()->check(
       CLI::Range(1, 65536));
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32 or f16")->capture_default_str();
+  add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o] { run(*o); });
 }
 

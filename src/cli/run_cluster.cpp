@@ -1,0 +1,89 @@
+#include "cli/run_cluster.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cluster/coordinator.h"
+#include "comm/transport.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "parallel/nodes.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm::cli {
+
+void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
+  cmd.add_option("--nodes", o.nodes, "run on these workers (host:port,...) as a cluster");
+  cmd.add_option("--hostfile", o.hostfile, "run on the workers listed in this file (host:port per line)");
+  cmd.add_option("--tp", o.tp, "tensor-parallel ranks per stage; default: planner's choice")->check(CLI::Range(1, 4096));
+  cmd.add_option("--pp", o.pp, "pipeline stages; default: planner's choice")->check(CLI::Range(1, 4096));
+  cmd.add_option("--layers", o.layers, "layers per pipeline stage, e.g. 10,12,10")->delimiter(',');
+  cmd.add_option("--worker-model", o.worker_model, "workers map their own copy of the model at this path");
+  cmd.add_option("--token-file", o.token_file, "cluster token file (or $SHARDLM_TOKEN)");
+  cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
+}
+
+void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
+  using Clock = std::chrono::steady_clock;
+  if (!c.nodes.empty() && !c.hostfile.empty()) throw Error("--nodes and --hostfile: give one of them");
+  cluster::ClusterOptions o;
+  for (const auto& n : c.nodes.empty() ? parallel::nodes_from_hostfile(c.hostfile) : parallel::nodes_from_list(c.nodes))
+    o.nodes.push_back(n.name);
+  o.token = comm::load_token(c.token_file);
+  o.plan.tp = c.tp;
+  o.plan.pp = c.pp;
+  o.plan.layers = c.layers;
+  o.plan.n_ctx = r.ctx;
+  o.plan.force = c.force;
+  if (r.kv_type != "f32" && r.kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", r.kv_type));
+  o.plan.kv_type = r.kv_type == "f16" ? DType::F16 : DType::F32;
+  o.n_batch = r.batch;
+  o.threads = r.threads;
+  o.worker_model = c.worker_model;
+
+  auto file = gguf::File::open(r.model);
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  const auto prompt = tokenizer->encode(r.prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (prompt.empty()) throw Error("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
+  if (int64_t(prompt.size()) >= r.ctx)
+    throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
+
+  cluster::ClusterJob job(*file, o);
+  const auto& plan = job.plan();
+  std::fputs(r.prompt.c_str(), stdout);
+  std::fflush(stdout);
+
+  StreamDecoder text(*tokenizer, /*at_sequence_start=*/false);
+  bool ended = false;
+  int n_generated = 0;
+  const auto t0 = Clock::now();
+  const int32_t n_predict = int32_t(std::min<int64_t>(r.n_predict, r.ctx - int64_t(prompt.size())));
+  job.generate(prompt, n_predict, r.sampling, tokenizer->eos(), [&](TokenId t) {
+    if (ended) return;
+    ++n_generated;
+    if (tokenizer->is_end_of_generation(t)) {
+      ended = true;
+      return;
+    }
+    std::fputs(text.push(t).c_str(), stdout);
+    std::fflush(stdout);
+  });
+  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::fputs(text.flush().c_str(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+
+  const auto& st = job.stats();
+  std::fprintf(stderr, "\n%s\n", ModelConfig::from_gguf(*file).summary().c_str());
+  std::fprintf(stderr, "cluster: %zu workers, tp %d × pp %d; slices sent %.1f MiB, %d workers had theirs cached%s\n",
+               o.nodes.size(), plan.tp, plan.pp, double(st.bytes_sent) / (1 << 20), st.cached,
+               o.worker_model.empty() ? "" : " (workers map their own model)");
+  std::fprintf(stderr, "setup:   %8.1f ms\n", st.setup_seconds * 1e3);
+  std::fprintf(stderr, "generate: %4d tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n", n_generated,
+               gen_s * 1e3, prompt.size(), gen_s > 0 ? n_generated / gen_s : 0.0);
+}
+
+}  // namespace shardlm::cli

@@ -1,0 +1,251 @@
+#include "cluster/coordinator.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "cluster/job_wire.h"
+#include "comm/tcp_handshake.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace shardlm::cluster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string with_port(const std::string& ip, uint16_t port) {
+  return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port) : fmt::format("{}:{}", ip, port);
+}
+
+class Progress {
+ public:
+  Progress(uint64_t total, bool on) : total_(total), on_(on && total > 0) {}
+  void add(uint64_t n) {
+    done_ += n;
+    const int pct = int(done_ * 100 / std::max<uint64_t>(total_, 1));
+    if (on_ && pct != shown_) {
+      shown_ = pct;
+      std::fprintf(stderr, "\rsending slices: [%-40s] %3d%% %.1f/%.1f MiB", std::string(size_t(pct * 40 / 100), '#').c_str(),
+                   pct, double(done_) / (1 << 20), double(total_) / (1 << 20));
+      if (done_ >= total_) std::fputc('\n', stderr);
+    }
+  }
+
+ private:
+  uint64_t total_, done_ = 0;
+  bool on_;
+  int shown_ = -1;
+};
+
+}  // namespace
+
+ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : opt_(options) {
+  const auto t0 = Clock::now();
+  if (opt_.nodes.empty()) throw Error("--nodes: no workers given");
+  const ModelConfig config = ModelConfig::from_gguf(file);
+
+  // 1. Connect and authenticate; each worker describes its machine.
+  std::vector<parallel::NodeSpec> nodes;
+  for (const auto& address : opt_.nodes) {
+    const std::string who = "worker " + address;
+    auto where = comm::tcp::parse_host_port(address, "--nodes");
+    comm::tcp::Fd fd;
+    try {
+      fd = comm::tcp::connect_to(where, after_seconds(5));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: cannot connect: {}", who, e.what()));
+    }
+    comm::tcp::set_nonblocking(fd.get());
+    comm::tcp::tune_stream(fd.get());
+    comm::tcp::HandshakeParams hp;
+    hp.token = opt_.token;
+    hp.cluster_id = kClusterId;
+    comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+    workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
+    const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
+    parallel::NodeSpec n = parallel::default_node(address);
+    try {
+      n.memory_bytes = info.at("memory_bytes").get<int64_t>();
+      n.cores = std::max(1, info.at("cores").get<int>());
+      const double bw = info.at("bandwidth_gbs").get<double>();
+      if (bw > 0) n.memory_bandwidth_gbs = bw;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("{}: malformed Info message: {}", who, e.what()));
+    }
+    spdlog::info("{}: {} cores, {:.0f} MiB available, {:.1f} GB/s", who, n.cores, double(n.memory_bytes) / (1 << 20),
+                 n.memory_bandwidth_gbs);
+    nodes.push_back(n);
+  }
+
+  // 2. Plan; a worker's own copy of the model is planned like a streamed one.
+  plan_ = parallel::make_plan(file, nodes, opt_.plan);
+  if (plan_.size() != int(nodes.size()))
+    throw Error(fmt::format("--nodes: the layout tp {} × pp {} needs {} workers, {} given", plan_.tp, plan_.pp,
+                            plan_.size(), nodes.size()));
+
+  // 3. The job's communicator listens here; each worker gets the address it reached us on.
+  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"", 0});
+  const uint16_t comm_port = comm::tcp::local_port(listener.get());
+  const int world_size = plan_.size() + 1;
+  std::vector<std::vector<ByteRange>> ranges(workers_.size());
+  const bool stream = opt_.worker_model.empty();
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const auto& rp = plan_.ranks[i];
+    ranges[i] = shard_ranges(file, config, rp);
+    nlohmann::json model = {{"mode", stream ? "stream" : "local"},
+                            {"file_size", file.file_size()},
+                            {"shard_bytes", total_bytes(ranges[i])}};
+    if (stream) model["key"] = shard_key(file, ranges[i]);
+    else model["path"] = opt_.worker_model;
+    nlohmann::json job = {
+        {"rank", int(i) + 1},
+        {"size", world_size},
+        {"comm_address", with_port(comm::tcp::local_ip(workers_[i]->fd()), comm_port)},
+        {"plan", plan_to_json(plan_)},
+        {"options",
+         {{"n_ctx", opt_.plan.n_ctx}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
+          {"kv_type", opt_.plan.kv_type == DType::F16 ? "f16" : "f32"}}},
+        {"model", model},
+        {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
+    workers_[i]->send_json(MsgType::Job, job, after_seconds(30));
+  }
+
+  // 4. Slices: only to workers that do not have them yet.
+  std::vector<bool> need(workers_.size(), false);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!stream) continue;
+    const auto status = workers_[i]->expect_json(MsgType::Status, after_seconds(60));
+    need[i] = status.value("status", "") == "need";
+    if (!need[i]) ++stats_.cached;
+  }
+  if (stream) send_slices(file, ranges, need);
+  for (auto& w : workers_) w->expect_json(MsgType::Status, after_seconds(600));  // ready
+
+  // 5. The job's communicator: rank 0 here, workers 1..n; the workers split off their own.
+  comm::ConnectOptions co;
+  co.backend = "tcp";
+  co.rank = 0;
+  co.size = world_size;
+  co.listen_fd = listener.release();
+  co.token = opt_.token;
+  co.cluster_id = "shardlm-job";
+  co.timeouts.op = std::chrono::seconds(120);
+  try {
+    world_ = comm::Communicator::connect(co);
+    world_->split(-1, 0);
+  } catch (const Error& e) {
+    fail_job(e.what());
+  }
+  stats_.setup_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+ClusterJob::~ClusterJob() = default;
+
+void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vector<ByteRange>>& ranges,
+                             const std::vector<bool>& need) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < ranges.size(); ++i)
+    if (need[i]) total += total_bytes(ranges[i]);
+  Progress progress(total, opt_.progress);
+  const uint8_t* base = file_bytes(file);
+  std::vector<uint8_t> msg;
+  msg.reserve(kMaxDataBytes + 16);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (!need[i]) continue;
+    auto flush = [&] {
+      if (msg.empty()) return;
+      workers_[i]->send(MsgType::Data, msg.data(), msg.size(), after_seconds(120));
+      msg.clear();
+    };
+    for (const auto& r : ranges[i]) {
+      for (uint64_t done = 0; done < r.length;) {
+        if (msg.size() + 16 + 4096 > kMaxDataBytes) flush();
+        const uint64_t len = std::min<uint64_t>(r.length - done, kMaxDataBytes - msg.size() - 16);
+        const uint64_t off = r.offset + done;
+        const size_t at = msg.size();
+        msg.resize(at + 16 + len);
+        std::memcpy(msg.data() + at, &off, 8);
+        std::memcpy(msg.data() + at + 8, &len, 8);
+        std::memcpy(msg.data() + at + 16, base + off, len);
+        done += len;
+        stats_.bytes_sent += len;
+        progress.add(len);
+      }
+    }
+    flush();
+    workers_[i]->send(MsgType::DataEnd, nullptr, 0, after_seconds(30));
+  }
+}
+
+void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict, const SamplerParams& s,
+                          TokenId eos, const std::function<void(TokenId)>& on_token) {
+  if (finished_) throw Error("cluster: one request per job");
+  finished_ = true;
+  try {
+    WireRequest r;
+    r.n_predict = n_predict;
+    r.eos = eos;
+    r.top_k = s.top_k;
+    r.penalty_window = s.penalty_window;
+    r.temperature = s.temperature;
+    r.top_p = s.top_p;
+    r.min_p = s.min_p;
+    r.repeat_penalty = s.repeat_penalty;
+    r.presence_penalty = s.presence_penalty;
+    r.n_tokens = int32_t(prompt.size());
+    r.seed = s.seed;
+    world_->send(1, kTagRequest, &r, sizeof r);
+    world_->send(1, kTagRequest, prompt.data(), prompt.size() * sizeof(TokenId));
+    for (;;) {
+      WireToken t;
+      if (world_->recv(1, kTagToken, &t, sizeof t) != sizeof t) throw Error("worker rank 1: short token message");
+      if (t.seq < 0) break;
+      on_token(t.token);
+    }
+  } catch (const Error& e) {
+    fail_job(e.what());
+  }
+  for (auto& w : workers_) {
+    try {
+      w->expect_json(MsgType::Status, after_seconds(30));
+    } catch (const Error& e) {
+      spdlog::warn("{}", e.what());
+    }
+  }
+}
+
+// Which worker failed: a live one reports its own error on the control
+// connection (it was released by the communicator's abort); a dead one's
+// connection is closed without a word.
+void ClusterJob::fail_job(const std::string& what) {
+  std::vector<std::string> dead, errors;
+  const auto deadline = after_seconds(3);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    try {
+      Message m = workers_[i]->recv(deadline);
+      if (m.type == MsgType::Status) {
+        auto j = m.json();
+        if (j.value("status", "") == "error") errors.push_back(fmt::format("{}: {}", opt_.nodes[i], j.value("message", "")));
+      }
+    } catch (const Error& e) {
+      const std::string text = e.what();
+      if (text.find("timed out") != std::string::npos || text.find("deadline") != std::string::npos)
+        dead.push_back(fmt::format("{} (rank {}, not responding)", opt_.nodes[i], i + 1));
+      else
+        dead.push_back(fmt::format("{} (rank {})", opt_.nodes[i], i + 1));
+    }
+  }
+  world_.reset();
+  if (!dead.empty())
+    throw Error(fmt::format("worker {} failed (connection lost); the job was stopped: {}", fmt::join(dead, ", "), what));
+  if (!errors.empty()) throw Error(fmt::format("worker {}", errors.front()));
+  throw Error(fmt::format("cluster job failed: {}", what));
+}
+
+}  // namespace shardlm::cluster

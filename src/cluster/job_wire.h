@@ -1,0 +1,25 @@
+// What the coordinator (world rank 0) and the driving worker (world rank 1 =
+// rank 0 of the workers' communicator) exchange over the job's communicator.
+#pragma once
+
+#include <cstdint>
+
+namespace shardlm::cluster {
+
+constexpr uint32_t kTagRequest = 7001;  // coordinator → driver: WireRequest, then the prompt tokens
+constexpr uint32_t kTagToken = 7002;    // driver → coordinator: WireToken per generated token
+constexpr int32_t kMaxPromptTokens = 1 << 24;
+
+struct WireRequest {
+  int32_t n_predict = 0, eos = -1, top_k = 0, penalty_window = 0;
+  float temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1, presence_penalty = 0;
+  int32_t n_tokens = 0;
+  uint64_t seed = 0;
+};
+
+struct WireToken {
+  int32_t seq = 0;  // -1: the request is over
+  int32_t token = -1;
+};
+
+}  // namespace shardlm::cluster

@@ -1,0 +1,145 @@
+#include "cluster/protocol.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace shardlm::cluster {
+namespace {
+
+constexpr uint32_t kMagic = 0x574d4c53;  // "SLMW" little-endian
+
+struct Header {
+  uint32_t magic = kMagic;
+  uint32_t type = 0;
+  uint64_t length = 0;
+};
+static_assert(sizeof(Header) == 16);
+
+size_t max_length(MsgType t) {
+  switch (t) {
+    case MsgType::Info:
+    case MsgType::Job:
+    case MsgType::Status: return kMaxJsonBytes;
+    case MsgType::Data: return kMaxDataBytes + 16;
+    case MsgType::DataEnd: return 0;
+  }
+  return 0;
+}
+
+bool known_type(uint32_t t) { return t >= uint32_t(MsgType::Info) && t <= uint32_t(MsgType::DataEnd); }
+
+const char* type_name(MsgType t) {
+  switch (t) {
+    case MsgType::Info: return "Info";
+    case MsgType::Job: return "Job";
+    case MsgType::Status: return "Status";
+    case MsgType::Data: return "Data";
+    case MsgType::DataEnd: return "DataEnd";
+  }
+  return "?";
+}
+
+Range range_from(const nlohmann::json& a, const std::string& who) {
+  if (!a.is_array() || a.size() != 2 || !a[0].is_number_integer() || !a[1].is_number_integer())
+    throw Error(fmt::format("{}: plan range is not [begin, end]", who));
+  Range r{a[0].get<int64_t>(), a[1].get<int64_t>()};
+  if (r.begin < 0 || r.end < r.begin) throw Error(fmt::format("{}: plan range [{}, {}) is invalid", who, r.begin, r.end));
+  return r;
+}
+
+}  // namespace
+
+comm::Deadline after_seconds(double s) {
+  return comm::Clock::now() + std::chrono::duration_cast<comm::Clock::duration>(std::chrono::duration<double>(s));
+}
+
+nlohmann::json Message::json() const {
+  auto j = nlohmann::json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw Error(fmt::format("{} message is not a JSON object", type_name(type)));
+  return j;
+}
+
+void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline) {
+  Header h;
+  h.type = uint32_t(type);
+  h.length = bytes;
+  comm::tcp::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
+  if (bytes) comm::tcp::write_all(fd_.get(), data, bytes, deadline, peer_);
+}
+
+void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
+  const std::string text = j.dump();
+  send(type, text.data(), text.size(), deadline);
+}
+
+Message Channel::recv(comm::Deadline deadline) {
+  Header h;
+  comm::tcp::read_all(fd_.get(), &h, sizeof h, deadline, peer_);
+  if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
+  if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
+  Message m;
+  m.type = MsgType(h.type);
+  if (h.length > max_length(m.type))
+    throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
+                            max_length(m.type)));
+  m.payload.resize(size_t(h.length));
+  if (h.length) comm::tcp::read_all(fd_.get(), m.payload.data(), m.payload.size(), deadline, peer_);
+  return m;
+}
+
+nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
+  Message m = recv(deadline);
+  if (m.type != type)
+    throw Error(fmt::format("{}: expected a {} message, got {}", peer_, type_name(type), type_name(m.type)));
+  nlohmann::json j;
+  try {
+    j = m.json();
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", peer_, e.what()));
+  }
+  if (type == MsgType::Status && j.value("status", "") == "error")
+    throw Error(fmt::format("{}: {}", peer_, j.value("message", "unspecified error")));
+  return j;
+}
+
+nlohmann::json plan_to_json(const parallel::Plan& plan) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : plan.ranks) {
+    ranks.push_back({{"layers", {r.layers.begin, r.layers.end}},
+                     {"heads", {r.heads.begin, r.heads.end}},
+                     {"kv_heads", {r.kv_heads.begin, r.kv_heads.end}},
+                     {"ff_rows", {r.ff_rows.begin, r.ff_rows.end}},
+                     {"vocab_rows", {r.vocab_rows.begin, r.vocab_rows.end}}});
+  }
+  return {{"tp", plan.tp}, {"pp", plan.pp}, {"ranks", ranks}};
+}
+
+parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
+  parallel::Plan p;
+  try {
+    p.tp = j.at("tp").get<int>();
+    p.pp = j.at("pp").get<int>();
+    if (p.tp < 1 || p.pp < 1 || p.tp > 4096 || p.pp > 4096 || !j.at("ranks").is_array() ||
+        j.at("ranks").size() != size_t(p.tp) * size_t(p.pp))
+      throw Error("bad tp/pp/ranks");
+    for (const auto& r : j.at("ranks")) {
+      RankPlan rp;
+      rp.layers = range_from(r.at("layers"), who);
+      rp.heads = range_from(r.at("heads"), who);
+      rp.kv_heads = range_from(r.at("kv_heads"), who);
+      rp.ff_rows = range_from(r.at("ff_rows"), who);
+      rp.vocab_rows = range_from(r.at("vocab_rows"), who);
+      p.ranks.push_back(rp);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed plan in Job message: {}", who, e.what()));
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: malformed plan in Job message: {}", who, e.what()));
+  }
+  return p;
+}
+
+}  // namespace shardlm::cluster

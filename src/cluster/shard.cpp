@@ -1,0 +1,114 @@
+#include "cluster/shard.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <charconv>
+#include <memory>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace shardlm::cluster {
+namespace {
+
+struct Collector {
+  const gguf::File& file;
+  std::vector<ByteRange> out;
+
+  uint64_t start(const gguf::TensorInfo& t) const { return file.data_offset() + t.offset; }
+  void whole(const gguf::TensorInfo& t) { out.push_back({start(t), uint64_t(t.n_rows()) * t.row_size()}); }
+  void rows(const gguf::TensorInfo& t, Range r) {
+    out.push_back({start(t) + uint64_t(r.begin) * t.row_size(), uint64_t(r.size()) * t.row_size()});
+  }
+  // Columns [c.begin, c.end) of every row; ModelWeights::map checks the block alignment.
+  void cols(const gguf::TensorInfo& t, Range c) {
+    const uint64_t skip = row_bytes(t.type, c.begin), len = row_bytes(t.type, c.end) - skip;
+    for (int64_t r = 0; r < t.n_rows(); ++r) out.push_back({start(t) + uint64_t(r) * t.row_size() + skip, len});
+  }
+};
+
+// "blk.12.attn_q.weight" → (12, "attn_q.weight"); -1 for tensors outside the layers.
+std::pair<int64_t, std::string> layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return {-1, name};
+  const auto dot = name.find('.', 4);
+  int64_t l = -1;
+  if (dot == std::string::npos || std::from_chars(name.data() + 4, name.data() + dot, l).ec != std::errc())
+    return {-1, name};
+  return {l, name.substr(dot + 1)};
+}
+
+Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
+
+}  // namespace
+
+const uint8_t* file_bytes(const gguf::File& file) {
+  if (file.tensors().empty()) throw Error(fmt::format("{}: has no tensors", file.path()));
+  const auto& t = file.tensors().front();
+  return t.data - (file.data_offset() + t.offset);
+}
+
+std::vector<ByteRange> shard_ranges(const gguf::File& file, const ModelConfig& c, const RankPlan& plan) {
+  Collector col{file, {}};
+  col.out.push_back({0, file.data_offset()});
+  const bool first = plan.first_stage(), last = plan.last_stage(c);
+  for (const auto& t : file.tensors()) {
+    const auto [layer, part] = layer_of(t.name);
+    if (layer >= 0) {
+      if (layer < plan.layers.begin || layer >= plan.layers.end) continue;
+      if (part == "attn_q.weight") col.rows(t, scaled(plan.heads, c.head_dim_k));
+      else if (part == "attn_k.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_k));
+      else if (part == "attn_v.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_v));
+      else if (part == "attn_output.weight") col.cols(t, scaled(plan.heads, c.head_dim_v));
+      else if (part == "ffn_gate.weight" || part == "ffn_up.weight") col.rows(t, plan.ff_rows);
+      else if (part == "ffn_down.weight") col.cols(t, plan.ff_rows);
+      else col.whole(t);  // norms and biases: small
+    } else if (t.name == "token_embd.weight") {
+      if (first) col.whole(t);  // the first stage embeds any token
+      else if (last && c.tied_output) col.rows(t, plan.vocab_rows);
+    } else if (t.name == "output.weight") {
+      if (last) col.rows(t, plan.vocab_rows);
+    } else {
+      col.whole(t);
+    }
+  }
+  auto& v = col.out;
+  std::sort(v.begin(), v.end(), [](const ByteRange& a, const ByteRange& b) { return a.offset < b.offset; });
+  std::vector<ByteRange> merged;
+  for (const auto& r : v) {
+    if (r.length == 0) continue;
+    if (r.offset + r.length > file.file_size())
+      throw Error(fmt::format("{}: slice [{}, +{}) is beyond the end of the file", file.path(), r.offset, r.length));
+    if (!merged.empty() && r.offset <= merged.back().offset + merged.back().length)
+      merged.back().length = std::max(merged.back().offset + merged.back().length, r.offset + r.length) -
+                             merged.back().offset;
+    else
+      merged.push_back(r);
+  }
+  return merged;
+}
+
+uint64_t total_bytes(const std::vector<ByteRange>& ranges) {
+  uint64_t n = 0;
+  for (const auto& r : ranges) n += r.length;
+  return n;
+}
+
+std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("OpenSSL: SHA-256 unavailable");
+  const uint64_t size = file.file_size();
+  EVP_DigestUpdate(ctx.get(), &size, sizeof size);
+  EVP_DigestUpdate(ctx.get(), ranges.data(), ranges.size() * sizeof(ByteRange));
+  const uint8_t* base = file_bytes(file);
+  for (const auto& r : ranges) EVP_DigestUpdate(ctx.get(), base + r.offset, r.length);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
+  std::string hex;
+  for (unsigned i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
+  return hex;
+}
+
+}  // namespace shardlm::cluster

@@ -1,0 +1,33 @@
+// A worker's "shard" is a sparse copy of the model file: the same size and
+// byte layout (so gguf::File and ModelWeights::map load it unchanged), with
+// only the header and the bytes of this rank's slices written; everything
+// else is a hole that reads as zeros and takes no disk or memory. Only the
+// byte ranges below travel over the wire.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/plan.h"
+
+namespace shardlm::gguf { class File; }
+
+namespace shardlm::cluster {
+
+struct ByteRange {
+  uint64_t offset = 0;  // in the file
+  uint64_t length = 0;
+};
+
+// The header and every byte rank `plan` reads (ModelWeights::map), sorted and merged.
+std::vector<ByteRange> shard_ranges(const gguf::File& file, const ModelConfig& c, const RankPlan& plan);
+// The start of the file's mapping (gguf::File maps it whole).
+const uint8_t* file_bytes(const gguf::File& file);
+uint64_t total_bytes(const std::vector<ByteRange>& ranges);
+
+// SHA-256 (hex) of the file size, the ranges and their bytes: the cache key.
+std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges);
+
+}  // namespace shardlm::cluster

@@ -1,0 +1,187 @@
+// Multi-process cluster tests on loopback: `shardlm worker` daemons on
+// OS-chosen ports, `shardlm run --nodes ...` as the coordinator.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cluster/process.h"
+
+namespace fs = std::filesystem;
+using shardlm::test::Process;
+using shardlm::test::read_text;
+
+namespace {
+
+const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("shardlm-cluster-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    workers_.clear();
+    fs::remove_all(dir_);
+  }
+
+  // Starts a worker and returns "127.0.0.1:port".
+  std::string start_worker(std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
+    const int i = int(workers_.size());
+    const fs::path port_file = dir_ / ("port" + std::to_string(i));
+    std::vector<std::string> argv = {SHARDLM_BINARY, "worker",  "--listen", "127.0.0.1:0", "--port-file",
+                                     port_file.string(), "--probe-mib", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    env.push_back(kToken);
+    workers_.push_back(std::make_unique<Process>(argv, dir_ / ("w" + std::to_string(i) + ".out"),
+                                                 dir_ / ("w" + std::to_string(i) + ".err"), env));
+    for (int tries = 0; tries < 500 && !fs::exists(port_file); ++tries) usleep(20000);
+    EXPECT_TRUE(fs::exists(port_file)) << workers_.back()->err();
+    std::string port = read_text(port_file);
+    while (!port.empty() && port.back() == '\n') port.pop_back();
+    return "127.0.0.1:" + port;
+  }
+
+  std::unique_ptr<Process> start_run(std::vector<std::string> args, std::vector<std::string> env = {kToken}) {
+    std::vector<std::string> argv = {SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time",
+                                     "--temp", "0", "--seed", "1", "-t", "1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string n = std::to_string(runs_++);
+    return std::make_unique<Process>(argv, dir_ / ("run" + n + ".out"), dir_ / ("run" + n + ".err"), env);
+  }
+
+  struct Result {
+    int status;
+    std::string out, err;
+  };
+  Result run(std::vector<std::string> args, std::vector<std::string> env = {kToken}) {
+    auto p = start_run(std::move(args), std::move(env));
+    const int status = p->wait();
+    return {status, p->out(), p->err()};
+  }
+
+  const std::string& single_node() {
+    static std::string reference;
+    if (reference.empty()) {
+      auto r = run({"-n", "40"});
+      EXPECT_EQ(r.status, 0) << r.err;
+      reference = r.out;
+    }
+    return reference;
+  }
+
+  fs::path dir_;
+  std::vector<std::unique_ptr<Process>> workers_;
+  int runs_ = 0;
+};
+
+TEST_F(ClusterTest, TwoWorkersTellTheSameStoryAsSingleNode) {
+  const std::string nodes = start_worker() + "," + start_worker();
+  const auto& expected = single_node();
+  ASSERT_GT(expected.size(), 30u);
+  for (const char* layout : {"tp", "pp"}) {
+    SCOPED_TRACE(layout);
+    std::vector<std::string> args = {"-n", "40", "--nodes", nodes};
+    if (std::string(layout) == "tp") args.insert(args.end(), {"--tp", "2", "--pp", "1"});
+    else args.insert(args.end(), {"--tp", "1", "--pp", "2"});
+    auto r = run(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, expected);
+    EXPECT_NE(r.err.find(std::string("cluster: 2 workers, tp ") + (layout[0] == 't' ? "2 × pp 1" : "1 × pp 2")),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("slices sent 0.0 MiB"), std::string::npos) << r.err;  // streamed, no cache
+  }
+  // The workers were never restarted: both layouts ran on the same daemons.
+  for (auto& w : workers_) EXPECT_TRUE(w->running());
+}
+
+TEST_F(ClusterTest, WorkerModelMapsItsOwnCopy) {
+  const std::string nodes = start_worker() + "," + start_worker();
+  auto r = run({"-n", "40", "--nodes", nodes, "--worker-model", kModel});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, single_node());
+  EXPECT_NE(r.err.find("slices sent 0.0 MiB"), std::string::npos) << r.err;
+}
+
+TEST_F(ClusterTest, CacheHitSkipsTheTransfer) {
+  const std::string nodes = start_worker({"--cache-dir", (dir_ / "cache0").string()}) + "," +
+                            start_worker({"--cache-dir", (dir_ / "cache1").string()});
+  auto first = run({"-n", "24", "--nodes", nodes, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.err.find("0 workers had theirs cached"), std::string::npos) << first.err;
+  auto second = run({"-n", "24", "--nodes", nodes, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_NE(second.err.find("slices sent 0.0 MiB, 2 workers had theirs cached"), std::string::npos) << second.err;
+  EXPECT_EQ(first.out, second.out);
+  // A different layout is a different slice: transferred again.
+  auto third = run({"-n", "24", "--nodes", nodes, "--tp", "2", "--pp", "1"});
+  ASSERT_EQ(third.status, 0) << third.err;
+  EXPECT_NE(third.err.find("0 workers had theirs cached"), std::string::npos) << third.err;
+}
+
+TEST_F(ClusterTest, KilledWorkerIsNamedAndTheOthersServeTheNextRun) {
+  const std::vector<std::string> slow = {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"};
+  const std::string survivor = start_worker({}, slow);
+  const std::string victim = start_worker({}, slow);
+  auto coordinator = start_run({"-n", "200", "--nodes", survivor + "," + victim, "--pp", "2", "--tp", "1"});
+  // Wait until tokens flow, then kill the second worker mid-generation.
+  for (int i = 0; i < 500 && coordinator->out().size() < 40; ++i) usleep(20000);
+  ASSERT_GE(coordinator->out().size(), 40u) << coordinator->err();
+  const auto t0 = std::chrono::steady_clock::now();
+  workers_[1]->kill9();
+  const int status = coordinator->wait(std::chrono::seconds(20));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(status, 1) << coordinator->err();
+  EXPECT_LT(seconds, 10.0);
+  const std::string err = coordinator->err();
+  EXPECT_NE(err.find("shardlm: error: worker " + victim), std::string::npos) << err;
+  EXPECT_EQ(err.find("worker " + survivor), std::string::npos) << err;
+  // The survivor went back to idle and serves the next run alone.
+  EXPECT_TRUE(workers_[0]->running());
+  auto next = run({"-n", "40", "--nodes", survivor});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+}
+
+TEST_F(ClusterTest, WrongTokenIsRefusedOnBothEnds) {
+  const std::string node = start_worker();
+  auto r = run({"-n", "8", "--nodes", node}, {"SHARDLM_TOKEN=not-the-token"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("shardlm: error: worker " + node), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  usleep(200000);
+  EXPECT_NE(workers_[0]->err().find("coordinator"), std::string::npos) << workers_[0]->err();
+  // The worker is still there for a coordinator with the right token.
+  auto ok = run({"-n", "40", "--nodes", node});
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(ok.out, single_node());
+}
+
+TEST_F(ClusterTest, WorkerWithoutMemorySaysSo) {
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_MEM_MIB=0"});
+  auto r = run({"-n", "8", "--nodes", node, "--force"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not enough memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker " + node), std::string::npos) << r.err;
+  EXPECT_TRUE(workers_[0]->running());
+}
+
+TEST_F(ClusterTest, BadNodeListsAreOneLineErrors) {
+  auto r = run({"-n", "8", "--nodes", "127.0.0.1:1"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("shardlm: error: worker 127.0.0.1:1"), std::string::npos) << r.err;
+  const std::string node = start_worker();
+  auto too_many = run({"-n", "8", "--nodes", node, "--tp", "2", "--pp", "1"});
+  EXPECT_EQ(too_many.status, 1);
+  EXPECT_NE(too_many.err.find("shardlm: error:"), std::string::npos) << too_many.err;
+  EXPECT_TRUE(workers_[0]->running());
+}
+
+}  // namespace

@@ -162,10 +162,10 @@ RequestPtr TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t capaci
       fail(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes",
                        p.desc, it->length, tag, capacity));
     if (it->complete) {
-      std::memcpy(req->data, it->data.get(), it->length);
+      if (it->length) std::memcpy(req->data, it->data.get(), it->length);
       req->finish(it->length);
     } else {  // still arriving: the rest goes straight into the caller's buffer
-      std::memcpy(req->data, it->data.get(), p.target_got);
+      if (p.target_got) std::memcpy(req->data, it->data.get(), p.target_got);
       p.target = req->data;
       p.target_req = req;
       p.target_unexpected = nullptr;

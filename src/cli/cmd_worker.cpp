@@ -1,5 +1,6 @@
 // shardlm worker: serve cluster jobs from coordinators (cluster/worker.h).
 #include "cli/commands.h"
+#include "cluster/logging.h"
 #include "cluster/worker.h"
 #include "comm/transport.h"
 
@@ -19,6 +20,7 @@ void add_worker(CLI::App& app) {
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--max-jobs", o->max_jobs, "exit after this many jobs; default: serve forever");
   cmd->callback([o, token_file, probe_mib] {
+    cluster::log_to_stderr();
     o->token = comm::load_token(*token_file);
     o->probe_bytes = size_t(*probe_mib) << 20;
     cluster::Worker worker(*o);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cluster/coordinator.h"
+#include "cluster/logging.h"
 #include "comm/transport.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -28,6 +29,7 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
 
 void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   using Clock = std::chrono::steady_clock;
+  cluster::log_to_stderr();
   if (!c.nodes.empty() && !c.hostfile.empty()) throw Error("--nodes and --hostfile: give one of them");
   cluster::ClusterOptions o;
   for (const auto& n : c.nodes.empty() ? parallel::nodes_from_hostfile(c.hostfile) : parallel::nodes_from_list(c.nodes))
@@ -79,7 +81,7 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   const auto& st = job.stats();
   std::fprintf(stderr, "\n%s\n", ModelConfig::from_gguf(*file).summary().c_str());
   std::fprintf(stderr, "cluster: %zu workers, tp %d × pp %d; slices sent %.1f MiB, %d workers had theirs cached%s\n",
-               o.nodes.size(), plan.tp, plan.pp, double(st.bytes_sent) / (1 << 20), st.cached,
+               size_t(plan.size()), plan.tp, plan.pp, double(st.bytes_sent) / (1 << 20), st.cached,
                o.worker_model.empty() ? "" : " (workers map their own model)");
   std::fprintf(stderr, "setup:   %8.1f ms\n", st.setup_seconds * 1e3);
   std::fprintf(stderr, "generate: %4d tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n", n_generated,

@@ -85,9 +85,20 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
 
   // 2. Plan; a worker's own copy of the model is planned like a streamed one.
   plan_ = parallel::make_plan(file, nodes, opt_.plan);
-  if (plan_.size() != int(nodes.size()))
+  if (plan_.size() > int(nodes.size()))
     throw Error(fmt::format("--nodes: the layout tp {} × pp {} needs {} workers, {} given", plan_.tp, plan_.pp,
                             plan_.size(), nodes.size()));
+  for (int r = 0; r < plan_.size(); ++r)
+    if (plan_.nodes[size_t(r)].name != nodes[size_t(r)].name)
+      throw Error(fmt::format("planner placed rank {} on {}, expected {}", r, plan_.nodes[size_t(r)].name,
+                              nodes[size_t(r)].name));
+  if (plan_.size() < int(nodes.size())) {
+    // The planner's layout leaves the last workers out: they go back to idle.
+    for (size_t i = size_t(plan_.size()); i < nodes.size(); ++i)
+      spdlog::info("{}: not used by the layout tp {} × pp {}", workers_[i]->peer(), plan_.tp, plan_.pp);
+    workers_.resize(size_t(plan_.size()));
+    opt_.nodes.resize(size_t(plan_.size()));
+  }
 
   // 3. The job's communicator listens here; each worker gets the address it reached us on.
   comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"", 0});

@@ -141,8 +141,11 @@ TEST_F(ClusterTest, KilledWorkerIsNamedAndTheOthersServeTheNextRun) {
   EXPECT_EQ(status, 1) << coordinator->err();
   EXPECT_LT(seconds, 10.0);
   const std::string err = coordinator->err();
-  EXPECT_NE(err.find("shardlm: error: worker " + victim), std::string::npos) << err;
-  EXPECT_EQ(err.find("worker " + survivor), std::string::npos) << err;
+  const auto at = err.find("shardlm: error: ");
+  ASSERT_NE(at, std::string::npos) << err;
+  const std::string line = err.substr(at, err.find('\n', at) - at);
+  EXPECT_NE(line.find("shardlm: error: worker " + victim + " (rank 2) failed"), std::string::npos) << line;
+  EXPECT_EQ(line.find(survivor), std::string::npos) << line;
   // The survivor went back to idle and serves the next run alone.
   EXPECT_TRUE(workers_[0]->running());
   auto next = run({"-n", "40", "--nodes", survivor});

@@ -37,7 +37,9 @@ class NetnsCluster : public ::testing::Test {
     while (!nodes_.empty() && nodes_.back() == '\n') nodes_.pop_back();
   }
   void TearDown() override {
-    if (up_) EXPECT_EQ(std::system((env_ + kScript + " down").c_str()), 0);
+    if (up_) {
+      EXPECT_EQ(std::system((env_ + kScript + " down").c_str()), 0);
+    }
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 

@@ -39,8 +39,8 @@ class ClusterTest : public ::testing::Test {
                                      port_file.string(), "--probe-mib", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     env.push_back(kToken);
-    workers_.push_back(std::make_unique<Process>(argv, dir_ / ("w" + std::to_string(i) + ".out"),
-                                                 dir_ / ("w" + std::to_string(i) + ".err"), env));
+    const fs::path log = dir_ / ("worker" + port_file.filename().string());
+    workers_.push_back(std::make_unique<Process>(argv, fs::path(log).concat(".out"), fs::path(log).concat(".err"), env));
     for (int tries = 0; tries < 500 && !fs::exists(port_file); ++tries) usleep(20000);
     EXPECT_TRUE(fs::exists(port_file)) << workers_.back()->err();
     std::string port = read_text(port_file);

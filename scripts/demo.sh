@@ -21,7 +21,7 @@ done
 for i in 0 1; do while [ ! -s "$work/port$i" ]; do sleep 0.1; done; done
 nodes="127.0.0.1:$(cat "$work/port0"),127.0.0.1:$(cat "$work/port1")"
 echo "== the same prompt on a local cluster: --nodes $nodes =="
-./build/shardlm run -m models/stories260K.gguf -p "Once upon a time" -n 120 --seed 42 --temp 0 -t 1 --nodes "$nodes" |
+./build/shardlm run -m models/stories260K.gguf -p "Once upon a time" -n 120 --seed 42 --temp 0 -t 1 --nodes "$nodes" --tp 2 --pp 1 |
   tee /tmp/shardlm-demo-cluster.txt
 if cmp -s /tmp/shardlm-demo-single.txt /tmp/shardlm-demo-cluster.txt; then
   echo "== the cluster told the same story as the single node =="

@@ -194,7 +194,7 @@ void Worker::serve() {
 void Worker::serve_job(int raw_fd) {
   Fd fd(raw_fd);
   const std::string peer = "coordinator " + comm::tcp::peer_address(fd.get());
-  fs::path shard_path, temp_dir;
+  fs::path shard_path, temp_dir, part;
   std::unique_ptr<Channel> ch;
   try {
     comm::tcp::set_nonblocking(fd.get());
@@ -232,7 +232,7 @@ void Worker::serve_job(int raw_fd) {
         ch->send_json(MsgType::Status, {{"status", "have"}}, after_seconds(10));
       } else {
         ch->send_json(MsgType::Status, {{"status", "need"}}, after_seconds(10));
-        const fs::path part = shard_path.string() + ".part";
+        part = shard_path.string() + ".part";
         ShardWriter w(part, job.file_size);
         for (;;) {
           Message m = ch->recv(after_seconds(120));
@@ -282,6 +282,7 @@ void Worker::serve_job(int raw_fd) {
     if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", e.what()}}, after_seconds(2)); } catch (...) {}
   }
   std::error_code ec;
+  if (!part.empty()) fs::remove(part, ec);  // an interrupted transfer is never mistaken for a cached shard
   if (!temp_dir.empty()) fs::remove_all(temp_dir, ec);
 }
 

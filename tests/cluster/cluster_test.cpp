@@ -98,7 +98,14 @@ TEST_F(ClusterTest, TwoWorkersTellTheSameStoryAsSingleNode) {
         << r.err;
     EXPECT_EQ(r.err.find("slices sent 0.0 MiB"), std::string::npos) << r.err;  // streamed, no cache
   }
-  // The workers were never restarted: both layouts ran on the same daemons.
+  // A hostfile and uneven stages given with --layers.
+  const fs::path hostfile = dir_ / "hosts";
+  std::ofstream(hostfile) << "# workers\n" << nodes.substr(0, nodes.find(',')) << "\n"
+                          << nodes.substr(nodes.find(',') + 1) << "\n";
+  auto r = run({"-n", "40", "--hostfile", hostfile.string(), "--tp", "1", "--pp", "2", "--layers", "2,3"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, expected);
+  // The workers were never restarted: every layout ran on the same daemons.
   for (auto& w : workers_) EXPECT_TRUE(w->running());
 }
 

@@ -1,8 +1,12 @@
 // AVX2 kernels for float weights and 32-element quantized blocks.
-// Decode (one token) streams each row once with two accumulators; prefill
-// walks blocks of 16 rows and, inside, tiles of 2 rows × 4 tokens so that each
-// weight block is unpacked once per 4 tokens and stays in L1 between them.
+// Decode (one token) streams each row once with two accumulators. Float
+// prefill walks blocks of 16 rows in tiles of 2 rows × 4 tokens. Quantized
+// prefill (prefill32 below) unpacks each weight block once into registers,
+// multiplies it with the blocks of 8 tokens, and folds the 8 token sums of a
+// row into 2 vectors (hadd), so the per-block scaling costs one convert and one
+// FMA per 4 tokens instead of per token.
 #include <algorithm>
+#include <vector>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
@@ -81,39 +85,95 @@ float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
   return hsum(_mm256_add_ps(acc0, acc1)) + corr;
 }
 
-template <class W, int KR, int KT>
-void tile32(const KernelArgs& a, int64_t r, int64_t t) {
-  const MatrixView& m = *a.w;
-  const int64_t nb = m.cols / 32;
-  const typename W::Block* w[KR];
-  const block_q8_32* x[KT];
-  for (int i = 0; i < KR; ++i) w[i] = reinterpret_cast<const typename W::Block*>(m.row(r + i));
-  for (int j = 0; j < KT; ++j)
-    x[j] = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t + j));
-  __m256 acc[KR][KT];
-  float corr[KR][KT];
-  for (int i = 0; i < KR; ++i)
-    for (int j = 0; j < KT; ++j) acc[i][j] = _mm256_setzero_ps(), corr[i][j] = 0.0f;
+// ---- 32-element blocks, prefill ----------------------------------------------
+// A tile is kPRows rows × kPGroups groups of 4 tokens. For one row and one
+// group, the 4 tokens' int32 products (8 lanes each) are folded by two levels
+// of hadd into one vector: lane k < 4 holds token k's sum over block elements
+// 0-15, lane 4 + k over elements 16-31. Integer sums are exact, so only the
+// f32 scaling is per group: acc += sum · (d_w · d_x[k]) (+ bias · ds[k] in
+// lanes 0-3 for the offset/minimum types). Each output element takes the same
+// lane path whatever tile or thread computes it: tails are padded by
+// repeating the last row/token, never by another code path.
+constexpr int kPRows = 2, kPGroups = 2, kPTokens = 4 * kPGroups;
+constexpr int64_t kPRowBlock = 64;  // ≤ 280 KB of Q8_0 weights at 4096 columns: fits L2
+
+// Activation scales of one block for one group of 4 tokens, laid out so that
+// a 128-bit broadcast covers both halves of the folded sums.
+struct GroupScales {
+  float d[4];
+  float ds[4];
+};
+
+template <class W>
+void tile32(const typename W::Block* const* w, const block_q8_32* const* x, const GroupScales* sc, int64_t nb,
+            float out[kPRows][kPTokens]) {
+  __m256 acc[kPRows][kPGroups];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i q[KR], uq[KR];
-    float dw[KR], bias[KR];
-    for (int i = 0; i < KR; ++i) {
-      q[i] = W::codes(w[i][b]);
-      uq[i] = W::kSigned ? _mm256_abs_epi8(q[i]) : q[i];
-      dw[i] = half_to_float(w[i][b].d);
-      bias[i] = W::bias(w[i][b], dw[i]);
-    }
-    for (int j = 0; j < KT; ++j) {
-      const __m256i act = load32(x[j][b].qs);
-      for (int i = 0; i < KR; ++i) {
-        const __m256i p = dot_u8_s8(uq[i], W::kSigned ? _mm256_sign_epi8(act, q[i]) : act);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw[i] * x[j][b].d), acc[i][j]);
-        if constexpr (W::kBias) corr[i][j] += bias[i] * x[j][b].ds;
+    for (int i = 0; i < kPRows; ++i) {
+      const typename W::Block& blk = w[i][b];
+      const __m256i q = W::codes(blk);
+      const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
+      const float d = half_to_float(blk.d);
+      const __m256 dw = _mm256_set1_ps(d);
+      const __m256 bias = _mm256_set1_ps(W::bias(blk, d));
+      for (int g = 0; g < kPGroups; ++g) {
+        __m256i p[4];
+        for (int k = 0; k < 4; ++k) {
+          const __m256i act = load32(x[4 * g + k][b].qs);
+          p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act), ones);
+        }
+        const __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        const GroupScales& gs = sc[b * kPGroups + g];
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(gs.d)));
+        acc[i][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[i][g]);
+        if constexpr (W::kBias)  // upper lanes get 0: the 128-bit load zero-extends
+          acc[i][g] = _mm256_fmadd_ps(bias, _mm256_zextps128_ps256(_mm_loadu_ps(gs.ds)), acc[i][g]);
       }
     }
   }
-  for (int i = 0; i < KR; ++i)
-    for (int j = 0; j < KT; ++j) a.y[(t + j) * m.rows + r + i] = hsum(acc[i][j]) + corr[i][j];
+  for (int i = 0; i < kPRows; ++i)
+    for (int g = 0; g < kPGroups; ++g)
+      _mm_storeu_ps(&out[i][4 * g],
+                    _mm_add_ps(_mm256_castps256_ps128(acc[i][g]), _mm256_extractf128_ps(acc[i][g], 1)));
+}
+
+// Rows [r0, r1) of every token: blocks of kPRowBlock rows (their weights stay
+// in L2) × tiles of kPTokens tokens (their activations, ≤ 40 KB at 4096
+// columns, stay in L1/L2 while every row pair of the block passes).
+template <class W>
+void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / 32, n = a.n_tokens;
+  std::vector<GroupScales> scales(size_t(nb) * kPGroups);
+  const auto token = [&](int64_t t) {
+    return reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  };
+  for (int64_t rb = r0; rb < r1; rb += kPRowBlock) {
+    const int64_t rend = std::min(rb + kPRowBlock, r1);
+    for (int64_t t = 0; t < n; t += kPTokens) {
+      const block_q8_32* x[kPTokens];
+      for (int j = 0; j < kPTokens; ++j) x[j] = token(std::min(t + j, n - 1));
+      for (int64_t b = 0; b < nb; ++b)
+        for (int j = 0; j < kPTokens; ++j) {
+          GroupScales& gs = scales[size_t(b * kPGroups + j / 4)];
+          gs.d[j % 4] = x[j][b].d;
+          gs.ds[j % 4] = x[j][b].ds;
+        }
+      const int64_t kt = std::min<int64_t>(kPTokens, n - t);
+      for (int64_t r = rb; r < rend; r += kPRows) {
+        const typename W::Block* w[kPRows];
+        for (int i = 0; i < kPRows; ++i)
+          w[i] = reinterpret_cast<const typename W::Block*>(m.row(std::min(r + i, rend - 1)));
+        float out[kPRows][kPTokens];
+        tile32<W>(w, x, scales.data(), nb, out);
+        for (int i = 0; i < kPRows && r + i < rend; ++i)
+          for (int j = 0; j < kt; ++j) a.y[(t + j) * m.rows + r + i] = out[i][j];
+      }
+    }
+  }
 }
 
 // ---- float weights ----------------------------------------------------------
@@ -196,8 +256,8 @@ void tile_float(const KernelArgs& a, int64_t r, int64_t t) {
 
 template <class Policy>
 struct Blocks32 {
-  template <int KR, int KT>
-  static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile32<Policy, KR, KT>(a, r, t); }
+  static constexpr bool kOwnPrefill = true;
+  static void prefill(const KernelArgs& a, int64_t r0, int64_t r1) { prefill32<Policy>(a, r0, r1); }
   static float row(const KernelArgs& a, int64_t r, int64_t t) {
     const auto* x = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
     return dot_row<Policy>(a.w->row(r), x, a.w->cols / 32);
@@ -206,6 +266,8 @@ struct Blocks32 {
 
 template <class Policy>
 struct Floats {
+  static constexpr bool kOwnPrefill = false;
+  static void prefill(const KernelArgs&, int64_t, int64_t) {}
   template <int KR, int KT>
   static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile_float<Policy, KR, KT>(a, r, t); }
   static float row(const KernelArgs& a, int64_t r, int64_t t) {
@@ -235,13 +297,17 @@ void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) a.y[r] = K::row(a, r, 0);
     return;
   }
-  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-    const int64_t rend = std::min(rb + kRowBlock, r1);
-    for (int64_t t = 0; t < a.n_tokens; t += kTileTokens) {
-      const int64_t kt = std::min<int64_t>(kTileTokens, a.n_tokens - t);
-      int64_t r = rb;
-      for (; r + kTileRows <= rend; r += kTileRows) tile_rows<K, kTileRows>(a, r, t, kt);
-      for (; r < rend; ++r) tile_rows<K, 1>(a, r, t, kt);
+  if constexpr (K::kOwnPrefill) {
+    K::prefill(a, r0, r1);
+  } else {
+    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+      const int64_t rend = std::min(rb + kRowBlock, r1);
+      for (int64_t t = 0; t < a.n_tokens; t += kTileTokens) {
+        const int64_t kt = std::min<int64_t>(kTileTokens, a.n_tokens - t);
+        int64_t r = rb;
+        for (; r + kTileRows <= rend; r += kTileRows) tile_rows<K, kTileRows>(a, r, t, kt);
+        for (; r < rend; ++r) tile_rows<K, 1>(a, r, t, kt);
+      }
     }
   }
 }

@@ -3,7 +3,8 @@
 // sub-block scales in madd), and are scaled in f32 exactly as the reference
 // does, so these kernels reproduce the reference bit for bit. Codes carrying
 // an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
-// the activation sub-block sums (bsums).
+// the activation sub-block sums (bsums). Prefill multiplies each unpacked
+// Q4_K/Q5_K/Q6_K chunk with 4 tokens at a time (same per-token arithmetic).
 #include <algorithm>
 
 #include "core/matmul_avx2_common.h"
@@ -52,14 +53,20 @@ float dot_q3_k(const block_q3_K& w, const block_q8_K& x) {
   return x.d * (half_to_float(w.d) * float(hsum(acc) - 4 * offset));
 }
 
-template <class Block>
-float dot_q4_q5_k(const Block& w, const block_q8_K& x, const uint8_t* qh) {
+// Q4_K, Q5_K and Q6_K take KT tokens at once: each 32-code chunk of the
+// weight block is unpacked once and multiplied with KT activation blocks, so
+// prefill pays the unpacking once per KT tokens. Each token's integer sum and
+// its f32 finishing are exactly those of the one-token form (KT = 1), so the
+// result does not depend on how tokens are grouped.
+template <int KT, class Block>
+void dot_q4_q5_k(const Block& w, const block_q8_K* const* x, const uint8_t* qh, float* out) {
   uint8_t sc[8], mn[8];
   for (int j = 0; j < 8; ++j) get_scale_min_k4(j, w.scales, &sc[j], &mn[j]);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i one = _mm256_set1_epi8(1);
   const __m256i high_bits = qh ? load32(qh) : _mm256_setzero_si256();
-  __m256i acc = _mm256_setzero_si256();
+  __m256i acc[KT];
+  for (auto& v : acc) v = _mm256_setzero_si256();
   for (int k = 0; k < 4; ++k) {
     const __m256i raw = load32(w.qs + 32 * k);
     __m256i lo = _mm256_and_si256(raw, nibble);
@@ -68,20 +75,25 @@ float dot_q4_q5_k(const Block& w, const block_q8_K& x, const uint8_t* qh) {
       lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k), one), 4));
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k + 1), one), 4));
     }
-    acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(lo, load32(x.qs + 64 * k), sc[2 * k], sc[2 * k]));
-    acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(hi, load32(x.qs + 64 * k + 32), sc[2 * k + 1], sc[2 * k + 1]));
+    for (int t = 0; t < KT; ++t) {
+      acc[t] = _mm256_add_epi32(acc[t], dot_u8_s8_scaled(lo, load32(x[t]->qs + 64 * k), sc[2 * k], sc[2 * k]));
+      acc[t] = _mm256_add_epi32(acc[t], dot_u8_s8_scaled(hi, load32(x[t]->qs + 64 * k + 32), sc[2 * k + 1], sc[2 * k + 1]));
+    }
   }
-  int msum = 0;
-  for (int j = 0; j < 8; ++j) msum += mn[j] * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
-  return x.d * (half_to_float(w.d) * float(hsum(acc)) - half_to_float(w.dmin) * float(msum));
+  const float d = half_to_float(w.d), dmin = half_to_float(w.dmin);
+  for (int t = 0; t < KT; ++t) {
+    int msum = 0;
+    for (int j = 0; j < 8; ++j) msum += mn[j] * (x[t]->bsums[2 * j] + x[t]->bsums[2 * j + 1]);
+    out[t] += x[t]->d * (d * float(hsum(acc[t])) - dmin * float(msum));
+  }
 }
 
-float dot_q4_k(const block_q4_K& w, const block_q8_K& x) { return dot_q4_q5_k(w, x, nullptr); }
-float dot_q5_k(const block_q5_K& w, const block_q8_K& x) { return dot_q4_q5_k(w, x, w.qh); }
 
-float dot_q6_k(const block_q6_K& w, const block_q8_K& x) {
+template <int KT>
+void dot_q6_k(const block_q6_K& w, const block_q8_K* const* x, float* out) {
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  __m256i acc = _mm256_setzero_si256();
+  __m256i acc[KT];
+  for (auto& v : acc) v = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
     const __m256i ql0 = load32(w.ql + 64 * h), ql1 = load32(w.ql + 64 * h + 32);
     const __m256i qh = load32(w.qh + 32 * h);
@@ -91,30 +103,78 @@ float dot_q6_k(const block_q6_K& w, const block_q8_K& x) {
       const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
       const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // code + 32
       const int s = 8 * h + 2 * quarter;
-      acc = _mm256_add_epi32(
-          acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * quarter), w.scales[s], w.scales[s + 1]));
+      for (int t = 0; t < KT; ++t)
+        acc[t] = _mm256_add_epi32(acc[t], dot_u8_s8_scaled(q, load32(x[t]->qs + 128 * h + 32 * quarter),
+                                                           w.scales[s], w.scales[s + 1]));
     }
   }
-  int offset = 0;
-  for (int s = 0; s < 16; ++s) offset += w.scales[s] * x.bsums[s];
-  return x.d * (half_to_float(w.d) * float(hsum(acc) - 32 * offset));
+  const float d = half_to_float(w.d);
+  for (int t = 0; t < KT; ++t) {
+    int offset = 0;
+    for (int s = 0; s < 16; ++s) offset += w.scales[s] * x[t]->bsums[s];
+    out[t] += x[t]->d * (d * float(hsum(acc[t]) - 32 * offset));
+  }
 }
 
-// Prefill walks blocks of 16 rows: a block's weights stay in L2 while each
-// token's activations, in L1, meet all 16 rows.
-template <class Block, float (*Dot)(const Block&, const block_q8_K&)>
+// The KT-token form of every type: Dot<KT>::run(w, x[KT], out[KT]) adds one
+// weight block's products to KT sums. Q2_K/Q3_K still unpack once per token.
+template <class Block, float (*F)(const Block&, const block_q8_K&)>
+struct PerToken {
+  template <int KT>
+  struct Dot {
+    static void run(const Block& w, const block_q8_K* const* x, float* out) {
+      for (int t = 0; t < KT; ++t) out[t] += F(w, *x[t]);
+    }
+  };
+};
+template <int KT>
+struct Q4K {
+  static void run(const block_q4_K& w, const block_q8_K* const* x, float* out) { dot_q4_q5_k<KT>(w, x, nullptr, out); }
+};
+template <int KT>
+struct Q5K {
+  static void run(const block_q5_K& w, const block_q8_K* const* x, float* out) { dot_q4_q5_k<KT>(w, x, w.qh, out); }
+};
+template <int KT>
+struct Q6K {
+  static void run(const block_q6_K& w, const block_q8_K* const* x, float* out) { dot_q6_k<KT>(w, x, out); }
+};
+
+// Prefill walks blocks of 16 rows: a block's weights stay in L2 while the
+// activations of each group of kTokens tokens, in L1, meet all 16 rows.
+// Dot<KT>(w, x[KT], out[KT]) adds one weight block's products to KT sums.
+template <class Block, template <int> class Dot>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   constexpr int64_t kRowBlock = 16;
+  constexpr int kTokens = 4;
   const MatrixView& m = *a.w;
   const int64_t nb = m.cols / QK_K;
+  const auto token = [&](int64_t t) {
+    return reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  };
   for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
     const int64_t rend = std::min(rb + kRowBlock, r1);
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-      const auto* x = reinterpret_cast<const block_q8_K*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+    int64_t t = 0;
+    for (; t + kTokens <= a.n_tokens; t += kTokens) {
+      const block_q8_K* x[kTokens];
+      for (int64_t r = rb; r < rend; ++r) {
+        const auto* w = reinterpret_cast<const Block*>(m.row(r));
+        float sum[kTokens] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+          for (int j = 0; j < kTokens; ++j) x[j] = token(t + j) + b;
+          Dot<kTokens>::run(w[b], x, sum);
+        }
+        for (int j = 0; j < kTokens; ++j) a.y[(t + j) * m.rows + r] = sum[j];
+      }
+    }
+    for (; t < a.n_tokens; ++t) {
       for (int64_t r = rb; r < rend; ++r) {
         const auto* w = reinterpret_cast<const Block*>(m.row(r));
         float sum = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) sum += Dot(w[b], x[b]);
+        for (int64_t b = 0; b < nb; ++b) {
+          const block_q8_K* x = token(t) + b;
+          Dot<1>::run(w[b], &x, &sum);
+        }
         a.y[t * m.rows + r] = sum;
       }
     }
@@ -125,11 +185,11 @@ void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 Kernel avx2_kquant_kernel(DType type) {
   switch (type) {
-    case DType::Q2_K: return kernel<block_q2_K, dot_q2_k>;
-    case DType::Q3_K: return kernel<block_q3_K, dot_q3_k>;
-    case DType::Q4_K: return kernel<block_q4_K, dot_q4_k>;
-    case DType::Q5_K: return kernel<block_q5_K, dot_q5_k>;
-    case DType::Q6_K: return kernel<block_q6_K, dot_q6_k>;
+    case DType::Q2_K: return kernel<block_q2_K, PerToken<block_q2_K, dot_q2_k>::Dot>;
+    case DType::Q3_K: return kernel<block_q3_K, PerToken<block_q3_K, dot_q3_k>::Dot>;
+    case DType::Q4_K: return kernel<block_q4_K, Q4K>;
+    case DType::Q5_K: return kernel<block_q5_K, Q5K>;
+    case DType::Q6_K: return kernel<block_q6_K, Q6K>;
     default: return nullptr;
   }
 }

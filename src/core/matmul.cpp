@@ -14,9 +14,9 @@ namespace matmul_impl {
 
 ActFormat act_format(DType weight_type) {
   switch (weight_type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return ActFormat::F32;
+    case DType::F32: return ActFormat::F32;
+    case DType::F16: return ActFormat::F32_AS_F16;
+    case DType::BF16: return ActFormat::F32_AS_BF16;
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
@@ -33,7 +33,9 @@ ActFormat act_format(DType weight_type) {
 
 size_t act_row_bytes(ActFormat f, int64_t cols) {
   switch (f) {
-    case ActFormat::F32: return size_t(cols) * sizeof(float);
+    case ActFormat::F32:
+    case ActFormat::F32_AS_F16:
+    case ActFormat::F32_AS_BF16: return size_t(cols) * sizeof(float);
     case ActFormat::Q8_32: return size_t(cols / 32) * sizeof(block_q8_32);
     case ActFormat::Q8_K: return size_t(cols / QK_K) * sizeof(block_q8_K);
   }
@@ -44,11 +46,13 @@ namespace {
 
 // Scale and rounding shared by both block sizes; std::nearbyint rounds ties to
 // even like the SIMD conversions, so any vectorised twin gives the same bytes.
+// The codes use 127/max|x| (not 1/d) because that is what GGUF's reference
+// engine does, and matching its codes makes our logits match its logits.
 float quantize_block(const float* x, int8_t* q, int n) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
-  const float id = d > 0.0f ? 1.0f / d : 0.0f;
+  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
   for (int i = 0; i < n; ++i) q[i] = int8_t(std::nearbyint(x[i] * id));
   return d;
 }
@@ -58,10 +62,10 @@ float quantize_block(const float* x, int8_t* q, int n) {
 void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     block_q8_32& blk = out[b];
-    blk.d = quantize_block(x + b * 32, blk.qs, 32);
+    blk.d = round_scale_to_f16(quantize_block(x + b * 32, blk.qs, 32));
     int sum = 0;
     for (int i = 0; i < 32; ++i) sum += blk.qs[i];
-    blk.ds = blk.d * float(sum);
+    blk.ds = blk.d * float(sum);  // exact: 11-bit scale × 12-bit sum
   }
 }
 
@@ -149,6 +153,15 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
   const ActFormat f = act_format(type);
   *token_stride = act_row_bytes(f, cols_);
   if (f == ActFormat::F32) return x_;
+  if (f == ActFormat::F32_AS_F16 || f == ActFormat::F32_AS_BF16) {
+    std::vector<float>& rounded = f == ActFormat::F32_AS_F16 ? as_f16_ : as_bf16_;
+    if (rounded.empty()) {
+      rounded.resize(size_t(n_tokens_ * cols_));
+      for (size_t i = 0; i < rounded.size(); ++i)
+        rounded[i] = f == ActFormat::F32_AS_F16 ? f16_to_f32(f32_to_f16(x_[i])) : bf16_to_f32(f32_to_bf16(x_[i]));
+    }
+    return rounded.data();
+  }
   std::vector<uint8_t>& buf = f == ActFormat::Q8_32 ? q8_32_ : q8_k_;
   if (buf.empty() && n_tokens_ > 0) {
     const int64_t block = f == ActFormat::Q8_32 ? 32 : QK_K;

@@ -4,7 +4,8 @@
 // GGUF: ne0 = cols, ne1 = rows). x and y are f32, row-major per token.
 // n_tokens == 1 is matrix × vector (decode); larger is matrix × matrix.
 //
-// Numerics: F32/F16/BF16 weights multiply the f32 activations directly.
+// Numerics: F32 weights multiply the f32 activations directly; F16/BF16
+// weights multiply activations rounded to F16/BF16 (as llama.cpp does).
 // Quantized weights multiply activations that are quantized once per call
 // (or once per PreparedInput) to 8-bit blocks with an f32 scale: blocks of 32
 // for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, blocks of 256 with 16-element sums for the
@@ -56,6 +57,7 @@ class PreparedInput {
   int64_t n_tokens_;
   int64_t cols_;
   std::vector<uint8_t> q8_32_, q8_k_;  // empty until first needed
+  std::vector<float> as_f16_, as_bf16_;
 };
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);

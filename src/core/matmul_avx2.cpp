@@ -336,7 +336,7 @@ namespace {
 using namespace avx2;
 
 // Same arithmetic as the scalar quantize_block (max|x| exactly, one IEEE
-// division, x·(1/d) rounded to nearest even), so the bytes are identical.
+// division, x·(127/max|x|) rounded to nearest even), so the bytes are identical.
 float quantize_block_avx2(const float* x, int8_t* q, int n) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   __m256 amax = _mm256_setzero_ps();
@@ -345,7 +345,8 @@ float quantize_block_avx2(const float* x, int8_t* q, int n) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   const float d = _mm_cvtss_f32(m) / 127.0f;
-  const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+  const float amax_s = _mm_cvtss_f32(m);
+  const __m256 id = _mm256_set1_ps(amax_s > 0.0f ? 127.0f / amax_s : 0.0f);
   for (int i = 0; i < n; i += 32) {
     __m256i v[4];
     for (int u = 0; u < 4; ++u) v[u] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * u), id));
@@ -367,7 +368,7 @@ int sum_codes(const int8_t* q) {  // 32 codes
 
 void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
-    out[b].d = quantize_block_avx2(x + b * 32, out[b].qs, 32);
+    out[b].d = round_scale_to_f16(quantize_block_avx2(x + b * 32, out[b].qs, 32));
     out[b].ds = out[b].d * float(sum_codes(out[b].qs));
   }
 }

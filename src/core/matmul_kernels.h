@@ -13,6 +13,9 @@ namespace shardlm::matmul_impl {
 // Activations for weights with 32-element blocks: q = round(x / d) with
 // d = max|x| / 127, and ds = d · Σq so that per-block weight offsets/minimums
 // cost one multiply-add instead of a second integer dot product.
+// d is kept at f16 precision (stored as f32 for the kernels): llama.cpp's Q8_0
+// activation blocks carry an f16 scale, and rounding ours the same way makes
+// Q4_0/Q5_0/Q8_0 logits agree with it instead of drifting by quantization noise.
 struct block_q8_32 {
   float d;
   float ds;
@@ -23,7 +26,12 @@ static_assert(sizeof(block_q8_32) == 40);
 // K-quants use block_q8_K (core/dtype.h): same rounding over 256 elements,
 // bsums[i] = Σ qs[16i .. 16i+16).
 
-enum class ActFormat { F32, Q8_32, Q8_K };
+inline float round_scale_to_f16(float d) { return f16_to_f32(f32_to_f16(d)); }
+
+// F16 and BF16 weights read f32 activations already rounded to the weight's
+// precision, as llama.cpp does (it converts them to F16/BF16 before the dot
+// product); this keeps our logits on F16/BF16 models equal to its logits.
+enum class ActFormat { F32, F32_AS_F16, F32_AS_BF16, Q8_32, Q8_K };
 ActFormat act_format(DType weight_type);
 size_t act_row_bytes(ActFormat f, int64_t cols);
 

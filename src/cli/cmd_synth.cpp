@@ -41,7 +41,7 @@ uint64_t mix(uint64_t z) {
 // Approximately normal values: a sum of four uniforms (Irwin-Hall) rescaled to
 // unit variance, from one 64-bit hash per value; cheap enough for 8B weights.
 void fill_row(float* dst, int64_t n, uint64_t row_seed, float mean, float stddev) {
-  const float scale = stddev * std::sqrt(3.0f) / 32768.0f;
+  const float scale = stddev * std::sqrt(3.0f) / 65536.0f;  // Var(sum of 4 U[0,65536)) = 65536²/3
   uint64_t s = row_seed;
   for (int64_t i = 0; i < n; ++i) {
     const uint64_t r = mix(s += 0x9E3779B97F4A7C15ull);

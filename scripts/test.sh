@@ -11,7 +11,9 @@ scripts/build.sh build
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
 
 echo "== ASan + UBSan build + tests"
-scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDLM_SANITIZE=ON
+# -O1 -g1: sanitizer builds compile ~2x faster than RelWithDebInfo on 2 cores
+# and still report function names in stack traces.
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1" "-DCMAKE_C_FLAGS=-O1 -g1" -DSHARDLM_SANITIZE=ON
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" --timeout 900
 echo "== all tests passed"

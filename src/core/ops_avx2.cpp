@@ -142,8 +142,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   binary(gate, up, out, n, [](__m256 g, __m256 u) { return _mm256_mul_ps(silu_ps(g), u); });
 }
 
-void add(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, _mm256_add_ps); }
-void mul(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, _mm256_mul_ps); }
+void add(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, [](__m256 x, __m256 y) { return _mm256_add_ps(x, y); }); }
+void mul(const float* a, const float* b, float* out, int64_t n) { binary(a, b, out, n, [](__m256 x, __m256 y) { return _mm256_mul_ps(x, y); }); }
 
 float dot(const float* a, const float* b, int64_t n) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};

@@ -30,7 +30,8 @@ std::string slurp(const std::string& path) {
 // Runs the binary with stdout on a pipe and stderr in a file. If
 // interrupt_after_bytes > 0, sends SIGINT once that much output has arrived.
 CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_bytes = 0) {
-  const std::string err_path = ::testing::TempDir() + "shardlm_cli_stderr.txt";
+  // Per test process: ctest runs the tests of this file in parallel.
+  const std::string err_path = ::testing::TempDir() + "shardlm_cli_stderr." + std::to_string(getpid()) + ".txt";
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe");
   const pid_t pid = fork();
@@ -61,6 +62,7 @@ CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_b
   waitpid(pid, &status, 0);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.err = slurp(err_path);
+  std::remove(err_path.c_str());
   return r;
 }
 

@@ -3,7 +3,10 @@
 # (ob1+vader shared memory, ob1+tcp loopback, ucx with UCX_TLS=sm when the
 # ucx pml exists) next to `shardlm bench comm --backend shm|tcp|mpi`, f32 sum,
 # same sizes and the same timing (median over iterations of the slowest rank).
-# Extra flags for shardlm bench comm: $SHARDLM_BENCH_FLAGS (e.g. --spin-us 1000).
+# Prints every table, then one comparison table per rank count (time in us,
+# then busbw in GB/s). Extra flags for shardlm bench comm:
+# $SHARDLM_BENCH_FLAGS (e.g. --spin-us 1000).
+# Example (issue #4 sizes): scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -22,20 +25,58 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 has_ucx=0
 ompi_info 2>/dev/null | grep -q "MCA pml: ucx" && has_ucx=1
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+# run NAME COMMAND...: prints the table and keeps it as $out/NAME.
+run() {
+  local name=$1
+  shift
+  "$@" | tee "$out/$name"
+}
+
+# The comparison: one row per size, one column per implementation; column
+# $2 of awk's output is the time (us), $3 the busbw (GB/s).
+summary() {
+  local np=$1 names=() name
+  for name in ompi-vader ompi-tcp ompi-ucx shardlm-shm shardlm-tcp shardlm-mpi; do
+    [ -s "$out/$np-$name" ] && names+=("$name")
+  done
+  for what in "time(us)" "busbw(GB/s)"; do
+    echo "## $np ranks, f32 all_reduce, $what"
+    for name in "${names[@]}"; do
+      # MPI tables: size count time algbw busbw wrong; shardlm: size count
+      # type op algo time algbw busbw wrong.
+      awk -v w="$what" '/^ *[0-9]/ { t = NF == 6 ? $3 : $6; b = NF == 6 ? $5 : $8;
+                                     print $1, (w == "time(us)" ? t : b) }' "$out/$np-$name" > "$out/$np-$name.col"
+    done
+    printf '%12s' "size(B)"
+    for name in "${names[@]}"; do printf ' %12s' "$name"; done
+    echo
+    # Join the columns on size (every table has the same sizes).
+    paste -d' ' $(for name in "${names[@]}"; do echo "$out/$np-$name.col"; done) |
+      awk '{ printf "%12s", $1; for (i = 2; i <= NF; i += 2) printf " %12s", $i; print "" }'
+  done
+}
 
 for np in $nps; do
   echo "## $np ranks"
-  "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl vader,self "$bench_bin" "$min" "$max" "ob1+vader"
-  "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo "$bench_bin" "$min" "$max" "ob1+tcp loopback"
+  run "$np-ompi-vader" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl vader,self "$bench_bin" "$min" "$max" "ob1+vader"
+  run "$np-ompi-tcp" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
+    "$bench_bin" "$min" "$max" "ob1+tcp loopback"
   if [ "$has_ucx" = 1 ]; then
-    UCX_TLS=sm,self "${mpirun[@]}" -x UCX_TLS -np "$np" --mca pml ucx "$bench_bin" "$min" "$max" "ucx sm"
+    run "$np-ompi-ucx" env UCX_TLS=sm,self "${mpirun[@]}" -x UCX_TLS -np "$np" --mca pml ucx "$bench_bin" "$min" "$max" "ucx sm"
   else
     echo "# pml ucx: not in this OpenMPI build (ompi_info), skipped"
   fi
   for backend in shm tcp; do
     # shellcheck disable=SC2086
-    "$shardlm" bench comm --backend "$backend" --np "$np" --min-bytes "$min" --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
+    run "$np-shardlm-$backend" "$shardlm" bench comm --backend "$backend" --np "$np" --min-bytes "$min" \
+      --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
   done
   # shellcheck disable=SC2086
-  "${mpirun[@]}" -np "$np" "$shardlm" bench comm --backend mpi --min-bytes "$min" --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
+  run "$np-shardlm-mpi" "${mpirun[@]}" -np "$np" "$shardlm" bench comm --backend mpi --min-bytes "$min" \
+    --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
 done
+echo
+for np in $nps; do summary "$np"; done

@@ -5,8 +5,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <thread>
 
+#include "comm/inbox.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -55,39 +57,22 @@ struct MpiTransport::SendReq : Request {
   size_t size = 0;
 };
 
-struct MpiTransport::RecvReq : Request {
-  using Request::Request;
-  std::byte* data = nullptr;
-  size_t capacity = 0;
-};
-
-struct MpiTransport::Unexpected {
-  uint64_t tag = 0;
-  std::vector<std::byte> data;
-  bool complete = false;
-  std::shared_ptr<RecvReq> claimed;
-};
-
 struct MpiTransport::Peer {
-  std::list<std::shared_ptr<RecvReq>> posted;
-  std::deque<std::shared_ptr<Unexpected>> unexpected;
-  size_t unexpected_bytes = 0;
+  explicit Peer(std::string desc) : inbox(std::move(desc), buffered, kUnexpectedBudget) {}
+  size_t buffered = 0;  // this peer's messages waiting for their irecv
+  Inbox inbox;
   // An envelope received whose payload has no destination yet.
   bool pending = false;
   uint64_t tag = 0;
   size_t len = 0;
-  std::shared_ptr<RecvReq> target;
-  std::shared_ptr<Unexpected> stash;
   struct Payload {
     MPI_Request req = MPI_REQUEST_NULL;
-    size_t len = 0;
-    std::shared_ptr<RecvReq> target;
-    std::shared_ptr<Unexpected> stash;
+    Inbox::Delivery delivery;
   };
   std::deque<Payload> payloads;  // posted MPI_Irecvs, in envelope order
 };
 
-MpiTransport::MpiTransport(const ConnectOptions& options) : spin_(options.timeouts.spin) {
+MpiTransport::MpiTransport(const ConnectOptions& options) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -107,7 +92,14 @@ MpiTransport::MpiTransport(const ConnectOptions& options) : spin_(options.timeou
                 " disagree with mpirun's rank " + std::to_string(rank_) + " of " + std::to_string(size_));
   const char* native = std::getenv("SHARDLM_MPI_NATIVE");
   native_allreduce_ = native && std::string(native) == "1";
-  for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>());
+  MPI_Comm node = MPI_COMM_NULL;
+  int ranks_on_host = size_;
+  if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &ranks_on_host);
+    MPI_Comm_free(&node);
+  }
+  wait_policy_ = choose_wait_policy(ranks_on_host, options.timeouts.spin);
+  for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>(describe_peer(p)));
 }
 
 MpiTransport::~MpiTransport() {
@@ -159,77 +151,17 @@ RequestPtr MpiTransport::isend(int peer, uint64_t tag, const void* data, size_t 
 
 RequestPtr MpiTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
   throw_if_failed();
-  auto r = std::make_shared<RecvReq>(peer, tag, false);
-  r->data = static_cast<std::byte*>(data);
-  r->capacity = capacity;
-  Peer& pr = *peers_.at(size_t(peer));
-  for (auto it = pr.unexpected.begin(); it != pr.unexpected.end(); ++it) {
-    Unexpected& u = **it;
-    if (u.tag != tag || u.claimed) continue;
-    if (u.data.size() > capacity)
-      fail_peer(peer, "message of " + std::to_string(u.data.size()) + " bytes for a receive of " +
-                          std::to_string(capacity));
-    if (!u.complete) {
-      u.claimed = r;
-      return r;
-    }
-    if (!u.data.empty()) std::memcpy(data, u.data.data(), u.data.size());
-    r->finish(u.data.size());
-    pr.unexpected_bytes -= u.data.size();
-    pr.unexpected.erase(it);
-    return r;
-  }
-  pr.posted.push_back(r);
-  progress_in(peer);
+  RequestPtr r = peers_.at(size_t(peer))->inbox.post(peer, tag, data, capacity);
+  if (!r->done()) progress_in(peer);
   return r;
 }
 
-void MpiTransport::start_message(int p) {
+void MpiTransport::post_payload(int p, Inbox::Delivery delivery) {
   Peer& pr = *peers_[size_t(p)];
-  for (auto it = pr.posted.begin(); it != pr.posted.end(); ++it) {
-    if ((*it)->tag() != pr.tag) continue;
-    if (pr.len > (*it)->capacity)
-      fail_peer(p, "message of " + std::to_string(pr.len) + " bytes for a receive of " +
-                       std::to_string((*it)->capacity));
-    pr.target = *it;
-    pr.posted.erase(it);
-    return;
-  }
-  if (pr.len > 0 && pr.unexpected_bytes + pr.len > kUnexpectedBudget) return;  // back-pressure
-  pr.stash = std::make_shared<Unexpected>();
-  pr.stash->tag = pr.tag;
-  pr.stash->data.resize(pr.len);
-  pr.unexpected_bytes += pr.len;
-  pr.unexpected.push_back(pr.stash);
-}
-
-void MpiTransport::post_payload(int p) {
-  Peer& pr = *peers_[size_t(p)];
-  Peer::Payload pl;
-  pl.len = pr.len;
-  pl.target = std::move(pr.target);
-  pl.stash = std::move(pr.stash);
+  Peer::Payload pl{MPI_REQUEST_NULL, std::move(delivery)};
   pr.pending = false;
-  std::byte* dst = pl.target ? pl.target->data : pl.stash->data.data();
-  check(MPI_Irecv(dst, int(pl.len), MPI_BYTE, p, kPayload, comm_, &pl.req), "MPI_Irecv");
+  check(MPI_Irecv(pl.delivery.data(), int(pl.delivery.len), MPI_BYTE, p, kPayload, comm_, &pl.req), "MPI_Irecv");
   pr.payloads.push_back(std::move(pl));
-}
-
-// Delivers a finished payload (or inline message) to its receive.
-void MpiTransport::complete_payload(int p) {
-  Peer& pr = *peers_[size_t(p)];
-  Peer::Payload& pl = pr.payloads.front();
-  if (pl.target) {
-    pl.target->finish(pl.len);
-  } else if (pl.stash->claimed) {
-    if (pl.len) std::memcpy(pl.stash->claimed->data, pl.stash->data.data(), pl.len);
-    pl.stash->claimed->finish(pl.len);
-    pr.unexpected_bytes -= pl.len;
-    pr.unexpected.erase(std::find(pr.unexpected.begin(), pr.unexpected.end(), pl.stash));
-  } else {
-    pl.stash->complete = true;
-  }
-  pr.payloads.pop_front();
 }
 
 void MpiTransport::progress_in(int p) {
@@ -239,12 +171,13 @@ void MpiTransport::progress_in(int p) {
       int done = 0;
       check(MPI_Test(&pr.payloads.front().req, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (!done) break;
-      complete_payload(p);
+      pr.inbox.complete(pr.payloads.front().delivery);
+      pr.payloads.pop_front();
     }
     if (pr.pending) {
-      start_message(p);
-      if (!pr.target && !pr.stash) return;  // waits for an irecv or for buffer space
-      post_payload(p);
+      Inbox::Delivery d = pr.inbox.arrive(pr.tag, pr.len);
+      if (!d) return;  // waits for an irecv or for buffer space
+      post_payload(p, std::move(d));
     }
     int flag = 0;
     MPI_Message msg;
@@ -267,20 +200,10 @@ void MpiTransport::progress_in(int p) {
     pr.len = size_t(len);
     if (st.MPI_TAG == kInline) {
       if (len != size_t(count) - kEnvelopeBytes) fail_peer(p, "sent a malformed message envelope");
-      pr.pending = true;
-      start_message(p);
-      if (!pr.target && !pr.stash) {  // over budget: keep it as it is
-        pr.stash = std::make_shared<Unexpected>();
-        pr.stash->tag = pr.tag;
-        pr.stash->data.resize(pr.len);
-        pr.unexpected_bytes += pr.len;
-        pr.unexpected.push_back(pr.stash);
-      }
-      std::byte* dst = pr.target ? pr.target->data : pr.stash->data.data();
-      if (len) std::memcpy(dst, buf.data() + kEnvelopeBytes, pr.len);
-      pr.pending = false;
-      pr.payloads.push_front({MPI_REQUEST_NULL, pr.len, std::move(pr.target), std::move(pr.stash)});
-      complete_payload(p);
+      // Already in hand: it goes somewhere even over the buffer budget.
+      Inbox::Delivery d = pr.inbox.arrive(pr.tag, pr.len, true);
+      if (len) std::memcpy(d.data(), buf.data() + kEnvelopeBytes, pr.len);
+      pr.inbox.complete(d);
       continue;
     }
     if (len > size_t(INT_MAX)) fail_peer(p, "sent a message envelope with length " + std::to_string(len));
@@ -320,6 +243,7 @@ bool MpiTransport::test(const RequestPtr& r) {
 void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
   throw_if_failed();
   const auto start = Clock::now();
+  Poller poller(wait_policy_);
   auto nap = std::chrono::microseconds(20);
   try {
     for (;;) {
@@ -334,9 +258,9 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
                                           ((*pending)->is_send() ? "send" : "recv") + " tag " +
                                           std::to_string((*pending)->tag()) + ")");
       }
-      // MPI offers no wait with a deadline; after spinning, poll with backoff
+      // MPI offers no wait with a deadline; after polling, nap with backoff
       // so that oversubscribed ranks leave the cores to each other.
-      if (now - start > spin_) {
+      if (!poller.poll_again()) {
         std::this_thread::sleep_for(nap);
         nap = std::min(nap * 2, std::chrono::microseconds(1000));
       }

@@ -16,14 +16,15 @@
 #endif
 #include <mpi.h>
 
-#include <deque>
 #include <list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "comm/inbox.h"
 #include "comm/transport.h"
+#include "comm/wait_policy.h"
 
 namespace shardlm::comm::mpi {
 
@@ -47,22 +48,18 @@ class MpiTransport final : public Transport {
 
  private:
   struct SendReq;
-  struct RecvReq;
-  struct Unexpected;
   struct Peer;
 
   void throw_if_failed() const;
   void progress();
   void progress_in(int p);
-  void start_message(int p);  // find a destination for the peer's current envelope
-  void post_payload(int p);
-  void complete_payload(int p);
+  void post_payload(int p, Inbox::Delivery delivery);
   [[noreturn]] void fail_peer(int p, const std::string& what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool native_allreduce_ = false;
-  std::chrono::microseconds spin_;
+  WaitPolicy wait_policy_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::list<std::shared_ptr<SendReq>> sends_;
   std::optional<std::string> failed_;

@@ -12,13 +12,17 @@ namespace shardlm::comm {
 // Bytes per element of a reducible dtype (F32, F16, BF16); throws Error otherwise.
 size_t reduce_elem_bytes(DType dtype);
 
+// Max is `a > b ? a : b` with a the value so far (MAXPS), which fixes what
+// NaN and ±0 give. AVX2 when the CPU has it, same bits as the scalar loop.
+
 // acc[i] = acc[i] op src[i] for `count` elements. f16/bf16 are widened to
 // f32, combined, and rounded to nearest even once.
 void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp op);
 
 // out[i] = srcs[0][i] op srcs[1][i] op ... in the order given; f16/bf16 are
-// accumulated in f32 over all sources and rounded once at the end. `out` may
-// alias one of the sources.
+// accumulated in f32 over all sources and rounded once at the end, so every
+// rank that reduces the same sources gets the same bits. `out` may alias any
+// of the sources.
 void reduce_ordered(void* out, std::span<const void* const> srcs, size_t count, DType dtype,
                     ReduceOp op);
 

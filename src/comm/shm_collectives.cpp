@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/shm_reduce.h"
+#include "comm/reduce.h"
 
 namespace shardlm::comm::shm {
 namespace {
@@ -55,7 +55,7 @@ void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, 
     std::memcpy(seg_.slot(rank_, par), data, bytes);
     step(deadline, "all_reduce");
     for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par);
-    reduce_sources(data, srcs.data(), world_, count, dtype, op);
+    reduce_ordered(data, srcs, count, dtype, op);
     return;
   }
 
@@ -78,7 +78,7 @@ void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, 
     const size_t my_n = std::min(n - my_from, share_elems);
     if (my_n == 0) continue;
     for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par) + my_from * elem;
-    reduce_sources(seg_.result(par) + my_from * elem, srcs.data(), world_, my_n, dtype, op);
+    reduce_ordered(seg_.result(par) + my_from * elem, srcs, my_n, dtype, op);
   }
 }
 
@@ -100,7 +100,7 @@ void Collectives::reduce_scatter(const void* send, void* recv, size_t count_per_
                   in + (size_t(b) * count_per_rank + done) * elem, n * elem);
     step(deadline, "reduce_scatter");
     for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par) + size_t(rank_) * piece_elems * elem;
-    reduce_sources(out + done * elem, srcs.data(), world_, n, dtype, op);
+    reduce_ordered(out + done * elem, srcs, n, dtype, op);
     done += n;
   } while (done < count_per_rank);
 }

@@ -28,8 +28,8 @@ struct SegmentConfig {
   size_t slot_bytes = size_t(1) << 20;   // collective staging per rank and parity
   size_t ring_bytes = size_t(256) << 10;  // per ordered pair; power of two
   std::chrono::milliseconds attach_timeout{10'000};
-  // Polling before sleeping in the futex; forced to 0 when ranks outnumber cores.
-  std::chrono::microseconds spin{50};
+  // Timeouts::spin: < 0 lets comm/wait_policy.h choose from world vs cores.
+  std::chrono::microseconds spin{-1};
 };
 
 // "/shardlm-<32 hex digits>", as passed to shm_open.
@@ -86,7 +86,7 @@ class Segment {
   SegmentHeader* header_ = nullptr;
   RankEntry* ranks_ = nullptr;
   size_t off_steps_ = 0, off_doorbells_ = 0, off_rings_ctl_ = 0, off_slots_ = 0, off_result_ = 0, off_ring_data_ = 0;
-  std::chrono::nanoseconds spin_{0};
+  WaitPolicy wait_policy_;
 };
 
 }  // namespace shardlm::comm::shm

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/inbox.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -59,36 +60,20 @@ struct ShmTransport::SendReq : Request {
   size_t sent = 0;  // of header + payload
 };
 
-struct ShmTransport::RecvReq : Request {
-  using Request::Request;
-  std::byte* data = nullptr;
-  size_t capacity = 0;
-};
-
-// A message that arrived before its irecv; `claimed` is the irecv that will
-// take it once the rest of it arrives.
-struct ShmTransport::Unexpected {
-  uint64_t tag = 0;
-  std::vector<std::byte> data;
-  bool complete = false;
-  std::shared_ptr<RecvReq> claimed;
-};
-
 struct ShmTransport::Peer {
+  Peer(std::string desc) : inbox(std::move(desc), buffered, kUnexpectedBudget) {}
   Ring out, in;
   std::deque<std::shared_ptr<SendReq>> sends;
-  std::list<std::shared_ptr<RecvReq>> posted;
-  std::deque<std::shared_ptr<Unexpected>> unexpected;
-  size_t unexpected_bytes = 0;
-  // The message being read: header, then payload into `target` or `stash`
-  // (neither: it waits for an irecv or for buffer budget).
+  size_t buffered = 0;  // this peer's messages waiting for their irecv
+  Inbox inbox;
+  // The message being read: header, then payload into `delivery` (empty: it
+  // waits for an irecv or for buffer budget).
   std::array<std::byte, kHeaderBytes> header{};
   size_t header_got = 0;
   bool in_message = false;
   uint64_t tag = 0;
   size_t len = 0, got = 0;
-  std::shared_ptr<RecvReq> target;
-  std::shared_ptr<Unexpected> stash;
+  Inbox::Delivery delivery;
 };
 
 ShmTransport::ShmTransport(const ConnectOptions& options)
@@ -96,7 +81,7 @@ ShmTransport::ShmTransport(const ConnectOptions& options)
   const int me = segment_.rank();
   const auto cap = uint32_t(segment_.ring_bytes());
   for (int p = 0; p < segment_.world(); ++p) {
-    auto peer = std::make_unique<Peer>();
+    auto peer = std::make_unique<Peer>(describe_peer(p));
     if (p != me) {
       peer->out = Ring{&segment_.ring_ctl(me, p), segment_.ring_data(me, p), cap};
       peer->in = Ring{&segment_.ring_ctl(p, me), segment_.ring_data(p, me), cap};
@@ -151,29 +136,12 @@ RequestPtr ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t 
 
 RequestPtr ShmTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
   throw_if_failed();
-  auto r = std::make_shared<RecvReq>(peer, tag, false);
-  r->data = static_cast<std::byte*>(data);
-  r->capacity = capacity;
   Peer& pr = *peers_.at(size_t(peer));
+  RequestPtr r;
   guarded([&] {
-    for (auto it = pr.unexpected.begin(); it != pr.unexpected.end(); ++it) {
-      Unexpected& u = **it;
-      if (u.tag != tag || u.claimed) continue;
-      if (u.data.size() > capacity)
-        fail_peer(peer, "message of " + std::to_string(u.data.size()) + " bytes for a receive of " +
-                            std::to_string(capacity));
-      if (!u.complete) {
-        u.claimed = r;
-        return true;
-      }
-      if (!u.data.empty()) std::memcpy(data, u.data.data(), u.data.size());
-      r->finish(u.data.size());
-      pr.unexpected_bytes -= u.data.size();
-      pr.unexpected.erase(it);
-      return true;
-    }
-    pr.posted.push_back(r);
-    if (pr.in_message && !pr.target && !pr.stash) start_message(peer);  // it waited for us
+    r = pr.inbox.post(peer, tag, data, capacity);
+    if (r->done()) return true;
+    if (pr.in_message && !pr.delivery) start_message(peer);  // it waited for us
     return progress_in(peer);
   });
   return r;
@@ -206,37 +174,12 @@ bool ShmTransport::progress_out(int p) {
 
 void ShmTransport::start_message(int p) {
   Peer& pr = *peers_[size_t(p)];
-  for (auto it = pr.posted.begin(); it != pr.posted.end(); ++it) {
-    if ((*it)->tag() != pr.tag) continue;
-    if (pr.len > (*it)->capacity)
-      fail_peer(p, "message of " + std::to_string(pr.len) + " bytes for a receive of " +
-                       std::to_string((*it)->capacity));
-    pr.target = *it;
-    pr.posted.erase(it);
-    return;
-  }
-  if (pr.unexpected_bytes + pr.len > kUnexpectedBudget && pr.len > 0) return;  // back-pressure
-  pr.stash = std::make_shared<Unexpected>();
-  pr.stash->tag = pr.tag;
-  pr.stash->data.resize(pr.len);
-  pr.unexpected_bytes += pr.len;
-  pr.unexpected.push_back(pr.stash);
+  pr.delivery = pr.inbox.arrive(pr.tag, pr.len);
 }
 
 void ShmTransport::finish_message(int p) {
   Peer& pr = *peers_[size_t(p)];
-  if (pr.target) {
-    pr.target->finish(pr.len);
-  } else if (pr.stash->claimed) {
-    if (pr.len) std::memcpy(pr.stash->claimed->data, pr.stash->data.data(), pr.len);
-    pr.stash->claimed->finish(pr.len);
-    pr.unexpected_bytes -= pr.len;
-    pr.unexpected.erase(std::find(pr.unexpected.begin(), pr.unexpected.end(), pr.stash));
-  } else {
-    pr.stash->complete = true;
-  }
-  pr.target.reset();
-  pr.stash.reset();
+  pr.inbox.complete(pr.delivery);
   pr.in_message = false;
 }
 
@@ -259,8 +202,8 @@ bool ShmTransport::progress_in(int p) {
       pr.got = 0;
       start_message(p);
     }
-    if (!pr.target && !pr.stash) break;
-    std::byte* dst = pr.target ? pr.target->data : pr.stash->data.data();
+    if (!pr.delivery) break;
+    std::byte* dst = pr.delivery.data();
     if (pr.got < pr.len) {
       const size_t n = pr.in.read_some(dst + pr.got, pr.len - pr.got);
       pr.got += n;

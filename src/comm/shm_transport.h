@@ -5,7 +5,6 @@
 #pragma once
 
 #include <deque>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,8 +41,6 @@ class ShmTransport final : public Transport {
 
  private:
   struct SendReq;
-  struct RecvReq;
-  struct Unexpected;
   struct Peer;
 
   bool is_world(const Group& g) const;

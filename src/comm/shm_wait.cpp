@@ -1,8 +1,6 @@
 #include "comm/shm_wait.h"
 
-#include <immintrin.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,14 +51,9 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
   if (seq_reached(v, target)) return v;
 
   const auto start = Clock::now();
-  if (spec.spin.count() > 0) {
-    const auto spin_end = start + spec.spin;
-    for (unsigned i = 1;; ++i) {
-      _mm_pause();
-      v = seq.load(std::memory_order_acquire);
-      if (seq_reached(v, target)) return v;
-      if ((i & 63) == 0 && Clock::now() >= spin_end) break;
-    }
+  for (Poller poller(spec.policy); poller.poll_again();) {
+    v = seq.load(std::memory_order_acquire);
+    if (seq_reached(v, target)) return v;
   }
 
   std::atomic_ref<uint32_t> sleepers(w.sleepers);
@@ -85,13 +78,6 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
     v = seq.load(std::memory_order_acquire);
     if (seq_reached(v, target)) return v;
   }
-}
-
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set);
 }
 
 }  // namespace shardlm::comm::shm

@@ -1,15 +1,17 @@
 // Waiting on sequence words that live in a shared-memory segment.
 //
-// A waiter spins briefly (a round trip between two busy cores is well under a
-// microsecond) and then sleeps in a shared futex on the word, so more ranks
-// than cores make progress instead of burning each other's time slices. The
-// publisher only pays for a FUTEX_WAKE when someone announced it sleeps.
+// A waiter polls as comm/wait_policy.h says and then sleeps in a shared futex
+// on the word, so more ranks than cores make progress instead of burning each
+// other's time slices. The publisher only pays for a FUTEX_WAKE when someone
+// announced it sleeps.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "comm/wait_policy.h"
 
 namespace shardlm::comm::shm {
 
@@ -33,7 +35,7 @@ void publish(SeqWord& w, uint32_t value);
 void wake_sleepers(SeqWord& w);
 
 struct WaitSpec {
-  std::chrono::nanoseconds spin{50'000};  // 0 when ranks outnumber cores
+  WaitPolicy policy;
   Clock::time_point deadline;
   // Called while sleeping, at most every `check_every`; throws to abort the
   // wait (a peer died, the segment was poisoned). Also called once at the
@@ -47,8 +49,5 @@ struct WaitSpec {
 // Returns the observed value once seq_reached(value, target); throws
 // shardlm::Error on timeout or when spec.check throws.
 uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec);
-
-// Spinning only helps when every rank can own a core (sched_getaffinity).
-int usable_cpus();
 
 }  // namespace shardlm::comm::shm

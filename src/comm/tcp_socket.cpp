@@ -173,6 +173,13 @@ std::string local_ip(int fd) {
   return sockaddr_text(ss, false);
 }
 
+bool peer_on_this_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+  return sockaddr_text(ss, false) == local_ip(fd);
+}
+
 Fd connect_to(const HostPort& where, Deadline deadline) {
   int last_err = 0;
   for (;;) {

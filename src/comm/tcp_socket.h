@@ -43,6 +43,9 @@ Fd listen_on(const HostPort& where, int backlog = 64);
 uint16_t local_port(int fd);
 std::string peer_address(int fd);   // "ip:port" of the other end
 std::string local_ip(int fd);       // our side's IP of a connected socket
+// Both ends of a connected socket have the same IP (loopback included): the
+// peer runs on this host (or in this network namespace).
+bool peer_on_this_host(int fd);
 
 // Connects, retrying refused/unreachable attempts until the deadline (the
 // listener may not be up yet).

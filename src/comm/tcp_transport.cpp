@@ -27,37 +27,23 @@ struct TcpTransport::SendReq : Request {
   size_t sent = 0;  // of header + payload
 };
 
-struct TcpTransport::RecvReq : Request {
-  RecvReq(int peer, uint64_t tag, void* d, size_t cap)
-      : Request(peer, tag, false), data(static_cast<uint8_t*>(d)), capacity(cap) {}
-  uint8_t* data;
-  size_t capacity;
-};
-
-struct TcpTransport::Unexpected {
-  uint64_t tag = 0;
-  std::unique_ptr<uint8_t[]> data;
-  size_t length = 0;
-  bool complete = false;
-};
-
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Stalled };
+  Peer(int r, std::string d, size_t& buffered, size_t budget)
+      : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
   int rank = -1;
   Fd fd;
   std::string desc;
   bool bye = false;  // peer said goodbye: its EOF is clean
   std::deque<std::shared_ptr<SendReq>> sendq;
-  std::list<std::shared_ptr<RecvReq>> posted;
-  std::list<Unexpected> unexpected;
+  Inbox inbox;
   Read read = Read::Header;
   uint8_t header_bytes[FrameHeader::kBytes];
   size_t header_got = 0;
   FrameHeader frame;
-  uint8_t* target = nullptr;
+  uint8_t* target = nullptr;  // where the payload being read goes
   size_t target_got = 0;
-  std::shared_ptr<RecvReq> target_req;
-  Unexpected* target_unexpected = nullptr;
+  Inbox::Delivery delivery;  // of a data frame
   std::string control;  // payload of an abort frame
 };
 
@@ -66,14 +52,16 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     : rank_(rank), size_(size), timeouts_(timeouts), limits_(limits) {
   if (int(links.size()) != size) throw Error("tcp: need one link slot per rank");
   peers_.resize(size_t(size));
+  int ranks_on_host = 1;
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    auto p = std::make_unique<Peer>();
-    p->rank = r;
+    if (links[size_t(r)].fd && peer_on_this_host(links[size_t(r)].fd.get())) ++ranks_on_host;
+    auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
+                                    unexpected_bytes_, limits_.max_unexpected_bytes);
     p->fd = std::move(links[size_t(r)].fd);
-    p->desc = fmt::format("rank {} ({})", r, links[size_t(r)].address);
     peers_[size_t(r)] = std::move(p);
   }
+  wait_policy_ = choose_wait_policy(ranks_on_host, timeouts_.spin);
 }
 
 TcpTransport::~TcpTransport() {
@@ -155,27 +143,14 @@ RequestPtr TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t capaci
   check_failed();
   check_peer(peer);
   Peer& p = *peers_[size_t(peer)];
-  auto req = std::make_shared<RecvReq>(peer, tag, data, capacity);
-  for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-    if (it->tag != tag) continue;
-    if (it->length > capacity)
-      fail(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes",
-                       p.desc, it->length, tag, capacity));
-    if (it->complete) {
-      if (it->length) std::memcpy(req->data, it->data.get(), it->length);
-      req->finish(it->length);
-    } else {  // still arriving: the rest goes straight into the caller's buffer
-      if (p.target_got) std::memcpy(req->data, it->data.get(), p.target_got);
-      p.target = req->data;
-      p.target_req = req;
-      p.target_unexpected = nullptr;
-    }
-    unexpected_bytes_ -= it->length;
-    p.unexpected.erase(it);
-    return req;
+  RequestPtr req;
+  try {
+    req = p.inbox.post(peer, tag, data, capacity);
+  } catch (const Error& e) {
+    fail(e.what());
   }
+  if (req->done()) return req;
   if (!p.fd) fail(fmt::format("{}: cannot receive, the peer has shut down", p.desc));
-  p.posted.push_back(req);
   if (p.read == Peer::Read::Stalled) route_payload(p);
   return req;
 }
@@ -210,36 +185,19 @@ void TcpTransport::flush_sends(Peer& p) {
 }
 
 void TcpTransport::route_payload(Peer& p) {
-  const FrameHeader& f = p.frame;
-  p.target_req.reset();
-  p.target_unexpected = nullptr;
-  for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
-    if ((*it)->tag() != f.tag) continue;
-    if (f.length > (*it)->capacity)
-      fail(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes",
-                       p.desc, f.length, f.tag, (*it)->capacity));
-    p.target_req = *it;
-    p.target = (*it)->data;
-    p.posted.erase(it);
-    break;
+  try {
+    p.delivery = p.inbox.arrive(p.frame.tag, p.frame.length);
+  } catch (const Error& e) {
+    fail(e.what());
   }
-  if (!p.target_req) {
-    if (f.length > 0 && unexpected_bytes_ + f.length > limits_.max_unexpected_bytes) {
-      p.read = Peer::Read::Stalled;  // back-pressure until an irecv or buffer space appears
-      return;
-    }
-    Unexpected u;
-    u.tag = f.tag;
-    u.length = f.length;
-    u.data.reset(new uint8_t[std::max<size_t>(f.length, 1)]);
-    unexpected_bytes_ += f.length;
-    p.unexpected.push_back(std::move(u));
-    p.target_unexpected = &p.unexpected.back();
-    p.target = p.target_unexpected->data.get();
+  if (!p.delivery) {
+    p.read = Peer::Read::Stalled;  // back-pressure until an irecv or buffer space appears
+    return;
   }
+  p.target = reinterpret_cast<uint8_t*>(p.delivery.data());
   p.read = Peer::Read::Payload;
   p.target_got = 0;
-  if (f.length == 0) finish_frame(p);
+  if (p.frame.length == 0) finish_frame(p);
 }
 
 void TcpTransport::dispatch_header(Peer& p) {
@@ -276,13 +234,7 @@ void TcpTransport::finish_frame(Peer& p) {
     p.bye = true;
     return;
   }
-  if (p.target_req) {
-    p.target_req->finish(f.length);
-    p.target_req.reset();
-  } else if (p.target_unexpected) {
-    p.target_unexpected->complete = true;
-    p.target_unexpected = nullptr;
-  }
+  if (p.delivery) p.inbox.complete(p.delivery);
 }
 
 void TcpTransport::read_ready(Peer& p) {
@@ -305,8 +257,7 @@ void TcpTransport::read_ready(Peer& p) {
     if (r < 0 && errno == EINTR) continue;
     if (r == 0 && header && p.header_got == 0 && p.bye) {
       p.fd.reset();  // clean goodbye; pending work on this peer fails below
-      for (auto& req : p.posted)
-        if (!req->done()) fail(fmt::format("{}: the peer shut down before sending", p.desc));
+      if (p.inbox.has_posted()) fail(fmt::format("{}: the peer shut down before sending", p.desc));
       return;
     }
     if (r == 0 && header && p.header_got == 0)
@@ -361,7 +312,7 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
     return nullptr;
   };
   if (!first_pending()) return;
-  Deadline spin_until = Clock::now() + timeouts_.spin;
+  Poller poller(wait_policy_);
   for (;;) {
     progress(0);
     const Request* pending = first_pending();
@@ -373,7 +324,7 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
     if (now >= deadline)
       fail(fmt::format("{}: timed out waiting to {} (tag {:#x}; the peer died or stalled)",
                        p.desc, pending->is_send() ? "send" : "receive", pending->tag()));
-    if (now >= spin_until) {
+    if (!poller.poll_again()) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       progress(int(std::clamp<int64_t>(left + 1, 1, 1000)));
     }

@@ -13,13 +13,14 @@
 // with an error naming the peer.
 #pragma once
 
-#include <list>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "comm/inbox.h"
 #include "comm/tcp_socket.h"
 #include "comm/transport.h"
+#include "comm/wait_policy.h"
 
 namespace shardlm::comm::tcp {
 
@@ -66,8 +67,6 @@ class TcpTransport final : public Transport {
 
  private:
   struct SendReq;
-  struct RecvReq;
-  struct Unexpected;
   struct Peer;
 
   void check_peer(int peer) const;
@@ -86,8 +85,9 @@ class TcpTransport final : public Transport {
   int size_;
   Timeouts timeouts_;
   TcpLimits limits_;
+  WaitPolicy wait_policy_;
+  size_t unexpected_bytes_ = 0;  // buffered before their irecv, all peers
   std::vector<std::unique_ptr<Peer>> peers_;
-  size_t unexpected_bytes_ = 0;
   std::string failure_;  // non-empty once failed
   std::vector<Fd> closed_;  // half-closed links of a failed transport
 };

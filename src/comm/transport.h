@@ -27,9 +27,11 @@
 //   Communicator calls them while it waits. isend may complete immediately.
 //   A send is complete once its buffer may be reused.
 //
-// * Waiting. wait_all() must not burn a core forever: spin (poll without
-//   blocking) for about Timeouts::spin, then block in the OS (poll(2), futex,
-//   ...) until progress or the deadline. 2–4 ranks share 2 cores in tests.
+// * Waiting. wait_all() must not burn a core forever: poll without blocking
+//   as comm/wait_policy.h says (one rule for all backends, from the ranks on
+//   this host vs usable cores, or Timeouts::spin when set), then block in the
+//   OS (poll(2), futex, ...) until progress or the deadline. 2–4 ranks share
+//   2 cores in tests.
 //
 // * Failure. Any failure (peer closed, peer sent garbage, deadline passed)
 //   throws shardlm::Error with ONE line naming the peer as describe_peer()
@@ -112,8 +114,9 @@ struct Timeouts {
   std::chrono::milliseconds op{30000};
   // Connecting, authenticating and exchanging addresses at start-up.
   std::chrono::milliseconds connect{30000};
-  // How long a waiter polls without blocking before it sleeps in the OS.
-  std::chrono::microseconds spin{50};
+  // How long a waiter polls without blocking before it sleeps in the OS;
+  // negative: comm/wait_policy.h chooses (the default).
+  std::chrono::microseconds spin{-1};
 };
 
 class Transport {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <random>
 
-#include "comm/shm_reduce.h"
+#include "comm/reduce.h"
 #include "comm/test_shm_helpers.h"
 #include "core/error.h"
 
@@ -65,7 +65,7 @@ TEST(ShmCollectives, DeterministicRankOrderSums) {
             std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
             for (auto& v : inputs[size_t(r)]) v = dist(gen);
           }
-          const size_t eb = shm::reduce_elem_bytes(t);
+          const size_t eb = reduce_elem_bytes(t);
           std::vector<std::byte> buf(count * eb), want(count * eb);
           for (size_t i = 0; i < count; ++i) {
             float acc = 0;

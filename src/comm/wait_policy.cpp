@@ -1,0 +1,54 @@
+#include "comm/wait_policy.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+namespace shardlm::comm {
+
+WaitPolicy choose_wait_policy(int ranks_on_host, std::chrono::microseconds requested_spin) {
+  WaitPolicy p;
+  if (requested_spin.count() >= 0) {
+    p.spin = requested_spin;
+  } else if (ranks_on_host <= usable_cpus()) {
+    p.spin = kOwnCoreSpin;
+  } else {
+    p.yield = kSharedCoreYield;
+  }
+  return p;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
+Poller::Poller(const WaitPolicy& policy) {
+  const auto now = Clock::now();
+  spin_end_ = now + policy.spin;
+  yield_end_ = spin_end_ + policy.yield;
+  yielding_ = policy.spin.count() <= 0;
+  blocking_ = yielding_ && policy.yield.count() <= 0;
+}
+
+bool Poller::poll_again() {
+  if (blocking_) return false;
+  // Reading the clock costs more than a look at a shared word, so only
+  // every 16th look does.
+  if ((++looks_ & 15) == 0) {
+    const auto now = Clock::now();
+    if (now >= yield_end_) {
+      blocking_ = true;
+      return false;
+    }
+    yielding_ = now >= spin_end_;
+  }
+  if (yielding_)
+    sched_yield();
+  else
+    _mm_pause();
+  return true;
+}
+
+}  // namespace shardlm::comm

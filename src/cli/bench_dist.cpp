@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "comm/communicator.h"
 #include "comm/tcp_socket.h"
@@ -34,15 +35,11 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   double bytes = 0;
   for (const auto& s : all) bytes += s.bytes_sent;
   const double steps = double(s0.tokens) / double(o.seqs);  // forward steps per sequence (prefill ≈ 1)
-  std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | compute ms | collective ms | p2p wait ms "
-              "| other ms | all-reduces/token | wire B/token | min B/token | plan tok/s |\n");
+  std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | %s | plan tok/s |\n", kBreakdownColumns);
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  const double compute = (s0.forward_seconds - s0.all_reduce_seconds) / steps * 1e3;
-  const double coll = s0.collective_seconds / steps * 1e3, p2p = s0.p2p_wait_seconds / steps * 1e3;
-  std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f |\n",
-              o.tp, o.pp, o.tp * o.pp, o.threads, o.seqs, tps, per_tok * 1e3, compute, coll, p2p,
-              std::max(0.0, s0.total_seconds / steps * 1e3 - compute - coll - p2p),
-              double(s0.all_reduces) / steps, bytes / double(s0.tokens), plan.min_wire_bytes_per_token,
+  const auto b = step_breakdown(s0, steps, bytes / double(s0.tokens), plan.min_wire_bytes_per_token);
+  std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %s | %.1f |\n", o.tp, o.pp, o.tp * o.pp, o.threads,
+              o.seqs, tps, per_tok * 1e3, breakdown_cells(b).c_str(),
               o.seqs >= o.pp ? plan.pipelined_tok_s : plan.single_seq_tok_s);
   std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s)\n", c.summary().c_str());
 }

@@ -1,6 +1,7 @@
 // `shardlm bench -m MODEL`: prompt processing and decode speed at each thread
 // count, next to the bound memory bandwidth puts on decoding (every weight
-// matrix is read once per token).
+// matrix is read once per token). With --nodes/--hostfile the same measurement
+// runs on workers (bench_cluster.cpp).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_common.h"
 #include "cli/commands.h"
+#include "cli/run_cluster.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/membw.h"
@@ -31,6 +34,7 @@ struct ModelBenchOptions {
   int batch = 512;
   std::string kv_type = "f32";
   int bandwidth_mib = 512;  // ≫ last-level cache, so the read rate is DRAM's
+  ClusterRunOptions cluster;
 };
 
 std::vector<int> parse_thread_list(const std::string& s) {
@@ -69,10 +73,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   Model model(file, mo);
   const int64_t n_vocab = model.config().n_vocab;
 
-  // Token ids do not change the work; a fixed sequence keeps runs comparable.
-  Rng rng(1234);
-  std::vector<TokenId> prompt(size_t(o.prompt));
-  for (auto& t : prompt) t = TokenId(rng.next() % uint64_t(n_vocab));
+  const auto prompt = bench_prompt_tokens(o.prompt, n_vocab);
 
   Batch warm;  // faults the mapped weights in before anything is timed
   warm.add(0, 0, prompt.empty() ? 0 : prompt[0], true);
@@ -135,7 +136,8 @@ void bench_model(const ModelBenchOptions& o) {
 void add_bench_model(CLI::App& bench) {
   auto o = std::make_shared<ModelBenchOptions>();
   bench.add_option("-m,--model", o->model, "GGUF model: prompt and decode tokens/s against the bandwidth bound");
-  bench.add_option("-t,--threads", o->threads, "comma-separated thread counts")->capture_default_str();
+  bench.add_option("-t,--threads", o->threads, "comma-separated thread counts (with --nodes: one, per worker; "
+                   "default: all its cores)")->capture_default_str();
   bench.add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   bench.add_option("--gen", o->gen, "decoded tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   bench.add_option("--batch", o->batch, "prompt tokens per forward pass")->capture_default_str()->check(
@@ -144,8 +146,20 @@ void add_bench_model(CLI::App& bench) {
   bench.add_option("--bandwidth-mib", o->bandwidth_mib, "buffer read to measure memory bandwidth")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
-  bench.callback([o, &bench] {
-    if (!o->model.empty()) {
+  auto* threads = bench.get_option("--threads");
+  add_cluster_run_options(bench, o->cluster);
+  bench.callback([o, &bench, threads] {
+    if (!o->model.empty() && o->cluster.enabled()) {
+      int per_worker = 0;  // all its cores
+      if (threads->count()) {
+        const auto t = parse_thread_list(o->threads);
+        if (t.size() != 1) throw Error("-t: with --nodes/--hostfile give one thread count (per worker)");
+        per_worker = t[0];
+      }
+      bench_on_cluster(o->cluster, {o->model, o->kv_type, o->prompt, o->gen, o->batch, per_worker});
+    } else if (o->cluster.enabled()) {
+      throw Error("bench: --nodes/--hostfile need -m MODEL");
+    } else if (!o->model.empty()) {
       bench_model(*o);
     } else if (bench.get_subcommands().empty()) {
       throw Error("bench: give -m MODEL, or `bench kernels` / `bench comm`");

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 
-#include "cluster/coordinator.h"
 #include "cluster/logging.h"
 #include "comm/transport.h"
 #include "core/error.h"
@@ -27,9 +26,8 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
 }
 
-void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
-  using Clock = std::chrono::steady_clock;
-  cluster::log_to_stderr();
+cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
+                                             const std::string& kv_type, int threads) {
   if (!c.nodes.empty() && !c.hostfile.empty()) throw Error("--nodes and --hostfile: give one of them");
   cluster::ClusterOptions o;
   for (const auto& n : c.nodes.empty() ? parallel::nodes_from_hostfile(c.hostfile) : parallel::nodes_from_list(c.nodes))
@@ -38,13 +36,20 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   o.plan.tp = c.tp;
   o.plan.pp = c.pp;
   o.plan.layers = c.layers;
-  o.plan.n_ctx = r.ctx;
+  o.plan.n_ctx = ctx;
   o.plan.force = c.force;
-  if (r.kv_type != "f32" && r.kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", r.kv_type));
-  o.plan.kv_type = r.kv_type == "f16" ? DType::F16 : DType::F32;
-  o.n_batch = r.batch;
-  o.threads = r.threads;
+  if (kv_type != "f32" && kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
+  o.plan.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
+  o.n_batch = batch;
+  o.threads = threads;
   o.worker_model = c.worker_model;
+  return o;
+}
+
+void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
+  using Clock = std::chrono::steady_clock;
+  cluster::log_to_stderr();
+  const cluster::ClusterOptions o = make_cluster_options(c, r.ctx, r.batch, r.kv_type, r.threads);
 
   auto file = gguf::File::open(r.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
@@ -73,6 +78,7 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
     std::fputs(text.push(t).c_str(), stdout);
     std::fflush(stdout);
   });
+  job.finish();
   const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
   std::fputs(text.flush().c_str(), stdout);
   std::fputs("\n", stdout);

@@ -196,8 +196,8 @@ void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vect
 
 void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict, const SamplerParams& s,
                           TokenId eos, const std::function<void(TokenId)>& on_token) {
-  if (finished_) throw Error("cluster: one request per job");
-  finished_ = true;
+  if (finished_) throw Error("cluster: the job is finished");
+  if (prompt.empty()) throw Error("cluster: a request needs at least one prompt token");
   try {
     WireRequest r;
     r.n_predict = n_predict;
@@ -222,13 +222,29 @@ void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict,
   } catch (const Error& e) {
     fail_job(e.what());
   }
-  for (auto& w : workers_) {
+}
+
+std::vector<std::vector<parallel::RuntimeStats>> ClusterJob::finish() {
+  if (finished_) throw Error("cluster: the job is finished");
+  finished_ = true;
+  try {
+    const WireRequest end;  // no prompt: the job is over
+    world_->send(1, kTagRequest, &end, sizeof end);
+  } catch (const Error& e) {
+    fail_job(e.what());
+  }
+  std::vector<std::vector<parallel::RuntimeStats>> stats(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
     try {
-      w->expect_json(MsgType::Status, after_seconds(30));
+      const auto done = workers_[i]->expect_json(MsgType::Status, after_seconds(30));
+      const auto requests = done.value("requests", nlohmann::json::array());
+      if (!requests.is_array()) throw Error(fmt::format("{}: Status 'requests' is not an array", workers_[i]->peer()));
+      for (const auto& r : requests) stats[i].push_back(stats_from_json(r, workers_[i]->peer()));
     } catch (const Error& e) {
       spdlog::warn("{}", e.what());
     }
   }
+  return stats;
 }
 
 // Which worker failed: a live one reports its own error on the control

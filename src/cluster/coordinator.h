@@ -4,7 +4,7 @@
 // from the worker's own copy with --worker-model), then becomes world rank 0
 // of the job's communicator. It holds no layers itself: the coordinator may be
 // a laptop, and keeping it out of the plan means every rank of the plan is a
-// worker with the same code path. It tokenizes, sends the request to the
+// worker with the same code path. It tokenizes, sends each request to the
 // workers' rank 0, and receives the generated tokens (8 bytes each).
 #pragma once
 
@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "model/sampler.h"
 #include "parallel/planner.h"
+#include "parallel/runtime.h"
 
 namespace shardlm::gguf { class File; }
 
@@ -49,10 +50,14 @@ class ClusterJob {
   const parallel::Plan& plan() const { return plan_; }
   const ClusterStats& stats() const { return stats_; }
 
-  // Generates; on_token is called for every token. Throws Error naming the
-  // failed node when a worker dies or fails.
+  // Runs one request (a fresh sequence; call again for the next); on_token is
+  // called for every token. Throws Error naming the failed node when a worker
+  // dies or fails.
   void generate(const std::vector<TokenId>& prompt, int32_t n_predict, const SamplerParams& sampling, TokenId eos,
                 const std::function<void(TokenId)>& on_token);
+  // Ends the job; the workers go back to idle. Returns where each worker's
+  // time went, [worker][request] (a worker that failed to say: no entries).
+  std::vector<std::vector<parallel::RuntimeStats>> finish();
 
  private:
   [[noreturn]] void fail_job(const std::string& what);

@@ -6,6 +6,7 @@
 
 namespace shardlm::cluster {
 
+// A job runs requests until one with n_tokens == 0 (no prompt follows it).
 constexpr uint32_t kTagRequest = 7001;  // coordinator → driver: WireRequest, then the prompt tokens
 constexpr uint32_t kTagToken = 7002;    // driver → coordinator: WireToken per generated token
 constexpr int32_t kMaxPromptTokens = 1 << 24;

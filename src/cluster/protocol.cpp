@@ -142,4 +142,30 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
   return p;
 }
 
+nlohmann::json stats_to_json(const parallel::RuntimeStats& s) {
+  return {{"forward_seconds", s.forward_seconds},     {"collective_seconds", s.collective_seconds},
+          {"all_reduce_seconds", s.all_reduce_seconds}, {"p2p_wait_seconds", s.p2p_wait_seconds},
+          {"total_seconds", s.total_seconds},           {"all_reduces", s.all_reduces},
+          {"forward_calls", s.forward_calls},           {"tokens", s.tokens},
+          {"bytes_sent", s.bytes_sent}};
+}
+
+parallel::RuntimeStats stats_from_json(const nlohmann::json& j, const std::string& who) {
+  parallel::RuntimeStats s;
+  try {
+    s.forward_seconds = j.at("forward_seconds").get<double>();
+    s.collective_seconds = j.at("collective_seconds").get<double>();
+    s.all_reduce_seconds = j.at("all_reduce_seconds").get<double>();
+    s.p2p_wait_seconds = j.at("p2p_wait_seconds").get<double>();
+    s.total_seconds = j.at("total_seconds").get<double>();
+    s.all_reduces = j.at("all_reduces").get<int64_t>();
+    s.forward_calls = j.at("forward_calls").get<int64_t>();
+    s.tokens = j.at("tokens").get<int64_t>();
+    s.bytes_sent = j.at("bytes_sent").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed runtime stats in Status message: {}", who, e.what()));
+  }
+  return s;
+}
+
 }  // namespace shardlm::cluster

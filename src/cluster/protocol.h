@@ -11,8 +11,10 @@
 //   worker → Status {"have"|"need"|"ready"|"error", message}
 //   coord  → Data* (records: u64 file offset, u64 length, bytes), DataEnd
 //   worker → Status ready | error
-//   ... the job runs over the comm layer (coordinator = world rank 0) ...
-//   worker → Status done | error   (then closes; the worker is idle again)
+//   ... the job runs over the comm layer (coordinator = world rank 0): one or
+//       more requests, ended by an empty one (cluster/job_wire.h) ...
+//   worker → Status done {requests: [RuntimeStats per request]} | error
+//            (then closes; the worker is idle again)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@
 
 #include "comm/tcp_socket.h"
 #include "parallel/planner.h"
+#include "parallel/runtime.h"
 
 namespace shardlm::cluster {
 
@@ -60,5 +63,8 @@ comm::Deadline after_seconds(double s);
 
 nlohmann::json plan_to_json(const parallel::Plan& plan);
 parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who);
+
+nlohmann::json stats_to_json(const parallel::RuntimeStats& s);
+parallel::RuntimeStats stats_from_json(const nlohmann::json& j, const std::string& who);
 
 }  // namespace shardlm::cluster

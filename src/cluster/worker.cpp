@@ -131,33 +131,56 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
   return s;
 }
 
-// Driver of the workers' runtime: takes the request from the coordinator and
-// streams every token back to it.
-void drive(comm::Communicator& world, parallel::DistributedSession& session, int64_t n_ctx) {
-  WireRequest r;
-  if (world.recv(0, kTagRequest, &r, sizeof r) != sizeof r) throw Error("coordinator: short request");
-  if (r.n_tokens < 1 || r.n_tokens >= n_ctx || r.n_tokens > kMaxPromptTokens || r.n_predict < 0)
-    throw Error(fmt::format("coordinator: request of {} prompt tokens does not fit --ctx {}", r.n_tokens, n_ctx));
-  std::vector<TokenId> prompt(size_t(r.n_tokens));
-  if (world.recv(0, kTagRequest, prompt.data(), prompt.size() * sizeof(TokenId)) != prompt.size() * sizeof(TokenId))
-    throw Error("coordinator: short prompt");
-  parallel::GenerateRequest q;
-  q.prompts.push_back(std::move(prompt));
-  q.n_predict = r.n_predict;
-  q.eos = r.eos;
-  q.sampling = {r.temperature, r.top_k, r.top_p, r.min_p, r.repeat_penalty, r.presence_penalty, r.penalty_window,
-                r.seed};
-  // Test hook: slows generation down so a test can kill a worker mid-way.
-  const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
-  const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
-  session.generate(q, [&](int seq, TokenId token) {
-    if (pause.count() > 0) std::this_thread::sleep_for(pause);
-    WireToken t{seq, token};
-    world.send(0, kTagToken, &t, sizeof t);
-  });
-  WireToken end{-1, -1};
-  world.send(0, kTagToken, &end, sizeof end);
-  session.shutdown();
+// Driver of the workers' runtime: takes each request from the coordinator and
+// streams every token back to it. Returns where this rank's time went, per request.
+std::vector<parallel::RuntimeStats> drive(comm::Communicator& world, comm::Communicator& workers,
+                                          parallel::DistributedSession& session, int64_t n_ctx) {
+  std::vector<parallel::RuntimeStats> per_request;
+  for (;;) {
+    WireRequest r;
+    if (world.recv(0, kTagRequest, &r, sizeof r) != sizeof r) throw Error("coordinator: short request");
+    if (r.n_tokens != 0 && (r.n_tokens < 1 || r.n_tokens >= n_ctx || r.n_tokens > kMaxPromptTokens || r.n_predict < 0))
+      throw Error(fmt::format("coordinator: request of {} prompt tokens does not fit --ctx {}", r.n_tokens, n_ctx));
+    int32_t more = r.n_tokens > 0;
+    workers.broadcast(&more, sizeof more, 0);
+    if (!more) return per_request;
+    std::vector<TokenId> prompt(size_t(r.n_tokens));
+    if (world.recv(0, kTagRequest, prompt.data(), prompt.size() * sizeof(TokenId)) != prompt.size() * sizeof(TokenId))
+      throw Error("coordinator: short prompt");
+    parallel::GenerateRequest q;
+    q.prompts.push_back(std::move(prompt));
+    q.n_predict = r.n_predict;
+    q.eos = r.eos;
+    q.sampling = {r.temperature, r.top_k, r.top_p, r.min_p, r.repeat_penalty, r.presence_penalty, r.penalty_window,
+                  r.seed};
+    // Test hook: slows generation down so a test can kill a worker mid-way.
+    const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
+    const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
+    session.generate(q, [&](int seq, TokenId token) {
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      WireToken t{seq, token};
+      world.send(0, kTagToken, &t, sizeof t);
+    });
+    WireToken end{-1, -1};
+    world.send(0, kTagToken, &end, sizeof end);
+    // Ending the followers' serve() after every request puts a boundary in every rank's stats.
+    session.shutdown();
+    per_request.push_back(session.stats());
+    session.reset_stats();
+  }
+}
+
+// The other workers: serve the driver's requests one at a time, as long as it says there are more.
+std::vector<parallel::RuntimeStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
+  std::vector<parallel::RuntimeStats> per_request;
+  for (;;) {
+    int32_t more = 0;
+    workers.broadcast(&more, sizeof more, 0);
+    if (!more) return per_request;
+    session.serve();
+    per_request.push_back(session.stats());
+    session.reset_stats();
+  }
 }
 
 }  // namespace
@@ -269,10 +292,12 @@ void Worker::serve_job(int raw_fd) {
     if (ro.threads == 0) ro.threads = info_.cores;
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
-    if (workers->rank() == 0) drive(*world, session, ro.n_ctx);
-    else session.serve();
+    const auto per_request = workers->rank() == 0 ? drive(*world, *workers, session, ro.n_ctx)
+                                                   : follow(*workers, session);
     spdlog::info("worker: job done");
-    ch->send_json(MsgType::Status, {{"status", "done"}}, after_seconds(10));
+    nlohmann::json stats = nlohmann::json::array();
+    for (const auto& s : per_request) stats.push_back(stats_to_json(s));
+    ch->send_json(MsgType::Status, {{"status", "done"}, {"requests", stats}}, after_seconds(10));
   } catch (const std::bad_alloc&) {
     const std::string msg = fmt::format("worker {}: out of memory (std::bad_alloc)", info_.host);
     spdlog::error("{}", msg);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "cluster/process.h"
@@ -106,6 +107,31 @@ TEST_F(ClusterTest, TwoWorkersTellTheSameStoryAsSingleNode) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, expected);
   // The workers were never restarted: every layout ran on the same daemons.
+  for (auto& w : workers_) EXPECT_TRUE(w->running());
+}
+
+TEST_F(ClusterTest, BenchOnTwoWorkersPrintsARow) {
+  const std::string nodes = start_worker() + "," + start_worker();
+  const std::string n = std::to_string(runs_++);
+  Process bench({SHARDLM_BINARY, "bench", "-m", kModel, "--nodes", nodes, "--tp", "2", "--prompt", "16", "--gen", "8",
+                 "-t", "1"},
+                dir_ / ("bench" + n + ".out"), dir_ / ("bench" + n + ".err"), {kToken});
+  ASSERT_EQ(bench.wait(), 0) << bench.err();
+  const std::string out = bench.out();
+  const auto at = out.find("| tp 2 × pp 1 on 2 nodes | 1 | ");
+  ASSERT_NE(at, std::string::npos) << out;
+  std::istringstream row(out.substr(at + std::string("| tp 2 × pp 1 on 2 nodes | 1 | ").size()));
+  double prompt_tps = 0, decode_tps = 0, plan_tps = 0;
+  char bar = 0;
+  row >> prompt_tps >> bar >> decode_tps >> bar >> plan_tps;
+  EXPECT_GT(prompt_tps, 0) << out;
+  EXPECT_GT(decode_tps, 0) << out;
+  EXPECT_GT(plan_tps, 0) << out;
+  // The breakdown: a tp 2 decode step all-reduces twice per layer (stories260K: 5 layers).
+  const auto decode = out.find("| decode | ");
+  ASSERT_NE(decode, std::string::npos) << out;
+  const std::string line = out.substr(decode, out.find('\n', decode) - decode);
+  EXPECT_NE(line.find("| 10.00 |"), std::string::npos) << line;
   for (auto& w : workers_) EXPECT_TRUE(w->running());
 }
 

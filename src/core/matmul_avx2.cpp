@@ -71,18 +71,19 @@ inline void block_step(const typename W::Block& wb, const block_q8_32& xb, __m25
   if constexpr (W::kBias) corr += W::bias(wb, dw) * xb.ds;
 }
 
+// Four independent FMA chains (vector and bias): with one or two, the FMA
+// latency, not memory, bounded a row at ~14 GB/s of Q4_0.
 template <class W>
 float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
   const auto* w = reinterpret_cast<const typename W::Block*>(row);
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  float corr = 0.0f;
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  float corr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    block_step<W>(w[b], x[b], acc0, corr);
-    block_step<W>(w[b + 1], x[b + 1], acc1, corr);
-  }
-  if (b < nb) block_step<W>(w[b], x[b], acc0, corr);
-  return hsum(_mm256_add_ps(acc0, acc1)) + corr;
+  for (; b + 3 < nb; b += 4)
+    for (int k = 0; k < 4; ++k) block_step<W>(w[b + k], x[b + k], acc[k], corr[k]);
+  for (int k = 0; b < nb; ++b, ++k) block_step<W>(w[b], x[b], acc[k], corr[k]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) +
+         ((corr[0] + corr[1]) + (corr[2] + corr[3]));
 }
 
 // ---- 32-element blocks, prefill ----------------------------------------------

@@ -249,7 +249,14 @@ void TcpTransport::read_ready(Peer& p) {
         if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
       } else {
         p.target_got += size_t(r);
-        if (p.target_got == p.frame.length) finish_frame(p);
+        if (p.target_got == p.frame.length) {
+          const bool for_a_receive = bool(p.delivery.target);
+          finish_frame(p);
+          // Let the waiter look at its requests first: the next frame is
+          // rarely there yet, and a recv that finds nothing costs a syscall.
+          // Unread bytes still wake poll(2).
+          if (for_a_receive) return;
+        }
       }
       continue;
     }
@@ -298,6 +305,20 @@ void TcpTransport::progress(int timeout_ms) {
   }
 }
 
+// poll(2) without a timeout costs as much as a recv that finds nothing, so
+// while polling a waiter reads the peers it waits for directly (and flushes
+// every queued send, which those peers may be waiting for).
+void TcpTransport::progress_pending(std::span<const RequestPtr> requests) {
+  for (auto& p : peers_)
+    if (p && p->fd && !p->sendq.empty()) flush_sends(*p);
+  for (const RequestPtr& r : requests) {
+    if (r->done() || r->is_send()) continue;
+    Peer& p = *peers_[size_t(r->peer())];
+    if (p.read == Peer::Read::Stalled) route_payload(p);
+    if (p.fd && p.read != Peer::Read::Stalled) read_ready(p);
+  }
+}
+
 bool TcpTransport::test(const RequestPtr& r) {
   check_failed();
   if (!r->done()) progress(0);
@@ -313,8 +334,9 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   };
   if (!first_pending()) return;
   Poller poller(wait_policy_);
-  for (;;) {
-    progress(0);
+  for (bool polling = true;;) {
+    if (polling) progress_pending(requests);
+    else progress(0);
     const Request* pending = first_pending();
     if (!pending) return;
     Peer& p = *peers_[size_t(pending->peer())];
@@ -324,7 +346,8 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
     if (now >= deadline)
       fail(fmt::format("{}: timed out waiting to {} (tag {:#x}; the peer died or stalled)",
                        p.desc, pending->is_send() ? "send" : "receive", pending->tag()));
-    if (!poller.poll_again()) {
+    polling = poller.poll_again();
+    if (!polling) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
       progress(int(std::clamp<int64_t>(left + 1, 1, 1000)));
     }

@@ -73,6 +73,8 @@ class TcpTransport final : public Transport {
   void check_failed() const;
   // One poll(2) over all links with this timeout, then reads/writes what is ready.
   void progress(int timeout_ms);
+  // Without poll(2): flushes sends, reads the peers `requests` wait for.
+  void progress_pending(std::span<const RequestPtr> requests);
   void flush_sends(Peer& p);
   void read_ready(Peer& p);
   void dispatch_header(Peer& p);

@@ -7,13 +7,10 @@ namespace shardlm::comm {
 
 WaitPolicy choose_wait_policy(int ranks_on_host, std::chrono::microseconds requested_spin) {
   WaitPolicy p;
-  if (requested_spin.count() >= 0) {
+  if (requested_spin.count() >= 0)
     p.spin = requested_spin;
-  } else if (ranks_on_host <= usable_cpus()) {
-    p.spin = kOwnCoreSpin;
-  } else {
-    p.yield = kSharedCoreYield;
-  }
+  else
+    p.yield = ranks_on_host <= usable_cpus() ? kOwnCoreYield : kSharedCoreYield;
   return p;
 }
 
@@ -34,9 +31,10 @@ Poller::Poller(const WaitPolicy& policy) {
 
 bool Poller::poll_again() {
   if (blocking_) return false;
-  // Reading the clock costs more than a look at a shared word, so only
-  // every 16th look does.
-  if ((++looks_ & 15) == 0) {
+  // Reading the clock costs more than a look at a shared word, so a spinner
+  // reads it every 16th look; a yield costs more than the clock (and may
+  // give the core away for a while), so a yielder reads it every time.
+  if (yielding_ || (++looks_ & 15) == 0) {
     const auto now = Clock::now();
     if (now >= yield_end_) {
       blocking_ = true;

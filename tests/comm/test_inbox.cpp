@@ -110,10 +110,10 @@ TEST(WaitPolicy, RequestedSpinWinsOverTheRule) {
   EXPECT_EQ(p.yield, 0us);
 }
 
-TEST(WaitPolicy, SpinsWhenEveryRankOwnsACoreAndYieldsWhenOversubscribed) {
+TEST(WaitPolicy, YieldsLongerWhenEveryRankHasACore) {
   const WaitPolicy own = choose_wait_policy(1, -1us);
-  EXPECT_EQ(own.spin, kOwnCoreSpin);
-  EXPECT_EQ(own.yield, 0us);
+  EXPECT_EQ(own.spin, 0us);
+  EXPECT_EQ(own.yield, kOwnCoreYield);
   const WaitPolicy shared = choose_wait_policy(usable_cpus() + 1, -1us);
   EXPECT_EQ(shared.spin, 0us);
   EXPECT_EQ(shared.yield, kSharedCoreYield);

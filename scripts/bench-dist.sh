@@ -4,7 +4,8 @@
 # writes). Local ranks as forked processes: 1 rank × 1 and × 2 threads, tp 2
 # (tcp and shm), pp 2 with 1 and 4 sequences, each with the plan's prediction.
 # $BANDWIDTH: GB/s per rank for the prediction (default: measured here by
-# `shardlm bench kernels`, single thread).
+# `shardlm bench kernels`, single thread). One prompt token, so every
+# forward step (and its wire bytes) is a decode step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -18,8 +19,8 @@ bw=${BANDWIDTH:-16}
 echo "machine: $(uname -m), $(nproc) cpus, load $(cut -d' ' -f1-3 /proc/loadavg); model $model; gen $gen; plan bandwidth $bw GB/s"
 header=0
 run() {
-  echo "# $shardlm bench dist -m $model --gen $gen --bandwidth $bw $*" >&2
-  "$shardlm" bench dist -m "$model" --gen "$gen" --bandwidth "$bw" "$@" | while IFS= read -r line; do
+  echo "# $shardlm bench dist -m $model --prompt 1 --gen $gen --bandwidth $bw $*" >&2
+  "$shardlm" bench dist -m "$model" --prompt 1 --gen "$gen" --bandwidth "$bw" "$@" | while IFS= read -r line; do
     case "$line" in
       "| layout"*|"|---"*) [ $header -eq 0 ] && echo "$line" ;;
       "|"*) echo "$line" ;;

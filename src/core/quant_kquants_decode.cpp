@@ -2,6 +2,7 @@
 // scale of element e is that of sub-block e/16 (Q2_K, Q3_K, Q6_K) or e/32
 // (Q4_K, Q5_K); the loops below walk the bit planes in the order they are
 // packed, so each comment says where element e's bits live.
+#include <type_traits>
 #include "core/quant.h"
 #include "core/quant_blocks.h"
 #include "core/quant_impl.h"
@@ -40,24 +41,9 @@ void dequantize_q3_K(const void* src, float* dst, int64_t n) {
 }
 
 // Element e = 64c + 32hi + l: nibble hi of qs[32c + l]; sub-block e/32.
-void dequantize_q4_K(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const block_q4_K*>(src);
-  for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
-    const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
-    for (int s = 0; s < 8; ++s) {
-      uint8_t sc, m;
-      get_scale_min_k4(s, b[i].scales, &sc, &m);
-      const float scale = d * float(sc), offset = dmin * float(m);
-      const uint8_t* q = b[i].qs + 32 * (s / 2);
-      const int shift = 4 * (s % 2);
-      for (int l = 0; l < 32; ++l) dst[32 * s + l] = scale * float((q[l] >> shift) & 0x0F) - offset;
-    }
-  }
-}
-
-// As Q4_K plus a fifth bit: qh[e % 32] bit e/32.
-void dequantize_q5_K(const void* src, float* dst, int64_t n) {
-  const auto* b = static_cast<const block_q5_K*>(src);
+// Q5_K adds a fifth bit: qh[e % 32] bit e/32 (Block::qh; Q4_K has none).
+template <class Block>
+void dequantize_q4_q5_K(const Block* b, float* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i, dst += QK_K) {
     const float d = f16_to_f32(b[i].d), dmin = f16_to_f32(b[i].dmin);
     for (int s = 0; s < 8; ++s) {
@@ -67,11 +53,20 @@ void dequantize_q5_K(const void* src, float* dst, int64_t n) {
       const uint8_t* q = b[i].qs + 32 * (s / 2);
       const int shift = 4 * (s % 2);
       for (int l = 0; l < 32; ++l) {
-        const int code = ((q[l] >> shift) & 0x0F) | (((b[i].qh[l] >> s) & 1) << 4);
+        int code = (q[l] >> shift) & 0x0F;
+        if constexpr (std::is_same_v<Block, block_q5_K>) code |= ((b[i].qh[l] >> s) & 1) << 4;
         dst[32 * s + l] = scale * float(code) - offset;
       }
     }
   }
+}
+
+void dequantize_q4_K(const void* src, float* dst, int64_t n) {
+  dequantize_q4_q5_K(static_cast<const block_q4_K*>(src), dst, n);
+}
+
+void dequantize_q5_K(const void* src, float* dst, int64_t n) {
+  dequantize_q4_q5_K(static_cast<const block_q5_K*>(src), dst, n);
 }
 
 // Element e = 128h + 32k + l (k<4, l<32): low nibble (k<2) or high nibble of

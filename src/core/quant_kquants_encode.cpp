@@ -81,6 +81,29 @@ void encode_affine_32(const float* x, Block& b, int nmax, const AffineGrid& grid
   }
 }
 
+
+// Fits each 16-element sub-block with `fit` (scale out, codes into L) and
+// returns the scale of largest magnitude, with its sign.
+template <class Fit>
+float fit_sub_blocks(const float* x, float scales[16], int8_t L[QK_K], Fit fit) {
+  float largest = 0.f;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = fit(x + 16 * j, L + 16 * j);
+    if (std::fabs(scales[j]) > std::fabs(largest)) largest = scales[j];
+  }
+  return largest;
+}
+
+// Final codes for the stored (rounded) scales d · sub[j]: round(x / scale)
+// clamped to [lo, hi], stored as code − lo. Sub-blocks of scale 0 keep theirs.
+void requantize_symmetric(const float* x, float d, const int8_t sub[16], int lo, int hi, int8_t L[QK_K]) {
+  for (int j = 0; j < 16; ++j) {
+    const float scale = d * float(sub[j]);
+    if (scale == 0.f) continue;
+    for (int l = 0; l < 16; ++l) L[16 * j + l] = int8_t(std::clamp(nearest_int(x[16 * j + l] / scale), lo, hi) - lo);
+  }
+}
+
 }  // namespace
 
 namespace quant_impl {
@@ -126,14 +149,9 @@ void quantize_q3_K(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i, src += QK_K) {
     int8_t L[QK_K];
     float scales[16];
-    float amax = 0.f, max_scale = 0.f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = kquant_search::fit_symmetric_descent(16, 4, src + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > amax) {
-        amax = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
+    const float max_scale = fit_sub_blocks(src, scales, L, [](const float* x, int8_t* q) {
+      return kquant_search::fit_symmetric_descent(16, 4, x, q);
+    });
     std::memset(b[i].scales, 0, 12);
     b[i].d = f32_to_f16(0.f);
     if (max_scale != 0.f) {
@@ -151,11 +169,7 @@ void quantize_q3_K(const float* src, void* dst, int64_t n) {
     }
     int8_t sub_scales[16];
     unpack_q3_k_scales(b[i].scales, sub_scales);
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b[i].d) * float(sub_scales[j]);
-      if (d == 0.f) continue;
-      for (int l = 0; l < 16; ++l) L[16 * j + l] = int8_t(std::clamp(nearest_int(src[16 * j + l] / d), -4, 3) + 4);
-    }
+    requantize_symmetric(src, f16_to_f32(b[i].d), sub_scales, -4, 3, L);
     // Codes 0..7: bit 2 goes to hmask[e % 32] bit e/32, the rest to qs.
     std::memset(b[i].hmask, 0, sizeof b[i].hmask);
     uint8_t low[QK_K];
@@ -196,26 +210,17 @@ void quantize_q6_K(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / QK_K; ++i, src += QK_K) {
     int8_t L[QK_K];
     float scales[16];
-    float max_abs = 0.f, max_scale = 0.f;
-    for (int j = 0; j < 16; ++j) {
-      scales[j] = kquant_search::fit_symmetric_x2(16, 32, src + 16 * j, L + 16 * j);
-      if (std::fabs(scales[j]) > max_abs) {
-        max_abs = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    if (max_abs < 1e-15f) {
+    const float max_scale = fit_sub_blocks(src, scales, L, [](const float* x, int8_t* q) {
+      return kquant_search::fit_symmetric_x2(16, 32, x, q);
+    });
+    if (std::fabs(max_scale) < 1e-15f) {
       std::memset(&b[i], 0, sizeof b[i]);
       continue;
     }
     const float iscale = -128.f / max_scale;
     b[i].d = f32_to_f16(1.f / iscale);
     for (int j = 0; j < 16; ++j) b[i].scales[j] = int8_t(std::min(127, nearest_int(iscale * scales[j])));
-    for (int j = 0; j < 16; ++j) {
-      const float d = f16_to_f32(b[i].d) * float(b[i].scales[j]);
-      if (d == 0.f) continue;
-      for (int l = 0; l < 16; ++l) L[16 * j + l] = int8_t(std::clamp(nearest_int(src[16 * j + l] / d), -32, 31) + 32);
-    }
+    requantize_symmetric(src, f16_to_f32(b[i].d), b[i].scales, -32, 31, L);
     // Element e = 128h + 32k + l: low nibble into ql[64h + 32(k%2) + l]
     // (k < 2 low half, else high half), top 2 bits into qh[32h + l] at 2k.
     std::memset(b[i].ql, 0, sizeof b[i].ql);

@@ -58,22 +58,23 @@ Codes32 codes(const block_q4_1& b) {
   c.bias = f16_to_f32(b.m);
   return c;
 }
-Codes32 codes(const block_q5_0& b) {
+template <class Block>
+Codes32 q5_codes(const Block& b) {
   Codes32 c;
   for (int j = 0; j < 16; ++j) {
     c.q[j] = (b.qs[j] & 15) | q5_high_bit(b.qh, j);
     c.q[j + 16] = (b.qs[j] >> 4) | q5_high_bit(b.qh, j + 16);
   }
+  return c;
+}
+Codes32 codes(const block_q5_0& b) {
+  Codes32 c = q5_codes(b);
   c.d = f16_to_f32(b.d);
   c.bias = -16.0f * c.d;
   return c;
 }
 Codes32 codes(const block_q5_1& b) {
-  Codes32 c;
-  for (int j = 0; j < 16; ++j) {
-    c.q[j] = (b.qs[j] & 15) | q5_high_bit(b.qh, j);
-    c.q[j + 16] = (b.qs[j] >> 4) | q5_high_bit(b.qh, j + 16);
-  }
+  Codes32 c = q5_codes(b);
   c.d = f16_to_f32(b.d);
   c.bias = f16_to_f32(b.m);
   return c;

@@ -62,10 +62,12 @@ float quantize_block(const float* x, int8_t* q, int n) {
 void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     block_q8_32& blk = out[b];
-    blk.d = round_scale_to_f16(quantize_block(x + b * 32, blk.qs, 32));
+    const float d = quantize_block(x + b * 32, blk.qs, 32);
+    blk.d = round_scale_to_f16(d);
     int sum = 0;
     for (int i = 0; i < 32; ++i) sum += blk.qs[i];
     blk.ds = blk.d * float(sum);  // exact: 11-bit scale × 12-bit sum
+    blk.s_f16 = round_scale_to_f16(d * float(sum));
   }
 }
 

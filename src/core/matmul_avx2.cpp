@@ -25,15 +25,18 @@ constexpr int64_t kRowBlock = 16;  // divides kRowAlign
 // the activation block's d·Σq: bias(block) · ds. Q8_0 codes are signed, so
 // they go through maddubs as |q| against sign(q)·a.
 
+// act_sum: the activation term the bias multiplies (see block_q8_32).
 struct Q4_0W {
   using Block = block_q4_0;
   static constexpr bool kSigned = false, kBias = true;
+  static float act_sum(const block_q8_32& x) { return x.ds; }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
   static float bias(const Block&, float d) { return -8.0f * d; }
 };
 struct Q4_1W {
   using Block = block_q4_1;
   static constexpr bool kSigned = false, kBias = true;
+  static float act_sum(const block_q8_32& x) { return x.s_f16; }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
   static float bias(const Block& b, float) { return half_to_float(b.m); }
 };
@@ -45,18 +48,21 @@ inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) {
 struct Q5_0W {
   using Block = block_q5_0;
   static constexpr bool kSigned = false, kBias = true;
+  static float act_sum(const block_q8_32& x) { return x.ds; }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
   static float bias(const Block&, float d) { return -16.0f * d; }
 };
 struct Q5_1W {
   using Block = block_q5_1;
   static constexpr bool kSigned = false, kBias = true;
+  static float act_sum(const block_q8_32& x) { return x.s_f16; }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
   static float bias(const Block& b, float) { return half_to_float(b.m); }
 };
 struct Q8_0W {
   using Block = block_q8_0;
   static constexpr bool kSigned = true, kBias = false;
+  static float act_sum(const block_q8_32&) { return 0.0f; }
   static __m256i codes(const Block& b) { return load32(b.qs); }
   static float bias(const Block&, float) { return 0.0f; }
 };
@@ -68,7 +74,7 @@ inline void block_step(const typename W::Block& wb, const block_q8_32& xb, __m25
   const __m256i p = W::kSigned ? dot_u8_s8(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)) : dot_u8_s8(q, a);
   const float dw = half_to_float(wb.d);
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xb.d), acc);
-  if constexpr (W::kBias) corr += W::bias(wb, dw) * xb.ds;
+  if constexpr (W::kBias) corr += W::bias(wb, dw) * W::act_sum(xb);
 }
 
 // Four independent FMA chains (vector and bias): with one or two, the FMA
@@ -161,7 +167,7 @@ void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
         for (int j = 0; j < kPTokens; ++j) {
           GroupScales& gs = scales[size_t(b * kPGroups + j / 4)];
           gs.d[j % 4] = x[j][b].d;
-          gs.ds[j % 4] = x[j][b].ds;
+          gs.ds[j % 4] = W::act_sum(x[j][b]);
         }
       const int64_t kt = std::min<int64_t>(kPTokens, n - t);
       for (int64_t r = rb; r < rend; r += kPRows) {
@@ -369,8 +375,11 @@ int sum_codes(const int8_t* q) {  // 32 codes
 
 void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
-    out[b].d = round_scale_to_f16(quantize_block_avx2(x + b * 32, out[b].qs, 32));
-    out[b].ds = out[b].d * float(sum_codes(out[b].qs));
+    const float d = quantize_block_avx2(x + b * 32, out[b].qs, 32);
+    const int sum = sum_codes(out[b].qs);
+    out[b].d = round_scale_to_f16(d);
+    out[b].ds = out[b].d * float(sum);
+    out[b].s_f16 = round_scale_to_f16(d * float(sum));
   }
 }
 

@@ -16,12 +16,16 @@ namespace shardlm::matmul_impl {
 // d is kept at f16 precision (stored as f32 for the kernels): llama.cpp's Q8_0
 // activation blocks carry an f16 scale, and rounding ours the same way makes
 // Q4_0/Q5_0/Q8_0 logits agree with it instead of drifting by quantization noise.
+// Q4_1/Q5_1 take their minimum term from s_f16 instead: llama.cpp's Q8_1
+// activation block stores (unrounded d) · Σq rounded to f16, and through a
+// few random layers the difference moved logits by 0.15.
 struct block_q8_32 {
   float d;
   float ds;
+  float s_f16;
   int8_t qs[32];
 };
-static_assert(sizeof(block_q8_32) == 40);
+static_assert(sizeof(block_q8_32) == 44);
 
 // K-quants use block_q8_K (core/dtype.h): same rounding over 256 elements,
 // bsums[i] = Σ qs[16i .. 16i+16).

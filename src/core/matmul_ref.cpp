@@ -4,6 +4,7 @@
 // of the weight codes with the 8-bit activation codes (matmul_kernels.h) per
 // block, scaled and summed in f32 block after block.
 #include <cstring>
+#include <type_traits>
 
 #include "core/matmul_kernels.h"
 #include "core/quant_blocks.h"
@@ -95,7 +96,8 @@ float dot_blocks32(const uint8_t* w, const void* x, int64_t n) {
     const Codes32 c = codes(load<Block>(w + b * sizeof(Block)));
     int isum = 0;
     for (int j = 0; j < 32; ++j) isum += c.q[j] * xb[b].qs[j];
-    sum += c.d * xb[b].d * float(isum) + c.bias * xb[b].ds;
+    constexpr bool kMinimum = std::is_same_v<Block, block_q4_1> || std::is_same_v<Block, block_q5_1>;
+    sum += c.d * xb[b].d * float(isum) + c.bias * (kMinimum ? xb[b].s_f16 : xb[b].ds);
   }
   return sum;
 }

@@ -258,12 +258,14 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
                           all.notes.empty() ? "shapes do not allow a split" : all.notes.back()));
 }
 
-Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers) {
-  std::vector<NodeSpec> nodes(size_t(tp * pp), default_node("127.0.0.1"));
+Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers, const NodeSpec& node,
+                  int64_t n_seq) {
+  std::vector<NodeSpec> nodes(size_t(tp * pp), node);
   for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
   PlanRequest req;
   req.tp = tp;
   req.pp = pp;
+  req.n_seq = n_seq;
   req.layers = std::move(layers);
   req.force = true;
   req.n_ctx = 512;

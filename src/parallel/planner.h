@@ -81,7 +81,9 @@ std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vect
 // not fit in the nodes' memory.
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& request);
 
-// A plan for local tests and benchmarks: tp × pp identical nodes, no memory check.
-Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {});
+// A plan for local tests and benchmarks: tp × pp copies of `node`, no memory
+// check; n_seq only changes the predicted speed and KV sizes.
+Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {},
+                  const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1);
 
 }  // namespace shardlm::parallel

@@ -98,7 +98,7 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
     MPI_Comm_size(node, &ranks_on_host);
     MPI_Comm_free(&node);
   }
-  wait_policy_ = choose_wait_policy(ranks_on_host, options.timeouts.spin);
+  wait_rule_ = WaitRule(ranks_on_host, options.timeouts.spin);
   for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>(describe_peer(p)));
 }
 
@@ -243,7 +243,7 @@ bool MpiTransport::test(const RequestPtr& r) {
 void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
   throw_if_failed();
   const auto start = Clock::now();
-  Poller poller(wait_policy_);
+  Poller poller(wait_rule_.now());
   auto nap = std::chrono::microseconds(20);
   try {
     for (;;) {

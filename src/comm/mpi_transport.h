@@ -59,7 +59,7 @@ class MpiTransport final : public Transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool native_allreduce_ = false;
-  WaitPolicy wait_policy_;
+  WaitRule wait_rule_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::list<std::shared_ptr<SendReq>> sends_;
   std::optional<std::string> failed_;

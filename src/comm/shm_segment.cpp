@@ -168,7 +168,7 @@ Segment::Segment(const SegmentConfig& config)
     throw Error("shm: slot size " + std::to_string(slot_bytes_) + " must be a multiple of 64, at least 4096");
   if (ring_bytes_ < 4096 || (ring_bytes_ & (ring_bytes_ - 1)) != 0 || ring_bytes_ > (size_t(1) << 30))
     throw Error("shm: ring size " + std::to_string(ring_bytes_) + " must be a power of two in 4 KiB..1 GiB");
-  wait_policy_ = choose_wait_policy(world_, config.spin);
+  wait_rule_ = WaitRule(world_, config.spin);
   if (rank_ == 0)
     create(config);
   else
@@ -373,7 +373,7 @@ void Segment::declare_failed(const std::string& why) const {
 
 WaitSpec Segment::wait_spec(int peer, Clock::time_point deadline, std::string what) const {
   WaitSpec s;
-  s.policy = wait_policy_;
+  s.policy = wait_rule_.now();
   s.deadline = deadline;
   s.check = [this, peer] { check_peer(peer); };
   s.describe = [peer, what = std::move(what)] { return "rank " + std::to_string(peer) + " (" + what + ")"; };

@@ -86,7 +86,7 @@ class Segment {
   SegmentHeader* header_ = nullptr;
   RankEntry* ranks_ = nullptr;
   size_t off_steps_ = 0, off_doorbells_ = 0, off_rings_ctl_ = 0, off_slots_ = 0, off_result_ = 0, off_ring_data_ = 0;
-  WaitPolicy wait_policy_;
+  WaitRule wait_rule_;
 };
 
 }  // namespace shardlm::comm::shm

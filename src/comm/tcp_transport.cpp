@@ -61,7 +61,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     p->fd = std::move(links[size_t(r)].fd);
     peers_[size_t(r)] = std::move(p);
   }
-  wait_policy_ = choose_wait_policy(ranks_on_host, timeouts_.spin);
+  wait_rule_ = WaitRule(ranks_on_host, timeouts_.spin);
 }
 
 TcpTransport::~TcpTransport() {
@@ -333,7 +333,7 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
     return nullptr;
   };
   if (!first_pending()) return;
-  Poller poller(wait_policy_);
+  Poller poller(wait_rule_.now());
   for (bool polling = true;;) {
     if (polling) progress_pending(requests);
     else progress(0);

@@ -87,7 +87,7 @@ class TcpTransport final : public Transport {
   int size_;
   Timeouts timeouts_;
   TcpLimits limits_;
-  WaitPolicy wait_policy_;
+  WaitRule wait_rule_;
   size_t unexpected_bytes_ = 0;  // buffered before their irecv, all peers
   std::vector<std::unique_ptr<Peer>> peers_;
   std::string failure_;  // non-empty once failed

@@ -1,17 +1,63 @@
 #include "comm/wait_policy.h"
 
+#include <fcntl.h>
 #include <immintrin.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace shardlm::comm {
 
-WaitPolicy choose_wait_policy(int ranks_on_host, std::chrono::microseconds requested_spin) {
+WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin) {
   WaitPolicy p;
-  if (requested_spin.count() >= 0)
+  if (requested_spin.count() >= 0) {
     p.spin = requested_spin;
-  else
-    p.yield = ranks_on_host <= usable_cpus() ? kOwnCoreYield : kSharedCoreYield;
+  } else if (ranks_on_host + std::max(other_runnable, 0) > 2 * usable_cpus()) {
+    // more than two tasks a core: block at once
+  } else if (ranks_on_host <= usable_cpus()) {
+    p.spin = kOwnCoreSpin;
+  } else {
+    p.yield = kSharedCoreYield;
+  }
   return p;
+}
+
+int runnable_tasks() {
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<int64_t> sampled_at{0};
+  static std::atomic<int> runnable{-1};
+  constexpr int64_t kEvery = std::chrono::nanoseconds(std::chrono::milliseconds(10)).count();
+  const int64_t now = Clock::now().time_since_epoch().count();
+  int64_t last = sampled_at.load(std::memory_order_relaxed);
+  // One thread re-reads; the others use the last sample.
+  if (now - last < kEvery || !sampled_at.compare_exchange_strong(last, now))
+    return runnable.load(std::memory_order_relaxed);
+  // "0.50 0.40 0.30 3/345 12345": the 4th field is runnable/total.
+  char text[128] = {};
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    if (n > 0) {
+      text[n] = '\0';
+      const char* slash = std::strchr(text, '/');
+      const char* start = slash;
+      while (start && start > text && start[-1] >= '0' && start[-1] <= '9') --start;
+      if (slash && start < slash) runnable.store(std::atoi(start), std::memory_order_relaxed);
+    }
+  }
+  return runnable.load(std::memory_order_relaxed);
+}
+
+WaitPolicy WaitRule::now() const {
+  const int runnable = runnable_tasks();
+  // Assume our ranks are all among the runnable ones (they are while they poll).
+  const int others = runnable < 0 ? 0 : std::max(0, runnable - ranks_on_host_);
+  return choose_wait_policy(ranks_on_host_, others, requested_spin_);
 }
 
 int usable_cpus() {

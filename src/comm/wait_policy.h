@@ -3,17 +3,23 @@
 //
 // Sleeping is slow to undo: waking a process costs 20-25 us+ on the 2-vCPU
 // VMs we measure on (futex or poll wake-up plus a reschedule), several times
-// a 16 KiB exchange (2.5-3 us over shm when both ranks poll). So a waiter
-// polls first. It polls with sched_yield() between looks rather than busy
-// spinning: on an idle core sched_yield returns at once, but when the core is
-// shared (more ranks than cores, or a machine busy with other work) a busy
-// spinner burns the time slice the peer it waits for needs. Measured on the
-// shared 2-vCPU VM with 4 compilers running (16 KiB f32 all_reduce, median):
-// 2 ranks shm: busy spin 2 ms 7.5 us .. 5.9 ms (bimodal), spin 50 us 114 us,
-// yield 2 ms 7.6-12.7 us; 4 ranks: yield 26 us, block at once 45-54 us.
-// Polling lasts kOwnCoreYield when every rank of this host can have a core,
-// kSharedCoreYield when ranks outnumber cores (same latency measured, less
-// CPU burnt by idle waiters). Figures: docs/BENCHMARKS.md "Collectives".
+// a 16 KiB exchange (2.5-3 us over shm when both ranks poll on idle cores).
+// But polling only pays while the peer gets to run. Measured on the 2-vCPU VM
+// (16 KiB f32 all_reduce, 2 ranks, median): with 2 compilers running, shm
+// busy spin 2 ms 3.1-7.9 us vs block at once 19-56 us; with 4-6 compilers,
+// spin 2 ms 5.8 ms (the spinner burns the slice its peer needs), spin 50 us
+// 114 us, poll with sched_yield 7.6 us .. 8 ms (a yield can hand the core to
+// a compiler for its whole slice), block at once 10-14 us (tcp 47-70 us).
+// Our own 4 ranks on 2 cores: shm yield 26 us vs block 45-54 us, tcp 230 vs
+// 330-400 us. Hence, at the start of each wait, with R our ranks on this
+// host, O other runnable tasks (/proc/loadavg, sampled at most every 10 ms)
+// and C usable cores:
+//   * R + O > 2C (more than two tasks a core): block at once;
+//   * else R <= C: busy-poll up to kOwnCoreSpin, then block;
+//   * else (our ranks outnumber cores): poll with sched_yield() (the core
+//     goes to another rank, often the one awaited) for kSharedCoreYield,
+//     then block.
+// Figures and commands: docs/BENCHMARKS.md "Collectives".
 #pragma once
 
 #include <chrono>
@@ -26,16 +32,32 @@ struct WaitPolicy {
   std::chrono::nanoseconds yield{0};  // then poll with sched_yield() between looks
 };
 
-inline constexpr std::chrono::microseconds kOwnCoreYield{2000};
+inline constexpr std::chrono::microseconds kOwnCoreSpin{2000};
 inline constexpr std::chrono::microseconds kSharedCoreYield{200};
 
-// `requested_spin` >= 0 (Timeouts::spin set by the user) replaces the rule:
-// busy-poll exactly that long, then block. Otherwise the rule above, for
-// `ranks_on_host` ranks sharing usable_cpus() cores.
-WaitPolicy choose_wait_policy(int ranks_on_host, std::chrono::microseconds requested_spin);
+// The rule above for `ranks_on_host` ranks on usable_cpus() cores, given
+// `other_runnable` tasks that are not ours. `requested_spin` >= 0
+// (Timeouts::spin set by the user) replaces it: busy-poll that long, block.
+WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin);
 
 // CPUs this process may run on (sched_getaffinity); at least 1.
 int usable_cpus();
+// Runnable tasks on the host now (/proc/loadavg), re-read at most every
+// 10 ms; -1 when unknown.
+int runnable_tasks();
+
+// What a transport keeps: its ranks on this host and the user's spin; now()
+// applies the rule with the current load.
+class WaitRule {
+ public:
+  WaitRule(int ranks_on_host = 1, std::chrono::microseconds requested_spin = std::chrono::microseconds(-1))
+      : ranks_on_host_(ranks_on_host), requested_spin_(requested_spin) {}
+  WaitPolicy now() const;
+
+ private:
+  int ranks_on_host_;
+  std::chrono::microseconds requested_spin_;
+};
 
 // One wait: call poll_again() after every look that found nothing. It pauses
 // or yields as the phase says and returns true while the caller should look

@@ -105,18 +105,30 @@ TEST_F(InboxTest, OversizedMessageNamesThePeer) {
 }
 
 TEST(WaitPolicy, RequestedSpinWinsOverTheRule) {
-  const WaitPolicy p = choose_wait_policy(1000, 123us);
+  const WaitPolicy p = choose_wait_policy(1000, 1000, 123us);
   EXPECT_EQ(p.spin, 123us);
   EXPECT_EQ(p.yield, 0us);
 }
 
-TEST(WaitPolicy, YieldsLongerWhenEveryRankHasACore) {
-  const WaitPolicy own = choose_wait_policy(1, -1us);
-  EXPECT_EQ(own.spin, 0us);
-  EXPECT_EQ(own.yield, kOwnCoreYield);
-  const WaitPolicy shared = choose_wait_policy(usable_cpus() + 1, -1us);
-  EXPECT_EQ(shared.spin, 0us);
-  EXPECT_EQ(shared.yield, kSharedCoreYield);
+TEST(WaitPolicy, SpinsOnOwnCoresYieldsAmongOurRanksBlocksUnderHeavyLoad) {
+  const int cpus = usable_cpus();
+  const WaitPolicy own = choose_wait_policy(1, cpus - 1, -1us);
+  EXPECT_EQ(own.spin, kOwnCoreSpin);
+  EXPECT_EQ(own.yield, 0us);
+  const WaitPolicy ours = choose_wait_policy(cpus + 1, 0, -1us);
+  EXPECT_EQ(ours.spin, 0us);
+  EXPECT_EQ(ours.yield, kSharedCoreYield);
+  for (int ranks : {1, cpus + 1}) {
+    const WaitPolicy busy = choose_wait_policy(ranks, 2 * cpus, -1us);
+    EXPECT_EQ(busy.spin, 0us);
+    EXPECT_EQ(busy.yield, 0us);
+  }
+}
+
+TEST(WaitPolicy, ReadsTheHostLoad) {
+  EXPECT_GE(runnable_tasks(), 1);  // this test, at least
+  WaitRule rule(1, 7us);
+  EXPECT_EQ(rule.now().spin, 7us);
 }
 
 TEST(WaitPolicy, PollerStopsPollingOnceItsPhasesAreOver) {

@@ -7,9 +7,10 @@
 // But polling only pays while the peer gets to run. Measured on the 2-vCPU VM
 // (16 KiB f32 all_reduce, 2 ranks, median): with 2 compilers running, shm
 // busy spin 2 ms 3.1-7.9 us vs block at once 19-56 us; with 4-6 compilers,
-// spin 2 ms 5.8 ms (the spinner burns the slice its peer needs), spin 50 us
-// 114 us, poll with sched_yield 7.6 us .. 8 ms (a yield can hand the core to
-// a compiler for its whole slice), block at once 10-14 us (tcp 47-70 us).
+// spin 2 ms 7.1 us .. 6.1 ms (the spinner burns the slice its peer needs),
+// spin 50 us 114 us, poll with sched_yield 7.6 us .. 8 ms (a yield can hand
+// the core to a compiler for its whole slice), block at once 9.9-16 us (tcp
+// 47-70 us).
 // Our own 4 ranks on 2 cores: shm yield 26 us vs block 45-54 us, tcp 230 vs
 // 330-400 us. Hence, at the start of each wait, with R our ranks on this
 // host, O other runnable tasks (/proc/loadavg, sampled at most every 10 ms)

@@ -2,8 +2,10 @@
 // job runs three requests: a one-token warm-up that faults the slices in, the
 // prompt alone (its time is prompt processing), and the prompt followed by
 // the decoded tokens (the time after its first token is decode). The workers
-// report their RuntimeStats per request, so the decode breakdown is the third
-// request less the second.
+// report their RuntimeStats per request; the driving worker also up to the
+// first token, which splits the third request into its two phases. Bytes on
+// the wire are counts, so the other workers' decode share is exactly the
+// third request less the second.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -37,14 +39,18 @@ parallel::RuntimeStats minus(parallel::RuntimeStats a, const parallel::RuntimeSt
 
 enum Request { kWarmUp, kPromptOnly, kPromptAndDecode };
 
-// Every worker's stats of request `q` (for decode: less the prompt-only request).
-std::vector<parallel::RuntimeStats> phase_stats(const std::vector<std::vector<parallel::RuntimeStats>>& all,
+// The driver's (first) and every other worker's stats of one phase.
+std::vector<parallel::RuntimeStats> phase_stats(const std::vector<std::vector<cluster::RequestStats>>& all,
                                                 const std::vector<std::string>& nodes, Request q) {
   std::vector<parallel::RuntimeStats> out;
   for (size_t w = 0; w < all.size(); ++w) {
     if (all[w].size() <= size_t(q))
       throw Error(fmt::format("worker {} reported {} requests' stats, expected {}", nodes[w], all[w].size(), int(q) + 1));
-    out.push_back(q == kPromptAndDecode ? minus(all[w][kPromptAndDecode], all[w][kPromptOnly]) : all[w][q]);
+    const auto& r = all[w][q];
+    if (q != kPromptAndDecode) out.push_back(r.total);
+    else if (w > 0) out.push_back(minus(r.total, all[w][kPromptOnly].total));
+    else if (r.to_first_token) out.push_back(minus(r.total, *r.to_first_token));
+    else throw Error(fmt::format("worker {} did not report when its first token came", nodes[w]));
   }
   return out;
 }
@@ -109,8 +115,7 @@ void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r) 
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   print_breakdown_row("prompt", phase_stats(worker_stats, o.nodes, kPromptOnly), r.prompt, plan);
   if (r.gen > 0) print_breakdown_row("decode", phase_stats(worker_stats, o.nodes, kPromptAndDecode), r.gen, plan);
-  std::printf("(per token: times on the first worker, which drives; wire bytes of all workers; decode = the "
-              "prompt+decode request less the prompt-only one)\n");
+  std::printf("(per token: times on the first worker, which drives; wire bytes of all workers)\n");
 }
 
 }  // namespace shardlm::cli

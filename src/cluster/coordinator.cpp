@@ -224,7 +224,7 @@ void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict,
   }
 }
 
-std::vector<std::vector<parallel::RuntimeStats>> ClusterJob::finish() {
+std::vector<std::vector<RequestStats>> ClusterJob::finish() {
   if (finished_) throw Error("cluster: the job is finished");
   finished_ = true;
   try {
@@ -233,13 +233,13 @@ std::vector<std::vector<parallel::RuntimeStats>> ClusterJob::finish() {
   } catch (const Error& e) {
     fail_job(e.what());
   }
-  std::vector<std::vector<parallel::RuntimeStats>> stats(workers_.size());
+  std::vector<std::vector<RequestStats>> stats(workers_.size());
   for (size_t i = 0; i < workers_.size(); ++i) {
     try {
       const auto done = workers_[i]->expect_json(MsgType::Status, after_seconds(30));
       const auto requests = done.value("requests", nlohmann::json::array());
       if (!requests.is_array()) throw Error(fmt::format("{}: Status 'requests' is not an array", workers_[i]->peer()));
-      for (const auto& r : requests) stats[i].push_back(stats_from_json(r, workers_[i]->peer()));
+      for (const auto& r : requests) stats[i].push_back(request_stats_from_json(r, workers_[i]->peer()));
     } catch (const Error& e) {
       spdlog::warn("{}", e.what());
     }

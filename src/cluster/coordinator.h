@@ -19,7 +19,6 @@
 #include "comm/communicator.h"
 #include "model/sampler.h"
 #include "parallel/planner.h"
-#include "parallel/runtime.h"
 
 namespace shardlm::gguf { class File; }
 
@@ -57,7 +56,7 @@ class ClusterJob {
                 const std::function<void(TokenId)>& on_token);
   // Ends the job; the workers go back to idle. Returns where each worker's
   // time went, [worker][request] (a worker that failed to say: no entries).
-  std::vector<std::vector<parallel::RuntimeStats>> finish();
+  std::vector<std::vector<RequestStats>> finish();
 
  private:
   [[noreturn]] void fail_job(const std::string& what);

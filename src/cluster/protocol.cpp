@@ -142,6 +142,8 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
   return p;
 }
 
+namespace {
+
 nlohmann::json stats_to_json(const parallel::RuntimeStats& s) {
   return {{"forward_seconds", s.forward_seconds},     {"collective_seconds", s.collective_seconds},
           {"all_reduce_seconds", s.all_reduce_seconds}, {"p2p_wait_seconds", s.p2p_wait_seconds},
@@ -150,18 +152,33 @@ nlohmann::json stats_to_json(const parallel::RuntimeStats& s) {
           {"bytes_sent", s.bytes_sent}};
 }
 
-parallel::RuntimeStats stats_from_json(const nlohmann::json& j, const std::string& who) {
+parallel::RuntimeStats stats_from_json(const nlohmann::json& j) {
   parallel::RuntimeStats s;
+  s.forward_seconds = j.at("forward_seconds").get<double>();
+  s.collective_seconds = j.at("collective_seconds").get<double>();
+  s.all_reduce_seconds = j.at("all_reduce_seconds").get<double>();
+  s.p2p_wait_seconds = j.at("p2p_wait_seconds").get<double>();
+  s.total_seconds = j.at("total_seconds").get<double>();
+  s.all_reduces = j.at("all_reduces").get<int64_t>();
+  s.forward_calls = j.at("forward_calls").get<int64_t>();
+  s.tokens = j.at("tokens").get<int64_t>();
+  s.bytes_sent = j.at("bytes_sent").get<double>();
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json request_stats_to_json(const RequestStats& s) {
+  nlohmann::json j = {{"total", stats_to_json(s.total)}};
+  if (s.to_first_token) j["first_token"] = stats_to_json(*s.to_first_token);
+  return j;
+}
+
+RequestStats request_stats_from_json(const nlohmann::json& j, const std::string& who) {
+  RequestStats s;
   try {
-    s.forward_seconds = j.at("forward_seconds").get<double>();
-    s.collective_seconds = j.at("collective_seconds").get<double>();
-    s.all_reduce_seconds = j.at("all_reduce_seconds").get<double>();
-    s.p2p_wait_seconds = j.at("p2p_wait_seconds").get<double>();
-    s.total_seconds = j.at("total_seconds").get<double>();
-    s.all_reduces = j.at("all_reduces").get<int64_t>();
-    s.forward_calls = j.at("forward_calls").get<int64_t>();
-    s.tokens = j.at("tokens").get<int64_t>();
-    s.bytes_sent = j.at("bytes_sent").get<double>();
+    s.total = stats_from_json(j.at("total"));
+    if (j.contains("first_token")) s.to_first_token = stats_from_json(j.at("first_token"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed runtime stats in Status message: {}", who, e.what()));
   }

@@ -13,13 +13,14 @@
 //   worker → Status ready | error
 //   ... the job runs over the comm layer (coordinator = world rank 0): one or
 //       more requests, ended by an empty one (cluster/job_wire.h) ...
-//   worker → Status done {requests: [RuntimeStats per request]} | error
+//   worker → Status done {requests: [RequestStats per request]} | error
 //            (then closes; the worker is idle again)
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,7 +65,14 @@ comm::Deadline after_seconds(double s);
 nlohmann::json plan_to_json(const parallel::Plan& plan);
 parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who);
 
-nlohmann::json stats_to_json(const parallel::RuntimeStats& s);
-parallel::RuntimeStats stats_from_json(const nlohmann::json& j, const std::string& who);
+// Where a worker's time went in one request of a job. The driving worker
+// also reports the part up to its first token (prompt processing); the
+// others cannot tell where that boundary was.
+struct RequestStats {
+  parallel::RuntimeStats total;
+  std::optional<parallel::RuntimeStats> to_first_token;
+};
+nlohmann::json request_stats_to_json(const RequestStats& s);
+RequestStats request_stats_from_json(const nlohmann::json& j, const std::string& who);
 
 }  // namespace shardlm::cluster

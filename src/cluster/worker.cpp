@@ -133,9 +133,10 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
 
 // Driver of the workers' runtime: takes each request from the coordinator and
 // streams every token back to it. Returns where this rank's time went, per request.
-std::vector<parallel::RuntimeStats> drive(comm::Communicator& world, comm::Communicator& workers,
+std::vector<RequestStats> drive(comm::Communicator& world, comm::Communicator& workers,
                                           parallel::DistributedSession& session, int64_t n_ctx) {
-  std::vector<parallel::RuntimeStats> per_request;
+  using Clock = std::chrono::steady_clock;
+  std::vector<RequestStats> per_request;
   for (;;) {
     WireRequest r;
     if (world.recv(0, kTagRequest, &r, sizeof r) != sizeof r) throw Error("coordinator: short request");
@@ -156,29 +157,39 @@ std::vector<parallel::RuntimeStats> drive(comm::Communicator& world, comm::Commu
     // Test hook: slows generation down so a test can kill a worker mid-way.
     const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
     const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
+    // Both parts' totals from this clock, so that they add up to the request.
+    const auto t0 = Clock::now();
+    const auto since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    RequestStats stats;
     session.generate(q, [&](int seq, TokenId token) {
+      if (!stats.to_first_token) {
+        stats.to_first_token = session.stats();
+        stats.to_first_token->total_seconds = since_t0();
+      }
       if (pause.count() > 0) std::this_thread::sleep_for(pause);
       WireToken t{seq, token};
       world.send(0, kTagToken, &t, sizeof t);
     });
     WireToken end{-1, -1};
     world.send(0, kTagToken, &end, sizeof end);
+    stats.total = session.stats();
+    stats.total.total_seconds = since_t0();
     // Ending the followers' serve() after every request puts a boundary in every rank's stats.
     session.shutdown();
-    per_request.push_back(session.stats());
+    per_request.push_back(stats);
     session.reset_stats();
   }
 }
 
 // The other workers: serve the driver's requests one at a time, as long as it says there are more.
-std::vector<parallel::RuntimeStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
-  std::vector<parallel::RuntimeStats> per_request;
+std::vector<RequestStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
+  std::vector<RequestStats> per_request;
   for (;;) {
     int32_t more = 0;
     workers.broadcast(&more, sizeof more, 0);
     if (!more) return per_request;
     session.serve();
-    per_request.push_back(session.stats());
+    per_request.push_back({session.stats(), std::nullopt});
     session.reset_stats();
   }
 }
@@ -296,7 +307,7 @@ void Worker::serve_job(int raw_fd) {
                                                    : follow(*workers, session);
     spdlog::info("worker: job done");
     nlohmann::json stats = nlohmann::json::array();
-    for (const auto& s : per_request) stats.push_back(stats_to_json(s));
+    for (const auto& s : per_request) stats.push_back(request_stats_to_json(s));
     ch->send_json(MsgType::Status, {{"status", "done"}, {"requests", stats}}, after_seconds(10));
   } catch (const std::bad_alloc&) {
     const std::string msg = fmt::format("worker {}: out of memory (std::bad_alloc)", info_.host);

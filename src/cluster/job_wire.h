@@ -2,6 +2,7 @@
 // rank 0 of the workers' communicator) exchange over the job's communicator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace shardlm::cluster {
@@ -10,6 +11,7 @@ namespace shardlm::cluster {
 constexpr uint32_t kTagRequest = 7001;  // coordinator → driver: WireRequest, then the prompt tokens
 constexpr uint32_t kTagToken = 7002;    // driver → coordinator: WireToken per generated token
 constexpr int32_t kMaxPromptTokens = 1 << 24;
+constexpr size_t kMaxReportedRequests = 1024;  // per-request stats a worker keeps for its Status done
 
 struct WireRequest {
   int32_t n_predict = 0, eos = -1, top_k = 0, penalty_window = 0;

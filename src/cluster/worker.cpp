@@ -134,7 +134,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
 // Driver of the workers' runtime: takes each request from the coordinator and
 // streams every token back to it. Returns where this rank's time went, per request.
 std::vector<RequestStats> drive(comm::Communicator& world, comm::Communicator& workers,
-                                          parallel::DistributedSession& session, int64_t n_ctx) {
+                                parallel::DistributedSession& session, int64_t n_ctx) {
   using Clock = std::chrono::steady_clock;
   std::vector<RequestStats> per_request;
   for (;;) {
@@ -176,7 +176,7 @@ std::vector<RequestStats> drive(comm::Communicator& world, comm::Communicator& w
     stats.total.total_seconds = since_t0();
     // Ending the followers' serve() after every request puts a boundary in every rank's stats.
     session.shutdown();
-    per_request.push_back(stats);
+    if (per_request.size() < kMaxReportedRequests) per_request.push_back(stats);
     session.reset_stats();
   }
 }
@@ -189,7 +189,7 @@ std::vector<RequestStats> follow(comm::Communicator& workers, parallel::Distribu
     workers.broadcast(&more, sizeof more, 0);
     if (!more) return per_request;
     session.serve();
-    per_request.push_back({session.stats(), std::nullopt});
+    if (per_request.size() < kMaxReportedRequests) per_request.push_back({session.stats(), std::nullopt});
     session.reset_stats();
   }
 }

@@ -56,7 +56,9 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     c.token = "bench-dist";
     auto world = comm::Communicator::connect(c);
     auto file = gguf::File::open(o.model);
-    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp);
+    parallel::NodeSpec node = parallel::default_node("127.0.0.1");
+    node.memory_bandwidth_gbs = o.bandwidth_gbs;  // only the prediction reads it
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs);
     parallel::RuntimeOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
@@ -91,7 +93,6 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     parallel::RuntimeStats mine = s.stats();
     world->all_gather(&mine, all.data(), sizeof mine);
     if (rank == 0) {
-      for (auto& p : plan.nodes) p.memory_bandwidth_gbs = o.bandwidth_gbs;
       report(o, plan, s.model().config(), all, decode_seconds, decoded);
     }
     std::fflush(stdout);  // the rank leaves with _exit

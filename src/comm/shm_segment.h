@@ -28,7 +28,7 @@ struct SegmentConfig {
   size_t slot_bytes = size_t(1) << 20;   // collective staging per rank and parity
   size_t ring_bytes = size_t(256) << 10;  // per ordered pair; power of two
   std::chrono::milliseconds attach_timeout{10'000};
-  // Timeouts::spin: < 0 lets comm/wait_policy.h choose from world vs cores.
+  // Timeouts::spin: < 0 lets comm/wait_policy.h choose (world, cores, load).
   std::chrono::microseconds spin{-1};
 };
 

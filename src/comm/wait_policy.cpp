@@ -61,10 +61,15 @@ WaitPolicy WaitRule::now() const {
 }
 
 int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  // Asked once: every wait consults it, and the affinity of a rank does not
+  // change under it.
+  static const int cpus = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+    return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  }();
+  return cpus;
 }
 
 Poller::Poller(const WaitPolicy& policy) {

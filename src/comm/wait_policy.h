@@ -41,7 +41,7 @@ inline constexpr std::chrono::microseconds kSharedCoreYield{200};
 // (Timeouts::spin set by the user) replaces it: busy-poll that long, block.
 WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin);
 
-// CPUs this process may run on (sched_getaffinity); at least 1.
+// CPUs this process may run on (sched_getaffinity, asked once); at least 1.
 int usable_cpus();
 // Runnable tasks on the host now (/proc/loadavg), re-read at most every
 // 10 ms; -1 when unknown.

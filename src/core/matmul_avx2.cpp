@@ -124,8 +124,69 @@ float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
   return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + (_mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))) + corr);
 }
 
+// Batched decode of a few sequences (2-3 tokens): dot_row's scheme with each
+// weight block unpacked, and its four scales converted, once for all T
+// tokens. The tile kernel below folds 4 tokens per vector and costs about as
+// much for 2 tokens as for 8.
+template <class W, int T>
+void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float* out) {
+  const auto* w = reinterpret_cast<const typename W::Block*>(row);
+  __m256 acc[T];
+  __m128 corr4[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps(), corr4[t] = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 3 < nb; b += 4) {
+    for (size_t off = 0; off < 4 * sizeof(typename W::Block); off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + kPrefetchBytes + off, _MM_HINT_T0);
+    const __m128 dw = f16x4(w[b].d, w[b + 1].d, w[b + 2].d, w[b + 3].d);
+    __m256 scale[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      scale[t] = _mm256_castps128_ps256(
+          _mm_mul_ps(dw, _mm_setr_ps(x[t][b].d, x[t][b + 1].d, x[t][b + 2].d, x[t][b + 3].d)));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q = W::codes(w[b + k]);
+      const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        const __m256i a = load32(x[t][b + k].qs);
+        const __m256 p = _mm256_cvtepi32_ps(dot_u8_s8(uq, W::kSigned ? _mm256_sign_epi8(a, q) : a));
+        acc[t] = _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(scale[t], _mm256_set1_epi32(k)), acc[t]);
+      }
+    }
+    if constexpr (W::kBias) {
+      const __m128 bias = W::bias4(&w[b], dw);
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t)
+        corr4[t] = _mm_fmadd_ps(bias,
+                                _mm_setr_ps(W::act_sum(x[t][b]), W::act_sum(x[t][b + 1]), W::act_sum(x[t][b + 2]),
+                                            W::act_sum(x[t][b + 3])),
+                                corr4[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float corr = 0.0f;
+    for (int64_t e = b; e < nb; ++e) block_step<W>(w[e], x[t][e], acc[t], corr);
+    const __m128 c2 = _mm_add_ps(corr4[t], _mm_movehl_ps(corr4[t], corr4[t]));
+    out[t] = hsum(acc[t]) + (_mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))) + corr);
+  }
+}
+
+template <class W, int T>
+void few_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const block_q8_32* x[T];
+  for (int t = 0; t < T; ++t)
+    x[t] = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  for (int64_t r = r0; r < r1; ++r) {
+    float out[T];
+    dot_rows<W, T>(a.w->row(r), x, a.w->cols / 32, out);
+    for (int t = 0; t < T; ++t) a.y[t * a.w->rows + r] = out[t];
+  }
+}
+
 // ---- 32-element blocks, prefill ----------------------------------------------
-// A tile is kPRows rows × kPGroups groups of 4 tokens. For one row and one
+// A tile is kPRows rows × G groups of 4 tokens. For one row and one
 // group, the 4 tokens' int32 products (8 lanes each) are folded by two levels
 // of hadd into one vector: lane k < 4 holds token k's sum over block elements
 // 0-15, lane 4 + k over elements 16-31. Integer sums are exact, so only the
@@ -133,7 +194,13 @@ float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
 // lanes 0-3 for the offset/minimum types). Each output element takes the same
 // lane path whatever tile or thread computes it: tails are padded by
 // repeating the last row/token, never by another code path.
-constexpr int kPRows = 2, kPGroups = 2, kPTokens = 4 * kPGroups;
+// Tiles take G = 2 groups (8 tokens), or G = 1 when at most 4 tokens are
+// left: batched decode of a few sequences must not pay for 8. With at most 2
+// left, a group holds D = 2 distinct tokens, each twice (lanes t0 t1 t0 t1),
+// and the products of the copies are not computed again. A token's lanes and
+// their f32 arithmetic are the same in every case (integer sums are exact),
+// so results do not depend on how tokens were grouped.
+constexpr int kPRows = 2, kPMaxGroups = 2;
 constexpr int64_t kPRowBlock = 64;  // ≤ 280 KB of Q8_0 weights at 4096 columns: fits L2
 
 // Activation scales of one block for one group of 4 tokens, laid out so that
@@ -143,14 +210,18 @@ struct GroupScales {
   float ds[4];
 };
 
-template <class W>
+template <class W, int G, int D>
 void tile32(const typename W::Block* const* w, const block_q8_32* const* x, const GroupScales* sc, int64_t nb,
-            float out[kPRows][kPTokens]) {
-  __m256 acc[kPRows][kPGroups];
+            float out[kPRows][4 * G]) {
+  static_assert(D == 4 || (D == 2 && G == 1));
+  __m256 acc[kPRows][G];
   for (auto& row : acc)
     for (auto& v : row) v = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  // Fully unrolled so that acc stays in registers (GCC otherwise kept it on
+  // the stack: a store-to-load chain per block that halved prefill speed).
   for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
     for (int i = 0; i < kPRows; ++i) {
       const typename W::Block& blk = w[i][b];
       const __m256i q = W::codes(blk);
@@ -158,14 +229,17 @@ void tile32(const typename W::Block* const* w, const block_q8_32* const* x, cons
       const float d = half_to_float(blk.d);
       const __m256 dw = _mm256_set1_ps(d);
       const __m256 bias = _mm256_set1_ps(W::bias(blk, d));
-      for (int g = 0; g < kPGroups; ++g) {
-        __m256i p[4];
-        for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        __m256i p[D];
+#pragma GCC unroll 4
+        for (int k = 0; k < D; ++k) {
           const __m256i act = load32(x[4 * g + k][b].qs);
           p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act), ones);
         }
-        const __m256i sum = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-        const GroupScales& gs = sc[b * kPGroups + g];
+        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+        const __m256i sum = _mm256_hadd_epi32(h01, D == 4 ? _mm256_hadd_epi32(p[D - 2], p[D - 1]) : h01);
+        const GroupScales& gs = sc[b * kPMaxGroups + g];
         const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(gs.d)));
         acc[i][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[i][g]);
         if constexpr (W::kBias)  // upper lanes get 0: the 128-bit load zero-extends
@@ -174,42 +248,65 @@ void tile32(const typename W::Block* const* w, const block_q8_32* const* x, cons
     }
   }
   for (int i = 0; i < kPRows; ++i)
-    for (int g = 0; g < kPGroups; ++g)
+    for (int g = 0; g < G; ++g)
       _mm_storeu_ps(&out[i][4 * g],
                     _mm_add_ps(_mm256_castps256_ps128(acc[i][g]), _mm256_extractf128_ps(acc[i][g], 1)));
 }
 
+inline const block_q8_32* token_blocks(const KernelArgs& a, int64_t t) {
+  return reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+}
+
+// Rows [rb, rend) × the 4·G tokens from t: D distinct ones per group, the
+// last one repeated past n.
+template <class W, int G, int D = 4>
+void token_tile(const KernelArgs& a, int64_t rb, int64_t rend, int64_t t, std::vector<GroupScales>& scales) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / 32, n = a.n_tokens;
+  constexpr int kTokens = 4 * G;
+  const block_q8_32* x[kTokens];
+  for (int j = 0; j < kTokens; ++j) x[j] = token_blocks(a, std::min(t + (j / 4) * 4 + j % D, n - 1));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int j = 0; j < kTokens; ++j) {
+      GroupScales& gs = scales[size_t(b * kPMaxGroups + j / 4)];
+      gs.d[j % 4] = x[j][b].d;
+      gs.ds[j % 4] = W::act_sum(x[j][b]);
+    }
+  const int64_t kt = std::min<int64_t>(kTokens, n - t);
+  for (int64_t r = rb; r < rend; r += kPRows) {
+    const typename W::Block* w[kPRows];
+    for (int i = 0; i < kPRows; ++i) w[i] = reinterpret_cast<const typename W::Block*>(m.row(std::min(r + i, rend - 1)));
+    float out[kPRows][kTokens];
+    tile32<W, G, D>(w, x, scales.data(), nb, out);
+    for (int i = 0; i < kPRows && r + i < rend; ++i)
+      for (int j = 0; j < kt; ++j) a.y[(t + j) * m.rows + r + i] = out[i][j];
+  }
+}
+
 // Rows [r0, r1) of every token: blocks of kPRowBlock rows (their weights stay
-// in L2) × tiles of kPTokens tokens (their activations, ≤ 40 KB at 4096
+// in L2) × tiles of up to 8 tokens (their activations, ≤ 40 KB at 4096
 // columns, stay in L1/L2 while every row pair of the block passes).
 template <class W>
 void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
-  const MatrixView& m = *a.w;
-  const int64_t nb = m.cols / 32, n = a.n_tokens;
-  std::vector<GroupScales> scales(size_t(nb) * kPGroups);
-  const auto token = [&](int64_t t) {
-    return reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  };
+  switch (a.n_tokens) {
+    case 2: return few_tokens<W, 2>(a, r0, r1);
+    case 3: return few_tokens<W, 3>(a, r0, r1);  // 4 and more: the tiles do better
+    default: break;
+  }
+  std::vector<GroupScales> scales(size_t(a.w->cols / 32) * kPMaxGroups);
   for (int64_t rb = r0; rb < r1; rb += kPRowBlock) {
     const int64_t rend = std::min(rb + kPRowBlock, r1);
-    for (int64_t t = 0; t < n; t += kPTokens) {
-      const block_q8_32* x[kPTokens];
-      for (int j = 0; j < kPTokens; ++j) x[j] = token(std::min(t + j, n - 1));
-      for (int64_t b = 0; b < nb; ++b)
-        for (int j = 0; j < kPTokens; ++j) {
-          GroupScales& gs = scales[size_t(b * kPGroups + j / 4)];
-          gs.d[j % 4] = x[j][b].d;
-          gs.ds[j % 4] = W::act_sum(x[j][b]);
-        }
-      const int64_t kt = std::min<int64_t>(kPTokens, n - t);
-      for (int64_t r = rb; r < rend; r += kPRows) {
-        const typename W::Block* w[kPRows];
-        for (int i = 0; i < kPRows; ++i)
-          w[i] = reinterpret_cast<const typename W::Block*>(m.row(std::min(r + i, rend - 1)));
-        float out[kPRows][kPTokens];
-        tile32<W>(w, x, scales.data(), nb, out);
-        for (int i = 0; i < kPRows && r + i < rend; ++i)
-          for (int j = 0; j < kt; ++j) a.y[(t + j) * m.rows + r + i] = out[i][j];
+    for (int64_t t = 0; t < a.n_tokens;) {
+      const int64_t left = a.n_tokens - t;
+      if (left > 4) {
+        token_tile<W, 2>(a, rb, rend, t, scales);
+        t += 8;
+      } else if (left > 2) {
+        token_tile<W, 1>(a, rb, rend, t, scales);
+        t += 4;
+      } else {
+        token_tile<W, 1, 2>(a, rb, rend, t, scales);
+        t += 2;
       }
     }
   }

@@ -86,7 +86,10 @@ struct Shape {
 void check_isa_against_reference(Isa isa) {
   if (!isa_available(isa)) GTEST_SKIP() << isa_name(isa) << " kernels cannot run on this CPU/OS: " << cpu_summary();
   ThreadPool pool(2);
-  const Shape shapes[] = {{1, 256, 1}, {7, 256, 3}, {33, 4096, 1}, {33, 512, 17}, {7, 4096, 3}, {1, 4096, 17}};
+  // Token counts reach every AVX2 path: 1 (dot_row), 2-3 (dot_rows), 4 (one
+  // tile of 4), 10 and 17 (tiles of 8 with tails of 2 and 1).
+  const Shape shapes[] = {{1, 256, 1}, {7, 256, 3}, {33, 4096, 1}, {33, 512, 17}, {7, 4096, 3},
+                          {1, 4096, 17}, {9, 256, 2}, {5, 512, 4}, {3, 512, 10}};
   for (DType type : kTypes) {
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(type)) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +

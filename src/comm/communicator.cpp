@@ -58,6 +58,7 @@ CommConfig CommConfig::from_env() {
   }
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
   c.ring_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_BYTES", c.ring_bytes);
+  c.ring_chunk_bytes = std::max<size_t>(env_bytes("SHARDLM_RING_CHUNK_BYTES", c.ring_chunk_bytes), 4096);
   return c;
 }
 

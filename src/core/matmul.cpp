@@ -1,6 +1,7 @@
 #include "core/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -133,13 +134,18 @@ void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, 
   args.x = x.for_type(w.type, pool, &args.x_stride);
   args.n_tokens = x.n_tokens();
   args.y = y;
-  run_on(pool, [&](int ith, int nth) {
-    // Contiguous row ranges stream each thread's share of W once.
-    int64_t chunk = (w.rows + nth - 1) / nth;
-    chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
-    const int64_t r0 = std::min(w.rows, chunk * ith);
-    const int64_t r1 = std::min(w.rows, r0 + chunk);
-    if (r0 < r1) kernel(args, r0, r1);
+  // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a
+  // shared counter rather than one fixed share each: on a VM whose cores are
+  // sometimes taken away, a thread that got less CPU no longer holds the
+  // others at the barrier. Every row is still computed whole by one thread
+  // with the same tiling, so the result does not depend on who took it.
+  const int nth_max = pool ? pool->size() : 1;
+  int64_t chunk = (w.rows + 4 * nth_max - 1) / (4 * nth_max);
+  chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
+  std::atomic<int64_t> next{0};
+  run_on(pool, [&](int, int) {
+    for (int64_t r0; (r0 = next.fetch_add(chunk, std::memory_order_relaxed)) < w.rows;)
+      kernel(args, r0, std::min(w.rows, r0 + chunk));
   });
 }
 

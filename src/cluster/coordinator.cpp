@@ -202,15 +202,8 @@ void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict,
     WireRequest r;
     r.n_predict = n_predict;
     r.eos = eos;
-    r.top_k = s.top_k;
-    r.penalty_window = s.penalty_window;
-    r.temperature = s.temperature;
-    r.top_p = s.top_p;
-    r.min_p = s.min_p;
-    r.repeat_penalty = s.repeat_penalty;
-    r.presence_penalty = s.presence_penalty;
+    r.sampling = s;
     r.n_tokens = int32_t(prompt.size());
-    r.seed = s.seed;
     world_->send(1, kTagRequest, &r, sizeof r);
     world_->send(1, kTagRequest, prompt.data(), prompt.size() * sizeof(TokenId));
     for (;;) {

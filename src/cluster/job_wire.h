@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "model/sampler.h"
+
 namespace shardlm::cluster {
 
 // A job runs requests until one with n_tokens == 0 (no prompt follows it).
@@ -14,10 +16,9 @@ constexpr int32_t kMaxPromptTokens = 1 << 24;
 constexpr size_t kMaxReportedRequests = 1024;  // per-request stats a worker keeps for its Status done
 
 struct WireRequest {
-  int32_t n_predict = 0, eos = -1, top_k = 0, penalty_window = 0;
-  float temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1, presence_penalty = 0;
+  int32_t n_predict = 0, eos = -1;
   int32_t n_tokens = 0;
-  uint64_t seed = 0;
+  SamplerParams sampling;  // checked where the request is run (DistributedSession::generate)
 };
 
 struct WireToken {

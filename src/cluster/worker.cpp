@@ -152,8 +152,7 @@ std::vector<RequestStats> drive(comm::Communicator& world, comm::Communicator& w
     q.prompts.push_back(std::move(prompt));
     q.n_predict = r.n_predict;
     q.eos = r.eos;
-    q.sampling = {r.temperature, r.top_k, r.top_p, r.min_p, r.repeat_penalty, r.presence_penalty, r.penalty_window,
-                  r.seed};
+    q.sampling = r.sampling;
     // Test hook: slows generation down so a test can kill a worker mid-way.
     const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
     const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);

@@ -89,14 +89,7 @@ void DistributedSession::generate(const GenerateRequest& q, const std::function<
   r.h.n_predict = q.n_predict;
   r.h.eos = q.eos;
   const auto& s = q.sampling;
-  r.h.temperature = s.temperature;
-  r.h.top_k = s.top_k;
-  r.h.top_p = s.top_p;
-  r.h.min_p = s.min_p;
-  r.h.repeat_penalty = s.repeat_penalty;
-  r.h.presence_penalty = s.presence_penalty;
-  r.h.penalty_window = s.penalty_window;
-  r.h.seed = s.seed;
+  r.h.sampling = s;
   if (s.repeat_penalty <= 0) throw Error(fmt::format("generate: repeat penalty {} must be positive", s.repeat_penalty));
   for (size_t i = 0; i < q.prompts.size(); ++i) {
     const auto& p = q.prompts[i];

@@ -13,9 +13,8 @@ enum RequestOp : int32_t { kGenerate = 1, kLogits = 2, kShutdown = 3 };
 
 struct DistributedSession::Request {
   struct Header {
-    int32_t op = kGenerate, n_seqs = 0, n_predict = 0, eos = -1, top_k = 0, penalty_window = 0;
-    float temperature = 0, top_p = 1, min_p = 0, repeat_penalty = 1, presence_penalty = 0;
-    uint64_t seed = 0;
+    int32_t op = kGenerate, n_seqs = 0, n_predict = 0, eos = -1;
+    SamplerParams sampling;  // of sequence 0; sequence i uses seed + i
     int64_t n_tokens = 0;
   } h;
   std::vector<int32_t> lens;
@@ -27,15 +26,8 @@ struct DistributedSession::Request {
     return {tokens.data() + at, size_t(lens[size_t(seq)])};
   }
   SamplerParams sampling(int seq) const {
-    SamplerParams p;
-    p.temperature = h.temperature;
-    p.top_k = h.top_k;
-    p.top_p = h.top_p;
-    p.min_p = h.min_p;
-    p.repeat_penalty = h.repeat_penalty;
-    p.presence_penalty = h.presence_penalty;
-    p.penalty_window = h.penalty_window;
-    p.seed = h.seed + uint64_t(seq);
+    SamplerParams p = h.sampling;
+    p.seed += uint64_t(seq);
     return p;
   }
 };

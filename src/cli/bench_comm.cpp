@@ -283,7 +283,7 @@ void add_bench_comm(CLI::App& bench) {
   cmd->add_option("--min-bytes", opts->min_bytes, "smallest size (4, 16K, 1M ...)")->capture_default_str();
   cmd->add_option("--max-bytes", opts->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("--dtype", opts->dtype, "f32|f16|bf16")->capture_default_str();
-  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring");
+  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring|chain");
   cmd->add_option("--iters", opts->iters, "timed iterations per size (0: by size)")->capture_default_str();
   cmd->add_option("--timeout-ms", opts->timeout_ms, "per-operation timeout")->capture_default_str();
   cmd->add_option("--spin-us", opts->spin_us, "busy-poll this long before sleeping (-1: default)");

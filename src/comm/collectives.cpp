@@ -32,6 +32,9 @@ Op all_reduce_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t coun
       case AllReduceAlgo::RecursiveDoubling:
         RecursiveDoublingAllReduce(links, buf, count, dtype, op).run();
         break;
+      case AllReduceAlgo::Chain:
+        ChainAllReduce(links, buf, count, dtype, op, e->config().ring_chunk_bytes).run();
+        break;
       default: {
         Ring ring(links, buf, count, reduce_elem_bytes(dtype), e->config().ring_chunk_bytes);
         ring.reduce_scatter(dtype, op);

@@ -42,6 +42,7 @@ std::string_view algo_name(AllReduceAlgo a) {
     case AllReduceAlgo::OneShot: return "oneshot";
     case AllReduceAlgo::RecursiveDoubling: return "recdbl";
     case AllReduceAlgo::Ring: return "ring";
+    case AllReduceAlgo::Chain: return "chain";
     default: return "auto";
   }
 }
@@ -53,11 +54,13 @@ CommConfig CommConfig::from_env() {
     if (v == "oneshot") c.algo = AllReduceAlgo::OneShot;
     else if (v == "recdbl") c.algo = AllReduceAlgo::RecursiveDoubling;
     else if (v == "ring") c.algo = AllReduceAlgo::Ring;
+    else if (v == "chain") c.algo = AllReduceAlgo::Chain;
     else if (v == "auto") c.algo = AllReduceAlgo::Auto;
-    else throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, auto)", v));
+    else throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, chain, auto)", v));
   }
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
   c.ring_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_BYTES", c.ring_bytes);
+  c.chain_bytes = env_bytes("SHARDLM_ALLREDUCE_CHAIN_BYTES", c.chain_bytes);
   c.ring_chunk_bytes = std::max<size_t>(env_bytes("SHARDLM_RING_CHUNK_BYTES", c.ring_chunk_bytes), 4096);
   return c;
 }
@@ -101,6 +104,9 @@ AllReduceAlgo Communicator::choose_all_reduce(size_t bytes) const {
   if (c.algo != AllReduceAlgo::Auto) return c.algo;
   if (bytes < c.small_bytes) return AllReduceAlgo::OneShot;
   if (bytes < c.ring_bytes) return AllReduceAlgo::RecursiveDoubling;
+  if (bytes >= c.chain_bytes && size() == 2 &&
+      engine_->transport().shares_host(world_rank(1 - rank())))
+    return AllReduceAlgo::Chain;
   return AllReduceAlgo::Ring;
 }
 

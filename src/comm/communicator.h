@@ -31,18 +31,23 @@
 
 namespace shardlm::comm {
 
-enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring };
-std::string_view algo_name(AllReduceAlgo a);  // "auto", "oneshot", "recdbl", "ring"
+enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring, Chain };
+// "auto", "oneshot", "recdbl", "ring", "chain"
+std::string_view algo_name(AllReduceAlgo a);
 
 struct CommConfig {
   Timeouts timeouts;
   // Auto picks one-shot below `small_bytes`, recursive doubling below
-  // `ring_bytes`, ring above (both measured by `shardlm bench comm`).
-  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|auto,
-  // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_BYTES.
+  // `ring_bytes`, ring above; but chain from `chain_bytes` on for two ranks
+  // on one host (their link's two directions share the same CPUs). All
+  // crossovers measured by `shardlm bench comm` (docs/BENCHMARKS.md).
+  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|auto,
+  // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_BYTES,
+  // SHARDLM_ALLREDUCE_CHAIN_BYTES.
   AllReduceAlgo algo = AllReduceAlgo::Auto;
   size_t small_bytes = 32 << 10;
   size_t ring_bytes = 256 << 10;
+  size_t chain_bytes = 4 << 20;
   // Ring pipelining: each ring step is sent in pieces of at most this size so
   // that sending, receiving and reducing overlap.
   size_t ring_chunk_bytes = 512 << 10;

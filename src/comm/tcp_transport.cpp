@@ -35,6 +35,7 @@ struct TcpTransport::Peer {
   Fd fd;
   std::string desc;
   bool bye = false;  // peer said goodbye: its EOF is clean
+  bool on_this_host = false;
   std::deque<std::shared_ptr<SendReq>> sendq;
   Inbox inbox;
   Read read = Read::Header;
@@ -55,9 +56,10 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
   int ranks_on_host = 1;
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    if (links[size_t(r)].fd && peer_on_this_host(links[size_t(r)].fd.get())) ++ranks_on_host;
     auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
                                     unexpected_bytes_, limits_.max_unexpected_bytes);
+    p->on_this_host = links[size_t(r)].fd && peer_on_this_host(links[size_t(r)].fd.get());
+    ranks_on_host += p->on_this_host;
     p->fd = std::move(links[size_t(r)].fd);
     peers_[size_t(r)] = std::move(p);
   }
@@ -78,6 +80,10 @@ TcpTransport::~TcpTransport() {
 std::string TcpTransport::describe_peer(int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_) return fmt::format("rank {}", peer);
   return peers_[size_t(peer)]->desc;
+}
+
+bool TcpTransport::shares_host(int peer) const {
+  return peer >= 0 && peer < size_ && peer != rank_ && peers_[size_t(peer)]->on_this_host;
 }
 
 void TcpTransport::check_peer(int peer) const {

@@ -58,6 +58,7 @@ class TcpTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe_peer(int peer) const override;
+  bool shares_host(int peer) const override;
 
   RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) override;

@@ -128,6 +128,9 @@ class Transport {
   virtual int size() const = 0;                  // world size
   // "rank 2 (10.0.0.5:40211)": used in every error about that peer.
   virtual std::string describe_peer(int peer) const = 0;
+  // True when messages to `peer` go through this host's own network stack
+  // (TCP over loopback), so both directions of the link cost the same CPUs.
+  virtual bool shares_host(int /*peer*/) const { return false; }
 
   // Start moving one message; `data` must stay valid (and, for isend,
   // unchanged) until the request is done. peer != rank().

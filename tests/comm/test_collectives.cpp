@@ -145,21 +145,33 @@ INSTANTIATE_TEST_SUITE_P(
     SizesAndAlgos, AlgorithmTest,
     ::testing::Combine(::testing::Values(2, 3, 4),
                        ::testing::Values(AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
-                                         AllReduceAlgo::Ring)));
+                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain)));
 
-TEST(Collectives, SixtyFourMebibyteRingAllReduce) {
+// 64 MiB both ways auto may go: chain for two ranks over loopback TCP, ring
+// for three.
+class LargeAllReduceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(LargeAllReduceTest, SixtyFourMebibytesAreExact) {
+  const int n = GetParam();
   const size_t count = size_t(16) << 20;  // 64 MiB of f32
-  auto out = testing::run_ranks(2, [&](Communicator& c) {
+  auto out = testing::run_ranks(n, [&](Communicator& c) {
     std::vector<float> buf(count);
     for (size_t i = 0; i < count; ++i) buf[i] = value(c.rank(), i);
-    require(c.choose_all_reduce(count * 4) == AllReduceAlgo::Ring, "64 MiB should use the ring");
+    const AllReduceAlgo want = n == 2 ? AllReduceAlgo::Chain : AllReduceAlgo::Ring;
+    require(c.choose_all_reduce(count * 4) == want,
+            fmt::format("64 MiB over {} loopback ranks should use the {}", n, algo_name(want)));
     c.all_reduce(buf.data(), count, DType::F32);
-    for (size_t i = 0; i < count; ++i)
-      RANK_REQUIRE(buf[i] == value(0, i) + value(1, i), "64 MiB all_reduce [{}]", i);
+    for (size_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int r = 0; r < n; ++r) sum += value(r, i);
+      RANK_REQUIRE(buf[i] == sum, "64 MiB all_reduce [{}]", i);
+    }
     return std::string("ok");
   });
   for (auto& o : out) EXPECT_TRUE(o.ok()) << testing::describe(out);
 }
+
+INSTANTIATE_TEST_SUITE_P(ChainAndRing, LargeAllReduceTest, ::testing::Values(2, 3));
 
 }  // namespace
 }  // namespace shardlm::comm

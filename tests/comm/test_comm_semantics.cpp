@@ -61,6 +61,15 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
         }
       }
     }
+    if (algo == AllReduceAlgo::Chain) {  // rank k adds its own to what k+1 passed down
+      std::vector<std::vector<float>> in;
+      for (int r = 0; r < n; ++r) in.push_back(wild(r, count));
+      for (size_t i = 0; i < count; ++i) {
+        float acc = in[size_t(n - 1)][i];
+        for (int r = n - 2; r >= 0; --r) acc = in[size_t(r)][i] + acc;
+        RANK_REQUIRE(std::memcmp(&acc, &buf[i], 4) == 0, "chain [{}] not in chain order", i);
+      }
+    }
     return testing::digest(buf.data(), count * 4) + testing::digest(half.data(), count * 2);
   }, o);
   for (auto& r : out) ASSERT_TRUE(r.ok()) << testing::describe(out);
@@ -71,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(
     Algos, DeterminismTest,
     ::testing::Combine(::testing::Values(2, 3, 4),
                        ::testing::Values(AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
-                                         AllReduceAlgo::Ring)));
+                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain)));
 
 TEST(PointToPoint, TagsMatchOutOfOrderAndLengthsAreReported) {
   auto out = testing::run_ranks(3, [](Communicator& c) {

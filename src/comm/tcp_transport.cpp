@@ -27,6 +27,12 @@ struct TcpTransport::SendReq : Request {
   size_t sent = 0;  // of header + payload
 };
 
+// Reads that start a frame, and payload remainders shorter than this, go
+// through a per-peer stage: one recv(2) then takes a header with its payload
+// (and whatever follows) instead of one for each, which saves 1-2 us a
+// small message on loopback. Longer remainders go straight to their buffer.
+constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
+
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Stalled };
   Peer(int r, std::string d, size_t& buffered, size_t budget)
@@ -46,6 +52,9 @@ struct TcpTransport::Peer {
   size_t target_got = 0;
   Inbox::Delivery delivery;  // of a data frame
   std::string control;  // payload of an abort frame
+  std::unique_ptr<uint8_t[]> stage;  // read from the socket, not yet taken
+  size_t staged_at = 0, staged_end = 0;
+  bool has_staged() const { return staged_at < staged_end; }
 };
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
@@ -243,27 +252,53 @@ void TcpTransport::finish_frame(Peer& p) {
   if (p.delivery) p.inbox.complete(p.delivery);
 }
 
+bool TcpTransport::payload_done(Peer& p) {
+  if (p.target_got < p.frame.length) return false;
+  const bool for_a_receive = bool(p.delivery.target);
+  finish_frame(p);
+  return for_a_receive;
+}
+
+bool TcpTransport::take_staged(Peer& p) {
+  const uint8_t* src = p.stage.get() + p.staged_at;
+  const size_t avail = p.staged_end - p.staged_at;
+  if (p.read == Peer::Read::Header) {
+    const size_t n = std::min(avail, FrameHeader::kBytes - p.header_got);
+    std::memcpy(p.header_bytes + p.header_got, src, n);
+    p.header_got += n;
+    p.staged_at += n;
+    if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+    return false;
+  }
+  const size_t n = std::min(avail, p.frame.length - p.target_got);
+  std::memcpy(p.target + p.target_got, src, n);
+  p.target_got += n;
+  p.staged_at += n;
+  return payload_done(p);
+}
+
 void TcpTransport::read_ready(Peer& p) {
   while (p.fd && p.read != Peer::Read::Stalled) {
-    bool header = p.read == Peer::Read::Header;
-    uint8_t* dst = header ? p.header_bytes + p.header_got : p.target + p.target_got;
-    size_t want = header ? FrameHeader::kBytes - p.header_got : p.frame.length - p.target_got;
-    ssize_t r = ::recv(p.fd.get(), dst, want, 0);
+    // A finished receive returns at once: the waiter looks at its requests
+    // before anything else is read (the next frame is rarely there yet).
+    if (p.has_staged()) {
+      if (take_staged(p)) return;
+      continue;
+    }
+    const bool header = p.read == Peer::Read::Header;
+    const size_t left = header ? 0 : p.frame.length - p.target_got;
+    const bool direct = left >= kStageBytes;
+    if (!direct && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
+    ssize_t r = direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
+                       : ::recv(p.fd.get(), p.stage.get(), kStageBytes, 0);
+    if (r > 0 && direct) {
+      p.target_got += size_t(r);
+      if (payload_done(p)) return;
+      continue;
+    }
     if (r > 0) {
-      if (header) {
-        p.header_got += size_t(r);
-        if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
-      } else {
-        p.target_got += size_t(r);
-        if (p.target_got == p.frame.length) {
-          const bool for_a_receive = bool(p.delivery.target);
-          finish_frame(p);
-          // Let the waiter look at its requests first: the next frame is
-          // rarely there yet, and a recv that finds nothing costs a syscall.
-          // Unread bytes still wake poll(2).
-          if (for_a_receive) return;
-        }
-      }
+      p.staged_at = 0;
+      p.staged_end = size_t(r);
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
@@ -293,6 +328,12 @@ void TcpTransport::progress(int timeout_ms) {
   for (auto& p : peers_) {
     if (!p || !p->fd) continue;
     if (p->read == Peer::Read::Stalled) route_payload(*p);
+    // Staged bytes are invisible to poll(2): take them, and do not sleep.
+    if (p->has_staged() && p->read != Peer::Read::Stalled) {
+      read_ready(*p);
+      timeout_ms = 0;
+      if (!p->fd) continue;
+    }
     short events = p->read != Peer::Read::Stalled ? POLLIN : 0;
     if (!p->sendq.empty()) events |= POLLOUT;
     fds.push_back({p->fd.get(), events, 0});

@@ -4,7 +4,9 @@
 // Frame = 24-byte header + payload:
 //   u32 magic "SLMF", u8 type (1 data, 2 abort, 3 bye), u8[3] zero, u64 tag, u64 length
 // A data frame is matched to the oldest posted irecv of its (peer, tag) and
-// read straight into that buffer; if none is posted yet it is buffered, up to
+// read into that buffer (small frames, and the start of any frame, through a
+// per-peer stage, so one recv(2) takes header and payload together); if none
+// is posted yet it is buffered, up to
 // max_unexpected_bytes in all, after which that peer is not read until a
 // matching irecv is posted (back-pressure). An abort frame carries a short
 // reason and fails this transport too. A bye frame (sent by the destructor)
@@ -78,6 +80,8 @@ class TcpTransport final : public Transport {
   void progress_pending(std::span<const RequestPtr> requests);
   void flush_sends(Peer& p);
   void read_ready(Peer& p);
+  bool take_staged(Peer& p);   // true when a frame for a receive completed
+  bool payload_done(Peer& p);  // the same, once the payload is all there
   void dispatch_header(Peer& p);
   void finish_frame(Peer& p);
   void route_payload(Peer& p);

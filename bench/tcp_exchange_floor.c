@@ -1,7 +1,8 @@
 /* The floor under a 2-rank TCP all_reduce of a small buffer: two processes on
  * one loopback connection (TCP_NODELAY, non-blocking, busy-polling recv) each
  * send N bytes and receive the other's N bytes, with no framing, no matching
- * and no sum. A one-shot all_reduce does exactly this exchange plus a sum.
+ * and no sum. A one-shot all_reduce does exactly this exchange plus a sum; for
+ * large N it is the full-duplex rate of a loopback connection.
  * Timed like `shardlm bench comm`: each iteration's time is the slower
  * rank's, the median over iterations is reported, sizes double from argv[1]
  * to argv[2] bytes, iterations as mpi_allreduce_bench.c.
@@ -43,21 +44,22 @@ static void die(const char* what) {
   exit(1);
 }
 
-/* Moves exactly n bytes; the socket is non-blocking, so both loops spin. */
-static void send_all(int fd, const char* p, size_t n) {
-  while (n) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w > 0) p += w, n -= (size_t)w;
-    else if (w < 0 && errno != EAGAIN && errno != EINTR) die("send");
-  }
-}
-
-static void recv_all(int fd, char* p, size_t n) {
-  while (n) {
-    ssize_t r = recv(fd, p, n, 0);
-    if (r > 0) p += r, n -= (size_t)r;
-    else if (r == 0) { errno = ECONNRESET; die("recv"); }
-    else if (errno != EAGAIN && errno != EINTR) die("recv");
+/* Sends and receives n bytes at once (a large message would deadlock if both
+ * ranks sent first); the socket is non-blocking, so this spins. */
+static void exchange(int fd, const char* out, char* in, size_t n) {
+  size_t sent = 0, got = 0;
+  while (sent < n || got < n) {
+    if (sent < n) {
+      ssize_t w = send(fd, out + sent, n - sent, MSG_NOSIGNAL);
+      if (w > 0) sent += (size_t)w;
+      else if (w < 0 && errno != EAGAIN && errno != EINTR) die("send");
+    }
+    if (got < n) {
+      ssize_t r = recv(fd, in + got, n - got, 0);
+      if (r > 0) got += (size_t)r;
+      else if (r == 0) { errno = ECONNRESET; die("recv"); }
+      else if (errno != EAGAIN && errno != EINTR) die("recv");
+    }
   }
 }
 
@@ -99,15 +101,12 @@ int main(int argc, char** argv) {
     memset(out, 1, bytes);
     for (size_t it = 0; it < warmup + iters; ++it) {
       const double t0 = now_us();
-      send_all(fd, out, bytes);
-      recv_all(fd, in, bytes);
+      exchange(fd, out, in, bytes);
       if (it >= warmup) times[it - warmup] = now_us() - t0;
     }
     /* The slower rank defines an iteration: the child reports, the parent prints. */
-    if (child == 0) {
-      send_all(fd, (const char*)times, iters * sizeof(double));
-    } else {
-      recv_all(fd, (char*)theirs, iters * sizeof(double));
+    exchange(fd, (const char*)times, (char*)theirs, iters * sizeof(double));
+    if (child != 0) {
       for (size_t i = 0; i < iters; ++i)
         if (theirs[i] > times[i]) times[i] = theirs[i];
       qsort(times, iters, sizeof(double), cmp_double);

@@ -2,7 +2,8 @@
 # bench-vs-openmpi.sh [BUILD_DIR] [MIN] [MAX] [NPS]: MPI_Allreduce of OpenMPI
 # (ob1+vader shared memory, ob1+tcp loopback, ucx with UCX_TLS=sm when the
 # ucx pml exists) next to `shardlm bench comm --backend shm|tcp|mpi`, f32 sum,
-# same sizes and the same timing (median over iterations of the slowest rank).
+# same sizes and the same timing (median over iterations of the slowest rank);
+# for 2 ranks also the raw loopback TCP exchange (bench/tcp_exchange_floor.c).
 # Prints every table, then one comparison table per rank count (time in us,
 # then busbw in GB/s). Extra flags for shardlm bench comm:
 # $SHARDLM_BENCH_FLAGS (e.g. --spin-us 1000).
@@ -19,6 +20,8 @@ command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: mpi
 
 bench_bin="$build/mpi_allreduce_bench"
 mpicc -O2 -Wall -Wextra -o "$bench_bin" bench/mpi_allreduce_bench.c
+floor_bin="$build/tcp_exchange_floor"
+cc -O2 -Wall -Wextra -o "$floor_bin" bench/tcp_exchange_floor.c
 
 # Containers: no ptrace-based single copy; root needs explicit permission.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -39,15 +42,17 @@ run() {
 # $2 of awk's output is the time (us), $3 the busbw (GB/s).
 summary() {
   local np=$1 names=() name
-  for name in ompi-vader ompi-tcp ompi-ucx shardlm-shm shardlm-tcp shardlm-mpi; do
+  for name in ompi-vader ompi-tcp ompi-ucx shardlm-shm shardlm-tcp shardlm-mpi tcp-floor; do
     [ -s "$out/$np-$name" ] && names+=("$name")
   done
   for what in "time(us)" "busbw(GB/s)"; do
     echo "## $np ranks, f32 all_reduce, $what"
     for name in "${names[@]}"; do
       # MPI tables: size count time algbw busbw wrong; shardlm: size count
-      # type op algo time algbw busbw wrong.
-      awk -v w="$what" '/^ *[0-9]/ { t = NF == 6 ? $3 : $6; b = NF == 6 ? $5 : $8;
+      # type op algo time algbw busbw wrong; the floor: size time (its busbw
+      # is that of a 2-rank all_reduce taking this long: size / time).
+      awk -v w="$what" '/^ *[0-9]/ { t = NF == 6 ? $3 : NF == 2 ? $2 : $6;
+                                     b = NF == 6 ? $5 : NF == 2 ? sprintf("%.3f", $1 / ($2 * 1e3)) : $8;
                                      print $1, (w == "time(us)" ? t : b) }' "$out/$np-$name" > "$out/$np-$name.col"
     done
     printf '%12s' "size(B)"
@@ -79,6 +84,8 @@ for np in $nps; do
   # shellcheck disable=SC2086
   run "$np-shardlm-mpi" "${mpirun[@]}" -np "$np" "$shardlm" bench comm --backend mpi --min-bytes "$min" \
     --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
+  # The raw loopback exchange under a 2-rank all_reduce (no framing, no sum).
+  if [ "$np" = 2 ]; then run "$np-tcp-floor" "$floor_bin" "$min" "$max"; fi
 done
 echo
 for np in $nps; do summary "$np"; done

@@ -37,7 +37,7 @@ size_t act_row_bytes(ActFormat f, int64_t cols) {
     case ActFormat::F32:
     case ActFormat::F32_AS_F16:
     case ActFormat::F32_AS_BF16: return size_t(cols) * sizeof(float);
-    case ActFormat::Q8_32: return size_t(cols / 32) * sizeof(block_q8_32);
+    case ActFormat::Q8_32: return size_t(cols / 32) * (sizeof(block_q8_32) + 3 * sizeof(float));
     case ActFormat::Q8_K: return size_t(cols / QK_K) * sizeof(block_q8_K);
   }
   return 0;
@@ -59,6 +59,15 @@ float quantize_block(const float* x, int8_t* q, int n) {
 }
 
 }  // namespace
+
+void fill_q8_32_columns(block_q8_32* row, int64_t nb) {
+  auto* d = reinterpret_cast<float*>(row + nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    d[b] = row[b].d;
+    d[nb + b] = row[b].ds;
+    d[2 * nb + b] = row[b].s_f16;
+  }
+}
 
 void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b) {
@@ -185,6 +194,7 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
         if (f == ActFormat::Q8_32) {
           auto* blocks = static_cast<block_q8_32*>(dst);
           avx2 ? quantize_act_q8_32_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_32(x_ + t * cols_, blocks, cols_);
+          fill_q8_32_columns(blocks, cols_ / 32);
         } else {
           auto* blocks = static_cast<block_q8_K*>(dst);
           avx2 ? quantize_act_q8_k_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_k(x_ + t * cols_, blocks, cols_);

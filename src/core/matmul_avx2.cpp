@@ -6,6 +6,7 @@
 // row into 2 vectors (hadd), so the per-block scaling costs one convert and one
 // FMA per 4 tokens instead of per token.
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "core/matmul_avx2_common.h"
@@ -25,11 +26,28 @@ constexpr int64_t kRowBlock = 16;  // divides kRowAlign
 // the activation block's d·Σq: bias(block) · ds. Q8_0 codes are signed, so
 // they go through maddubs as |q| against sign(q)·a.
 
+// The f16 field at byte `offset` of blocks w[0..3], as 4 floats. Load k
+// starts 2k bytes before block k's field, so the field is its word k and three
+// blends gather the four (no scalar loads and inserts). The loads stay inside
+// the row: k >= 1 starts inside block k-1, and every block type here is at
+// least 18 bytes long, with its f16 fields in the first 4.
+template <class Block>
+inline __m128 halves4(const Block* w, size_t offset) {
+  static_assert(sizeof(Block) >= 18);
+  const auto* base = reinterpret_cast<const uint8_t*>(w) + offset;
+  auto at = [&](int k) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + k * sizeof(Block) - 2 * k));
+  };
+  const __m128i h = _mm_blend_epi16(_mm_blend_epi16(_mm_blend_epi16(at(0), at(1), 0x2), at(2), 0x4), at(3), 0x8);
+  return _mm_cvtph_ps(h);
+}
+
 // act_sum: the activation term the bias multiplies (see block_q8_32).
 struct Q4_0W {
   using Block = block_q4_0;
   static constexpr bool kSigned = false, kBias = true;
   static float act_sum(const block_q8_32& x) { return x.ds; }
+  static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.ds + b); }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
   static float bias(const Block&, float d) { return -8.0f * d; }
   static __m128 bias4(const Block*, __m128 d) { return _mm_mul_ps(d, _mm_set1_ps(-8.0f)); }
@@ -38,9 +56,10 @@ struct Q4_1W {
   using Block = block_q4_1;
   static constexpr bool kSigned = false, kBias = true;
   static float act_sum(const block_q8_32& x) { return x.s_f16; }
+  static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.s_f16 + b); }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
   static float bias(const Block& b, float) { return half_to_float(b.m); }
-  static __m128 bias4(const Block* b, __m128) { return f16x4(b[0].m, b[1].m, b[2].m, b[3].m); }
+  static __m128 bias4(const Block* b, __m128) { return halves4(b, offsetof(Block, m)); }
 };
 inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) {
   uint32_t high;
@@ -51,6 +70,7 @@ struct Q5_0W {
   using Block = block_q5_0;
   static constexpr bool kSigned = false, kBias = true;
   static float act_sum(const block_q8_32& x) { return x.ds; }
+  static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.ds + b); }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
   static float bias(const Block&, float d) { return -16.0f * d; }
   static __m128 bias4(const Block*, __m128 d) { return _mm_mul_ps(d, _mm_set1_ps(-16.0f)); }
@@ -59,14 +79,16 @@ struct Q5_1W {
   using Block = block_q5_1;
   static constexpr bool kSigned = false, kBias = true;
   static float act_sum(const block_q8_32& x) { return x.s_f16; }
+  static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.s_f16 + b); }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
   static float bias(const Block& b, float) { return half_to_float(b.m); }
-  static __m128 bias4(const Block* b, __m128) { return f16x4(b[0].m, b[1].m, b[2].m, b[3].m); }
+  static __m128 bias4(const Block* b, __m128) { return halves4(b, offsetof(Block, m)); }
 };
 struct Q8_0W {
   using Block = block_q8_0;
   static constexpr bool kSigned = true, kBias = false;
   static float act_sum(const block_q8_32&) { return 0.0f; }
+  static __m128 act_sum4(const Q8_32Columns&, int64_t) { return _mm_setzero_ps(); }
   static __m256i codes(const Block& b) { return load32(b.qs); }
   static float bias(const Block&, float) { return 0.0f; }
   static __m128 bias4(const Block*, __m128) { return _mm_setzero_ps(); }
@@ -87,63 +109,45 @@ inline void block_step(const typename W::Block& wb, const block_q8_32& xb, __m25
   if constexpr (W::kBias) corr += W::bias(wb, dw) * W::act_sum(xb);
 }
 
+inline const block_q8_32* token_blocks(const KernelArgs& a, int64_t t) {
+  return reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+}
+
 // Decode is one pass over the row; per block the integer work is a handful
 // of vector instructions, so scalar scale handling (f16 convert, multiply,
 // broadcast, bias) used to cost as much again and kept a thread below the
 // memory bandwidth. Here four blocks' scales are converted and multiplied as
 // one vector, each block takes its lane with one permute, and the bias
-// (offset/minimum) terms accumulate as a vector too.
+// (offset/minimum) terms accumulate as a vector too. A few sequences decoded
+// together (2-3 tokens) share each weight block's unpacking and scales; the
+// tile kernel below folds 4 tokens per vector and costs about as much for 2
+// tokens as for 8.
 constexpr int kPrefetchBytes = 2048;
 
-template <class W>
-float dot_row(const uint8_t* row, const block_q8_32* x, int64_t nb) {
+template <class W, int T>
+void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float* out) {
+  // Independent FMA chains per token: an FMA waits 4 cycles for the last, and
+  // one token alone would otherwise chain all four blocks of an iteration.
+  constexpr int A = T == 1 ? 4 : 2;
   const auto* w = reinterpret_cast<const typename W::Block*>(row);
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m128 corr4 = _mm_setzero_ps();
+  Q8_32Columns xc[T];
+  __m256 acc[T][A];
+  __m128 corr4[T];
+  for (int t = 0; t < T; ++t) {
+    xc[t] = q8_32_columns(x[t], nb);
+    corr4[t] = _mm_setzero_ps();
+    for (int i = 0; i < A; ++i) acc[t][i] = _mm256_setzero_ps();
+  }
   int64_t b = 0;
   for (; b + 3 < nb; b += 4) {
     // One cache line ahead per 64 bytes consumed (the hardware prefetcher
     // alone left a thread at ~65% of its read bandwidth).
     for (size_t off = 0; off < 4 * sizeof(typename W::Block); off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + kPrefetchBytes + off, _MM_HINT_T0);
-    const __m128 dw = f16x4(w[b].d, w[b + 1].d, w[b + 2].d, w[b + 3].d);
-    const __m256 scale = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_setr_ps(x[b].d, x[b + 1].d, x[b + 2].d, x[b + 3].d)));
-    for (int k = 0; k < 4; ++k) {
-      const __m256 p = _mm256_cvtepi32_ps(block_products<W>(w[b + k], x[b + k]));
-      acc[k] = _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(scale, _mm256_set1_epi32(k)), acc[k]);
-    }
-    if constexpr (W::kBias)
-      corr4 = _mm_fmadd_ps(W::bias4(&w[b], dw),
-                           _mm_setr_ps(W::act_sum(x[b]), W::act_sum(x[b + 1]), W::act_sum(x[b + 2]),
-                                       W::act_sum(x[b + 3])),
-                           corr4);
-  }
-  float corr = 0.0f;
-  for (; b < nb; ++b) block_step<W>(w[b], x[b], acc[0], corr);
-  const __m128 c2 = _mm_add_ps(corr4, _mm_movehl_ps(corr4, corr4));
-  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + (_mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))) + corr);
-}
-
-// Batched decode of a few sequences (2-3 tokens): dot_row's scheme with each
-// weight block unpacked, and its four scales converted, once for all T
-// tokens. The tile kernel below folds 4 tokens per vector and costs about as
-// much for 2 tokens as for 8.
-template <class W, int T>
-void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float* out) {
-  const auto* w = reinterpret_cast<const typename W::Block*>(row);
-  __m256 acc[T];
-  __m128 corr4[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps(), corr4[t] = _mm_setzero_ps();
-  int64_t b = 0;
-  for (; b + 3 < nb; b += 4) {
-    for (size_t off = 0; off < 4 * sizeof(typename W::Block); off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + kPrefetchBytes + off, _MM_HINT_T0);
-    const __m128 dw = f16x4(w[b].d, w[b + 1].d, w[b + 2].d, w[b + 3].d);
+    const __m128 dw = halves4(&w[b], offsetof(typename W::Block, d));
     __m256 scale[T];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      scale[t] = _mm256_castps128_ps256(
-          _mm_mul_ps(dw, _mm_setr_ps(x[t][b].d, x[t][b + 1].d, x[t][b + 2].d, x[t][b + 3].d)));
+    for (int t = 0; t < T; ++t) scale[t] = _mm256_castps128_ps256(_mm_mul_ps(dw, _mm_loadu_ps(xc[t].d + b)));
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m256i q = W::codes(w[b + k]);
@@ -152,32 +156,29 @@ void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float
       for (int t = 0; t < T; ++t) {
         const __m256i a = load32(x[t][b + k].qs);
         const __m256 p = _mm256_cvtepi32_ps(dot_u8_s8(uq, W::kSigned ? _mm256_sign_epi8(a, q) : a));
-        acc[t] = _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(scale[t], _mm256_set1_epi32(k)), acc[t]);
+        acc[t][k % A] = _mm256_fmadd_ps(p, _mm256_permutevar8x32_ps(scale[t], _mm256_set1_epi32(k)), acc[t][k % A]);
       }
     }
     if constexpr (W::kBias) {
       const __m128 bias = W::bias4(&w[b], dw);
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t)
-        corr4[t] = _mm_fmadd_ps(bias,
-                                _mm_setr_ps(W::act_sum(x[t][b]), W::act_sum(x[t][b + 1]), W::act_sum(x[t][b + 2]),
-                                            W::act_sum(x[t][b + 3])),
-                                corr4[t]);
+      for (int t = 0; t < T; ++t) corr4[t] = _mm_fmadd_ps(bias, W::act_sum4(xc[t], b), corr4[t]);
     }
   }
   for (int t = 0; t < T; ++t) {
     float corr = 0.0f;
-    for (int64_t e = b; e < nb; ++e) block_step<W>(w[e], x[t][e], acc[t], corr);
+    for (int64_t e = b; e < nb; ++e) block_step<W>(w[e], x[t][e], acc[t][0], corr);
+    __m256 sum = acc[t][0];
+    for (int i = 1; i < A; ++i) sum = _mm256_add_ps(sum, acc[t][i]);
     const __m128 c2 = _mm_add_ps(corr4[t], _mm_movehl_ps(corr4[t], corr4[t]));
-    out[t] = hsum(acc[t]) + (_mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))) + corr);
+    out[t] = hsum(sum) + (_mm_cvtss_f32(_mm_add_ss(c2, _mm_movehdup_ps(c2))) + corr);
   }
 }
 
 template <class W, int T>
 void few_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
   const block_q8_32* x[T];
-  for (int t = 0; t < T; ++t)
-    x[t] = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
   for (int64_t r = r0; r < r1; ++r) {
     float out[T];
     dot_rows<W, T>(a.w->row(r), x, a.w->cols / 32, out);
@@ -251,10 +252,6 @@ void tile32(const typename W::Block* const* w, const block_q8_32* const* x, cons
     for (int g = 0; g < G; ++g)
       _mm_storeu_ps(&out[i][4 * g],
                     _mm_add_ps(_mm256_castps256_ps128(acc[i][g]), _mm256_extractf128_ps(acc[i][g], 1)));
-}
-
-inline const block_q8_32* token_blocks(const KernelArgs& a, int64_t t) {
-  return reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
 }
 
 // Rows [rb, rend) × the 4·G tokens from t: D distinct ones per group, the
@@ -395,8 +392,10 @@ struct Blocks32 {
   static constexpr bool kOwnPrefill = true;
   static void prefill(const KernelArgs& a, int64_t r0, int64_t r1) { prefill32<Policy>(a, r0, r1); }
   static float row(const KernelArgs& a, int64_t r, int64_t t) {
-    const auto* x = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-    return dot_row<Policy>(a.w->row(r), x, a.w->cols / 32);
+    const block_q8_32* x = token_blocks(a, t);
+    float out;
+    dot_rows<Policy, 1>(a.w->row(r), &x, a.w->cols / 32, &out);
+    return out;
   }
 };
 

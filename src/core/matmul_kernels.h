@@ -27,6 +27,23 @@ struct block_q8_32 {
 };
 static_assert(sizeof(block_q8_32) == 44);
 
+// A token's Q8_32 row is its nb blocks followed by three columns of nb floats
+// that repeat the blocks' d, ds and s_f16: decode loads four blocks' scales
+// with one vector load where gathering them from the blocks cost ~4 uops a
+// block, as much as the integer work on a Q4_0 block.
+struct Q8_32Columns {
+  const float* d;
+  const float* ds;
+  const float* s_f16;
+};
+inline Q8_32Columns q8_32_columns(const block_q8_32* row, int64_t nb) {
+  const auto* d = reinterpret_cast<const float*>(row + nb);
+  return {d, d + nb, d + 2 * nb};
+}
+// Writes the columns after the nb blocks at `row` (the row must have room:
+// act_row_bytes).
+void fill_q8_32_columns(block_q8_32* row, int64_t nb);
+
 // K-quants use block_q8_K (core/dtype.h): same rounding over 256 elements,
 // bsums[i] = Σ qs[16i .. 16i+16).
 

@@ -54,6 +54,19 @@ float dot(const float* a, const float* b, int64_t n) {
   return float(sum);
 }
 
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out) {
+  for (int64_t g = 0; g < n_q; ++g) {
+    float* s = scores + g * n_pos;
+    for (int64_t p = 0; p < n_pos; ++p) s[p] = dot(q + g * kv.dim_k, kv.k + p * kv.k_stride, kv.dim_k) * scale;
+    softmax(s, n_pos);
+    float* o = out + g * kv.dim_v;
+    for (int64_t i = 0; i < kv.dim_v; ++i) o[i] = 0;
+    for (int64_t p = 0; p < n_pos; ++p)
+      for (int64_t i = 0; i < kv.dim_v; ++i) o[i] += s[p] * kv.v[p * kv.v_stride + i];
+  }
+}
+
 }  // namespace ref
 
 namespace {
@@ -75,6 +88,10 @@ void mul(const float* a, const float* b, float* out, int64_t n) {
   use_avx2() ? avx2::mul(a, b, out, n) : ref::mul(a, b, out, n);
 }
 float dot(const float* a, const float* b, int64_t n) { return use_avx2() ? avx2::dot(a, b, n) : ref::dot(a, b, n); }
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out) {
+  use_avx2() ? avx2::attend(q, n_q, kv, n_pos, scale, scores, out) : ref::attend(q, n_q, kv, n_pos, scale, scores, out);
+}
 
 // The compiler vectorizes these two well enough at -O2 for the baseline ISA.
 void scale(float* x, float s, int64_t n) {

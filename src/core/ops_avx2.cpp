@@ -2,6 +2,7 @@
 // stores, so every length takes the same arithmetic as the body.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -157,6 +158,52 @@ float dot(const float* a, const float* b, int64_t n) {
     acc[1] = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc[1]);
   }
   return horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+// Decode attention is many short rows (head_dim 64-128) per position, so the
+// per-row work is what counts: each K row is loaded once for all n_q heads,
+// and each head's output is accumulated 32 dimensions at a time in registers
+// while the positions stream past (V rows stay in L1/L2 between heads).
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out) {
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const float* k = kv.k + p * kv.k_stride;
+    for (int64_t g = 0; g < n_q; ++g) {
+      const float* qg = q + g * kv.dim_k;
+      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+      int64_t i = 0;
+      for (; i + 16 <= kv.dim_k; i += 16)
+        for (int j = 0; j < 2; ++j)
+          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8 * j), _mm256_loadu_ps(k + i + 8 * j), acc[j]);
+      for (; i < kv.dim_k; i += 8) {
+        const __m256i m = tail_mask(std::min<int64_t>(8, kv.dim_k - i));
+        acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(qg + i, m), _mm256_maskload_ps(k + i, m), acc[0]);
+      }
+      scores[g * n_pos + p] = horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
+    }
+  }
+  for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
+  for (int64_t g = 0; g < n_q; ++g) {
+    const float* s = scores + g * n_pos;
+    float* o = out + g * kv.dim_v;
+    int64_t i = 0;
+    for (; i + 32 <= kv.dim_v; i += 32) {
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const __m256 w = _mm256_broadcast_ss(s + p);
+        const float* v = kv.v + p * kv.v_stride + i;
+        for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * j), acc[j]);
+      }
+      for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + i + 8 * j, acc[j]);
+    }
+    for (; i < kv.dim_v; i += 8) {
+      const __m256i m = tail_mask(std::min<int64_t>(8, kv.dim_v - i));
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t p = 0; p < n_pos; ++p)
+        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), _mm256_maskload_ps(kv.v + p * kv.v_stride + i, m), acc);
+      _mm256_maskstore_ps(o + i, m, acc);
+    }
+  }
 }
 
 }  // namespace shardlm::ops::avx2

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "core/ops.h"
+
 namespace shardlm::ops {
 
 namespace ref {
@@ -13,6 +15,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out);
 }  // namespace ref
 
 // Compiled with -mavx2 -mfma; call only when active_isa() >= Isa::Avx2.
@@ -24,6 +28,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out);
 }  // namespace avx2
 
 }  // namespace shardlm::ops

@@ -23,7 +23,7 @@ struct F16Elems {
   float operator[](int64_t i) const { return table[p[i]]; }
 };
 
-// The F16 cache path; the F32 one uses the vector ops directly.
+// The F16 cache path, one head at a time; the F32 one is ops::attend.
 template <class Elems>
 void attend(const float* q, Elems k, Elems v, const CachedHead& h, int64_t n_pos, float scale, float* scores,
             float* out) {
@@ -44,19 +44,18 @@ void attend(const float* q, Elems k, Elems v, const CachedHead& h, int64_t n_pos
 
 }  // namespace
 
-void attend_one_head(const float* q, const CachedHead& h, int64_t n_pos, float scale, float* scores, float* out) {
-  if (h.type != DType::F32) {
-    const float* t = f16_table();
-    attend(q, F16Elems{static_cast<const f16_t*>(h.k), t}, F16Elems{static_cast<const f16_t*>(h.v), t}, h, n_pos,
-           scale, scores, out);
+void attend_heads(const float* q, int64_t n_q, const CachedHead& h, int64_t n_pos, float scale, float* scores,
+                  float* out) {
+  if (h.type == DType::F32) {
+    const ops::KvHead kv{static_cast<const float*>(h.k), static_cast<const float*>(h.v), h.k_stride, h.v_stride,
+                         h.head_dim_k, h.head_dim_v};
+    ops::attend(q, n_q, kv, n_pos, scale, scores, out);
     return;
   }
-  const auto* k = static_cast<const float*>(h.k);
-  const auto* v = static_cast<const float*>(h.v);
-  for (int64_t p = 0; p < n_pos; ++p) scores[p] = ops::dot(q, k + p * h.k_stride, h.head_dim_k) * scale;
-  ops::softmax(scores, n_pos);
-  for (int64_t i = 0; i < h.head_dim_v; ++i) out[i] = 0;
-  for (int64_t p = 0; p < n_pos; ++p) ops::axpy(scores[p], v + p * h.v_stride, out, h.head_dim_v);
+  const float* t = f16_table();
+  for (int64_t g = 0; g < n_q; ++g)
+    attend(q + g * h.head_dim_k, F16Elems{static_cast<const f16_t*>(h.k), t},
+           F16Elems{static_cast<const f16_t*>(h.v), t}, h, n_pos, scale, scores, out + g * h.head_dim_v);
 }
 
 }  // namespace shardlm

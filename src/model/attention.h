@@ -15,7 +15,10 @@ struct CachedHead {
   int64_t head_dim_k, head_dim_v;
 };
 
-// out = Σ_{p < n_pos} softmax_p(scale · q·k_p) · v_p. scores: n_pos floats of scratch.
-void attend_one_head(const float* q, const CachedHead& h, int64_t n_pos, float scale, float* scores, float* out);
+// For the n_q query heads q (head_dim_k apart) that share this KV head:
+// out_g = Σ_{p < n_pos} softmax_p(scale · q_g·k_p) · v_p (head_dim_v apart).
+// scores: n_q · n_pos floats of scratch.
+void attend_heads(const float* q, int64_t n_q, const CachedHead& h, int64_t n_pos, float scale, float* scores,
+                  float* out);
 
 }  // namespace shardlm

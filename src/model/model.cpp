@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -45,7 +46,8 @@ Model::Model(const gguf::File& file, ModelOptions options)
   proj_.resize(rows(c.n_embd));
   gate_.resize(rows(n_ff_));
   up_.resize(rows(n_ff_));
-  scores_.resize(size_t(n_threads_ * opt_.n_ctx));
+  // Per thread: the scores of one KV head's query heads (at most a group).
+  scores_.resize(size_t(n_threads_ * opt_.n_ctx * std::min(c.n_group(), n_head_)));
   if (plan_.last_stage(c)) {
     out_in_.resize(size_t(opt_.n_outputs * c.n_embd));
     logits_.resize(size_t(opt_.n_outputs * n_vocab_));
@@ -149,16 +151,25 @@ void Model::attend(int64_t l, const Batch& batch) {
   const float scale = 1.0f / std::sqrt(float(c.head_dim_k));
   const int64_t group = c.n_group();
   const int64_t elem = kv_.type() == DType::F32 ? 4 : 2;
-  const int64_t n_tasks = n_tokens_ * n_head_;
+  // Runs of this rank's query heads that share a KV head, attended together
+  // so each cached row is read once for the run.
+  auto kv_head = [&](int64_t h) { return (plan_.heads.begin + h) / group - plan_.kv_heads.begin; };
+  std::vector<int64_t> run_begin;
+  for (int64_t h = 0; h < n_head_; ++h)
+    if (h == 0 || kv_head(h) != kv_head(h - 1)) run_begin.push_back(h);
+  run_begin.push_back(n_head_);
+  const int64_t n_runs = int64_t(run_begin.size()) - 1;
+  const int64_t n_tasks = n_tokens_ * n_runs;
   int64_t work = 0;  // multiply-adds, to keep short decode steps off the pool
   for (const auto& e : batch.entries) work += int64_t(e.pos + 1) * n_head_ * (c.head_dim_k + c.head_dim_v);
-  // Each (entry, head) is independent, so any thread split gives the same bits.
+  // Each (entry, run) is independent, so any thread split gives the same bits.
   run_parallel(work >= kParallelAttentionWork, [&](int ith, int nth) {
-    float* scores = &scores_[size_t(ith * opt_.n_ctx)];
+    float* scores = &scores_[size_t(ith * opt_.n_ctx * std::min(group, n_head_))];
     for (int64_t task = ith; task < n_tasks; task += nth) {
-      const int64_t t = task / n_head_, h = task % n_head_;
+      const int64_t t = task / n_runs, r = task % n_runs;
+      const int64_t h0 = run_begin[size_t(r)], n_q = run_begin[size_t(r) + 1] - h0;
       const auto& e = batch.entries[size_t(t)];
-      const int64_t g = (plan_.heads.begin + h) / group - plan_.kv_heads.begin;
+      const int64_t g = kv_head(h0);
       CachedHead head;
       head.type = kv_.type();
       head.k = static_cast<const uint8_t*>(kv_.k_rows(l, e.seq)) + g * c.head_dim_k * elem;
@@ -167,8 +178,8 @@ void Model::attend(int64_t l, const Batch& batch) {
       head.v_stride = kv_.v_stride();
       head.head_dim_k = c.head_dim_k;
       head.head_dim_v = c.head_dim_v;
-      attend_one_head(&q_[size_t(task * c.head_dim_k)], head, e.pos + 1, scale, scores,
-                      &attn_[size_t(task * c.head_dim_v)]);
+      attend_heads(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_q, head, e.pos + 1, scale, scores,
+                   &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)]);
     }
   });
 }

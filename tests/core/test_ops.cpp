@@ -145,6 +145,27 @@ TEST_P(OpsAvx2, ElementwiseAndDotMatchReference) {
 // Below, at and past the vector width, the 4×8 unroll and a long row.
 INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2, ::testing::Values(1, 7, 8, 9, 31, 33, 64, 100, 4097));
 
+// Grouped-query attention: 1-5 query heads over one K/V head, head sizes
+// below, at and past the 32-wide register block, 1 to 300 positions, rows
+// padded (strides larger than the head, as in the KV cache).
+TEST(OpsAvx2Attention, MatchesReference) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
+  struct Shape { int64_t n_q, dim_k, dim_v, n_pos; };
+  for (const Shape sh : {Shape{1, 64, 64, 1}, Shape{4, 64, 64, 300}, Shape{3, 128, 128, 17},
+                         Shape{5, 13, 7, 9}, Shape{2, 40, 72, 33}}) {
+    const int64_t k_stride = sh.dim_k * 3 + 5, v_stride = sh.dim_v * 2 + 3;
+    const auto q = random_vector(sh.n_q * sh.dim_k, 11, 0.3f);
+    const auto k = random_vector(sh.n_pos * k_stride, 12), v = random_vector(sh.n_pos * v_stride, 13);
+    const KvHead kv{k.data(), v.data(), k_stride, v_stride, sh.dim_k, sh.dim_v};
+    std::vector<float> scores(size_t(sh.n_q * sh.n_pos)), want(size_t(sh.n_q * sh.dim_v)), got(want.size());
+    ref::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), want.data());
+    avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
+          << "n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v " << sh.dim_v << " n_pos " << sh.n_pos << " [" << i << "]";
+  }
+}
+
 TEST(OpsAvx2Exp, SoftmaxOfExtremeSpreadKeepsTinyTerms) {
   if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
   std::vector<float> x = {0.f, -20.f, -80.f, -86.f, -88.f, -200.f, 1e-3f, -1e-3f, -0.5f};

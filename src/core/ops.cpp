@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops {
@@ -56,14 +57,21 @@ float dot(const float* a, const float* b, int64_t n) {
 
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
+  auto at = [&](const void* base, int64_t i) {
+    return kv.f16 ? f16_to_f32(static_cast<const f16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+  };
   for (int64_t g = 0; g < n_q; ++g) {
     float* s = scores + g * n_pos;
-    for (int64_t p = 0; p < n_pos; ++p) s[p] = dot(q + g * kv.dim_k, kv.k + p * kv.k_stride, kv.dim_k) * scale;
+    for (int64_t p = 0; p < n_pos; ++p) {
+      double dot = 0;
+      for (int64_t i = 0; i < kv.dim_k; ++i) dot += double(q[g * kv.dim_k + i]) * at(kv.k, p * kv.k_stride + i);
+      s[p] = float(dot) * scale;
+    }
     softmax(s, n_pos);
     float* o = out + g * kv.dim_v;
     for (int64_t i = 0; i < kv.dim_v; ++i) o[i] = 0;
     for (int64_t p = 0; p < n_pos; ++p)
-      for (int64_t i = 0; i < kv.dim_v; ++i) o[i] += s[p] * kv.v[p * kv.v_stride + i];
+      for (int64_t i = 0; i < kv.dim_v; ++i) o[i] += s[p] * at(kv.v, p * kv.v_stride + i);
   }
 }
 

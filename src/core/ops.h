@@ -30,14 +30,15 @@ void axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
 
 // Attention of n_q query heads that share one cached K/V head (grouped-query
 // attention): for each g < n_q, out_g = Σ_p softmax_p(scale · q_g·k_p) · v_p
-// over p < n_pos, with q_g at q + g·dim_k, k_p at k + p·k_stride, v_p at
-// v + p·v_stride, out_g at out + g·dim_v. Each K and V row is read once for
-// all n_q heads. scores: n_q · n_pos floats of scratch.
+// over p < n_pos, with q_g at q + g·dim_k, k_p at element p·k_stride of k,
+// v_p at element p·v_stride of v, out_g at out + g·dim_v. Each K and V row
+// is read once for all n_q heads. scores: n_q · n_pos floats of scratch.
 struct KvHead {
-  const float* k;
-  const float* v;
+  const void* k;  // f32 elements, or f16 when `f16`
+  const void* v;
   int64_t k_stride, v_stride;
   int64_t dim_k, dim_v;
+  bool f16 = false;
 };
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/ops_impl.h"
@@ -160,24 +161,47 @@ float dot(const float* a, const float* b, int64_t n) {
   return horizontal_sum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
+namespace {
+
+// 8 cache elements from element i as floats; load_part: the n < 8 left, zeros above.
+template <bool F16>
+__m256 load8(const void* base, int64_t i) {
+  if constexpr (F16)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
+  else
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+}
+
+template <bool F16>
+__m256 load_part(const void* base, int64_t i, int64_t n) {
+  if constexpr (F16) {
+    alignas(16) uint16_t h[8] = {};
+    std::memcpy(h, static_cast<const uint16_t*>(base) + i, size_t(n) * sizeof(uint16_t));
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(h)));
+  } else {
+    return _mm256_maskload_ps(static_cast<const float*>(base) + i, tail_mask(n));
+  }
+}
+
 // Decode attention is many short rows (head_dim 64-128) per position, so the
 // per-row work is what counts: each K row is loaded once for all n_q heads,
 // and each head's output is accumulated 32 dimensions at a time in registers
 // while the positions stream past (V rows stay in L1/L2 between heads).
-void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-            float* out) {
+template <bool F16>
+void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+                  float* out) {
   for (int64_t p = 0; p < n_pos; ++p) {
-    const float* k = kv.k + p * kv.k_stride;
+    const int64_t k0 = p * kv.k_stride;
     for (int64_t g = 0; g < n_q; ++g) {
       const float* qg = q + g * kv.dim_k;
       __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
       int64_t i = 0;
       for (; i + 16 <= kv.dim_k; i += 16)
         for (int j = 0; j < 2; ++j)
-          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8 * j), _mm256_loadu_ps(k + i + 8 * j), acc[j]);
+          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8 * j), load8<F16>(kv.k, k0 + i + 8 * j), acc[j]);
       for (; i < kv.dim_k; i += 8) {
-        const __m256i m = tail_mask(std::min<int64_t>(8, kv.dim_k - i));
-        acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(qg + i, m), _mm256_maskload_ps(k + i, m), acc[0]);
+        const int64_t n = std::min<int64_t>(8, kv.dim_k - i);
+        acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(qg + i, tail_mask(n)), load_part<F16>(kv.k, k0 + i, n), acc[0]);
       }
       scores[g * n_pos + p] = horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
     }
@@ -191,19 +215,26 @@ void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float 
       __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
       for (int64_t p = 0; p < n_pos; ++p) {
         const __m256 w = _mm256_broadcast_ss(s + p);
-        const float* v = kv.v + p * kv.v_stride + i;
-        for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * j), acc[j]);
+        for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(w, load8<F16>(kv.v, p * kv.v_stride + i + 8 * j), acc[j]);
       }
       for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + i + 8 * j, acc[j]);
     }
     for (; i < kv.dim_v; i += 8) {
-      const __m256i m = tail_mask(std::min<int64_t>(8, kv.dim_v - i));
+      const int64_t n = std::min<int64_t>(8, kv.dim_v - i);
       __m256 acc = _mm256_setzero_ps();
       for (int64_t p = 0; p < n_pos; ++p)
-        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), _mm256_maskload_ps(kv.v + p * kv.v_stride + i, m), acc);
-      _mm256_maskstore_ps(o + i, m, acc);
+        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part<F16>(kv.v, p * kv.v_stride + i, n), acc);
+      _mm256_maskstore_ps(o + i, tail_mask(n), acc);
     }
   }
+}
+
+}  // namespace
+
+void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+            float* out) {
+  kv.f16 ? attend_cache<true>(q, n_q, kv, n_pos, scale, scores, out)
+         : attend_cache<false>(q, n_q, kv, n_pos, scale, scores, out);
 }
 
 }  // namespace shardlm::ops::avx2

@@ -12,7 +12,6 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/attention.h"
 
 namespace shardlm {
 
@@ -170,16 +169,16 @@ void Model::attend(int64_t l, const Batch& batch) {
       const int64_t h0 = run_begin[size_t(r)], n_q = run_begin[size_t(r) + 1] - h0;
       const auto& e = batch.entries[size_t(t)];
       const int64_t g = kv_head(h0);
-      CachedHead head;
-      head.type = kv_.type();
+      ops::KvHead head;
       head.k = static_cast<const uint8_t*>(kv_.k_rows(l, e.seq)) + g * c.head_dim_k * elem;
       head.v = static_cast<const uint8_t*>(kv_.v_rows(l, e.seq)) + g * c.head_dim_v * elem;
       head.k_stride = kv_.k_stride();
       head.v_stride = kv_.v_stride();
-      head.head_dim_k = c.head_dim_k;
-      head.head_dim_v = c.head_dim_v;
-      attend_heads(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_q, head, e.pos + 1, scale, scores,
-                   &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)]);
+      head.dim_k = c.head_dim_k;
+      head.dim_v = c.head_dim_v;
+      head.f16 = kv_.type() == DType::F16;
+      ops::attend(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_q, head, e.pos + 1, scale, scores,
+                  &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)]);
     }
   });
 }

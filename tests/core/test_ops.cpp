@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/ops_impl.h"
@@ -147,22 +148,29 @@ INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2, ::testing::Values(1, 7, 8, 9, 31, 33,
 
 // Grouped-query attention: 1-5 query heads over one K/V head, head sizes
 // below, at and past the 32-wide register block, 1 to 300 positions, rows
-// padded (strides larger than the head, as in the KV cache).
+// padded (strides larger than the head, as in the KV cache); f32 and f16 caches.
 TEST(OpsAvx2Attention, MatchesReference) {
   if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
   struct Shape { int64_t n_q, dim_k, dim_v, n_pos; };
-  for (const Shape sh : {Shape{1, 64, 64, 1}, Shape{4, 64, 64, 300}, Shape{3, 128, 128, 17},
-                         Shape{5, 13, 7, 9}, Shape{2, 40, 72, 33}}) {
-    const int64_t k_stride = sh.dim_k * 3 + 5, v_stride = sh.dim_v * 2 + 3;
-    const auto q = random_vector(sh.n_q * sh.dim_k, 11, 0.3f);
-    const auto k = random_vector(sh.n_pos * k_stride, 12), v = random_vector(sh.n_pos * v_stride, 13);
-    const KvHead kv{k.data(), v.data(), k_stride, v_stride, sh.dim_k, sh.dim_v};
-    std::vector<float> scores(size_t(sh.n_q * sh.n_pos)), want(size_t(sh.n_q * sh.dim_v)), got(want.size());
-    ref::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), want.data());
-    avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
-    for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
-          << "n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v " << sh.dim_v << " n_pos " << sh.n_pos << " [" << i << "]";
+  for (const bool f16 : {false, true}) {
+    for (const Shape sh : {Shape{1, 64, 64, 1}, Shape{4, 64, 64, 300}, Shape{3, 128, 128, 17},
+                           Shape{5, 13, 7, 9}, Shape{2, 40, 72, 33}}) {
+      const int64_t k_stride = sh.dim_k * 3 + 5, v_stride = sh.dim_v * 2 + 3;
+      const auto q = random_vector(sh.n_q * sh.dim_k, 11, 0.3f);
+      const auto k = random_vector(sh.n_pos * k_stride, 12), v = random_vector(sh.n_pos * v_stride, 13);
+      std::vector<f16_t> k16(k.size()), v16(v.size());
+      for (size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]);
+      for (size_t i = 0; i < v.size(); ++i) v16[i] = f32_to_f16(v[i]);
+      KvHead kv{k.data(), v.data(), k_stride, v_stride, sh.dim_k, sh.dim_v, f16};
+      if (f16) kv.k = k16.data(), kv.v = v16.data();
+      std::vector<float> scores(size_t(sh.n_q * sh.n_pos)), want(size_t(sh.n_q * sh.dim_v)), got(want.size());
+      ref::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), want.data());
+      avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
+            << (f16 ? "f16" : "f32") << " n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v " << sh.dim_v
+            << " n_pos " << sh.n_pos << " [" << i << "]";
+    }
   }
 }
 

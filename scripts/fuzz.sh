@@ -11,7 +11,7 @@ clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-reco
   -Isrc fuzz/gguf_fuzz.cpp src/gguf/*.cpp src/core/dtype.cpp -o "$out/gguf_fuzz"
 
 # Seeds: the first 64 KiB of every small model (whole headers of most of them).
-for dir in models ../shared/models; do
+for dir in models; do
   [[ -d $dir ]] || continue
   while IFS= read -r -d '' f; do
     head -c 65536 "$f" > "$out/corpus/seed-$(basename "$f")"

@@ -1,5 +1,5 @@
 // Runs the built `shardlm` binary: inspect on real models (key lines checked
-// against /work/shared/models/README.md) and on a corrupted file.
+// against models/CATALOG.md) and on a corrupted file.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -1,5 +1,5 @@
 // Every bundled and shared model must open; a few values are checked against
-// /work/shared/models/README.md.
+// models/CATALOG.md.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,5 +1,5 @@
 // Logits and greedy continuations against llama.cpp's golden outputs
-// (../shared/models/golden, README there): F32 KV cache, no flash attention.
+// (models/golden, README there): F32 KV cache, no flash attention.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -126,7 +126,7 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
 class Distributed : public ::testing::TestWithParam<Case> {};
 
 // Greedy tokens equal the single node's until a step whose margin is within
-// the numerical error (the near-tie rule of ../shared/models/golden/README.md).
+// the numerical error (the near-tie rule of models/golden/README.md).
 TEST_P(Distributed, MatchesSingleNode) {
   const Case c = GetParam();
   const int n_predict = 24;

@@ -94,18 +94,13 @@ struct Q8_0W {
   static __m128 bias4(const Block*, __m128) { return _mm_setzero_ps(); }
 };
 
-// The 8 int32 partial sums of one weight block times one activation block.
-template <class W>
-inline __m256i block_products(const typename W::Block& wb, const block_q8_32& xb) {
-  const __m256i q = W::codes(wb);
-  const __m256i a = load32(xb.qs);
-  return W::kSigned ? dot_u8_s8(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)) : dot_u8_s8(q, a);
-}
-
 template <class W>
 inline void block_step(const typename W::Block& wb, const block_q8_32& xb, __m256& acc, float& corr) {
+  const __m256i q = W::codes(wb);
+  const __m256i a = load32(xb.qs);
+  const __m256i p = W::kSigned ? dot_u8_s8(_mm256_abs_epi8(q), _mm256_sign_epi8(a, q)) : dot_u8_s8(q, a);
   const float dw = half_to_float(wb.d);
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(block_products<W>(wb, xb)), _mm256_set1_ps(dw * xb.d), acc);
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xb.d), acc);
   if constexpr (W::kBias) corr += W::bias(wb, dw) * W::act_sum(xb);
 }
 
@@ -122,7 +117,6 @@ inline const block_q8_32* token_blocks(const KernelArgs& a, int64_t t) {
 // together (2-3 tokens) share each weight block's unpacking and scales; the
 // tile kernel below folds 4 tokens per vector and costs about as much for 2
 // tokens as for 8.
-constexpr int kPrefetchBytes = 2048;
 
 template <class W, int T>
 void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float* out) {
@@ -140,8 +134,6 @@ void dot_rows(const uint8_t* row, const block_q8_32* const* x, int64_t nb, float
   }
   int64_t b = 0;
   for (; b + 3 < nb; b += 4) {
-    // One cache line ahead per 64 bytes consumed (the hardware prefetcher
-    // alone left a thread at ~65% of its read bandwidth).
     for (size_t off = 0; off < 4 * sizeof(typename W::Block); off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + kPrefetchBytes + off, _MM_HINT_T0);
     const __m128 dw = halves4(&w[b], offsetof(typename W::Block, d));

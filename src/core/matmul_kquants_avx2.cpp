@@ -232,9 +232,9 @@ void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
         const auto* w = reinterpret_cast<const Block*>(m.row(r));
         float sum = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
-          // Decode streams the row: a line ahead per line consumed (see matmul_avx2.cpp).
+          // Decode streams the row: a line ahead per line consumed.
           for (size_t off = 0; off < sizeof(Block); off += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + 2048 + off, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(&w[b]) + kPrefetchBytes + off, _MM_HINT_T0);
           const block_q8_K* x = token(t) + b;
           Dot<1>::run(w[b], &x, &sum);
         }

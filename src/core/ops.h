@@ -31,8 +31,9 @@ void axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
 // Attention of n_q query heads that share one cached K/V head (grouped-query
 // attention): for each g < n_q, out_g = Σ_p softmax_p(scale · q_g·k_p) · v_p
 // over p < n_pos, with q_g at q + g·dim_k, k_p at element p·k_stride of k,
-// v_p at element p·v_stride of v, out_g at out + g·dim_v. Each K and V row
-// is read once for all n_q heads. scores: n_q · n_pos floats of scratch.
+// v_p at element p·v_stride of v, out_g at out + g·dim_v. Each K row is
+// loaded once for all n_q heads (V rows once per head, mostly from cache).
+// scores: n_q · n_pos floats of scratch.
 struct KvHead {
   const void* k;  // f32 elements, or f16 when `f16`
   const void* v;

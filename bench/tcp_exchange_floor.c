@@ -6,6 +6,7 @@
  * Timed like `shardlm bench comm`: each iteration's time is the slower
  * rank's, the median over iterations is reported, sizes double from argv[1]
  * to argv[2] bytes, iterations as mpi_allreduce_bench.c.
+ * Usage: tcp_exchange_floor [MIN] [MAX] [oneway]
  * Build: cc -O2 -o tcp_exchange_floor tcp_exchange_floor.c */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -44,18 +45,18 @@ static void die(const char* what) {
   exit(1);
 }
 
-/* Sends and receives n bytes at once (a large message would deadlock if both
- * ranks sent first); the socket is non-blocking, so this spins. */
-static void exchange(int fd, const char* out, char* in, size_t n) {
+/* Sends n_out bytes while receiving n_in (a large message would deadlock if
+ * both ranks sent first); the socket is non-blocking, so this spins. */
+static void exchange(int fd, const char* out, size_t n_out, char* in, size_t n_in) {
   size_t sent = 0, got = 0;
-  while (sent < n || got < n) {
-    if (sent < n) {
-      ssize_t w = send(fd, out + sent, n - sent, MSG_NOSIGNAL);
+  while (sent < n_out || got < n_in) {
+    if (sent < n_out) {
+      ssize_t w = send(fd, out + sent, n_out - sent, MSG_NOSIGNAL);
       if (w > 0) sent += (size_t)w;
       else if (w < 0 && errno != EAGAIN && errno != EINTR) die("send");
     }
-    if (got < n) {
-      ssize_t r = recv(fd, in + got, n - got, 0);
+    if (got < n_in) {
+      ssize_t r = recv(fd, in + got, n_in - got, 0);
       if (r > 0) got += (size_t)r;
       else if (r == 0) { errno = ECONNRESET; die("recv"); }
       else if (errno != EAGAIN && errno != EINTR) die("recv");
@@ -65,6 +66,9 @@ static void exchange(int fd, const char* out, char* in, size_t n) {
 
 int main(int argc, char** argv) {
   const size_t lo = argc > 1 ? parse_size(argv[1]) : 4, hi = argc > 2 ? parse_size(argv[2]) : (64u << 10);
+  /* "oneway": the child only sends and the parent only receives, to compare a
+   * loopback connection used one direction at a time with both at once. */
+  const int oneway = argc > 3 && strcmp(argv[3], "oneway") == 0;
   int listener = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in addr = {0};
   addr.sin_family = AF_INET;
@@ -86,7 +90,8 @@ int main(int argc, char** argv) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   fcntl(fd, F_SETFL, O_NONBLOCK);
   if (child != 0) {
-    printf("# raw loopback TCP exchange, 2 processes; time = median of the slower rank\n");
+    printf("# raw loopback TCP %s, 2 processes; time = median of the slower rank\n",
+           oneway ? "one-way transfer (child sends, parent receives)" : "exchange");
     printf("%12s %10s\n", "size(B)", "time(us)");
   }
   for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
@@ -101,11 +106,11 @@ int main(int argc, char** argv) {
     memset(out, 1, bytes);
     for (size_t it = 0; it < warmup + iters; ++it) {
       const double t0 = now_us();
-      exchange(fd, out, in, bytes);
+      exchange(fd, out, oneway && child != 0 ? 0 : bytes, in, oneway && child == 0 ? 0 : bytes);
       if (it >= warmup) times[it - warmup] = now_us() - t0;
     }
     /* The slower rank defines an iteration: the child reports, the parent prints. */
-    exchange(fd, (const char*)times, (char*)theirs, iters * sizeof(double));
+    exchange(fd, (const char*)times, iters * sizeof(double), (char*)theirs, iters * sizeof(double));
     if (child != 0) {
       for (size_t i = 0; i < iters; ++i)
         if (theirs[i] > times[i]) times[i] = theirs[i];

@@ -85,6 +85,9 @@ __attribute__((target("amx-tile,amx-int8"))) int trial_amx() {
   TileConfig cfg;
   cfg.colsb[0] = 64;
   cfg.rows[0] = 16;
+  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads *cfg,
+  // so without this barrier the stores above are dropped and ldtilecfg faults.
+  asm volatile("" : : "r"(&cfg) : "memory");
   _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_release();

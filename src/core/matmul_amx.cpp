@@ -36,6 +36,7 @@ void configure_tiles() {
   cfg.rows[0] = 16, cfg.colsb[0] = 64;
   cfg.rows[1] = 16, cfg.colsb[1] = 32;
   cfg.rows[2] = 8, cfg.colsb[2] = 64;
+  asm volatile("" : : "r"(&cfg) : "memory");  // see trial_amx in cpu.cpp
   _tile_loadconfig(&cfg);
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -63,13 +64,27 @@ DType matrix_type(DType want, int64_t ne0, const std::string& name, std::set<std
   return fallback;
 }
 
-std::vector<TensorPlan> plan_tensors(const synth::Preset& p, int64_t n_vocab, DType want) {
+// llama-quantize's Q4_K_M recipe: Q6_K for the output matrix (the token
+// embedding when it is tied) and for attn_v / ffn_down in the first and last
+// eighth of the layers and every third layer between; Q4_K elsewhere.
+DType q4_k_m_type(const std::string& name, int64_t n_layer, bool tied_embeddings) {
+  if (name == "output.weight" || (tied_embeddings && name == "token_embd.weight")) return DType::Q6_K;
+  int64_t layer = -1;
+  if (std::sscanf(name.c_str(), "blk.%" SCNd64 ".", &layer) != 1) return DType::Q4_K;
+  const bool more_bits =
+      layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+  const bool sensitive = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
+  return more_bits && sensitive ? DType::Q6_K : DType::Q4_K;
+}
+
+std::vector<TensorPlan> plan_tensors(const synth::Preset& p, int64_t n_vocab, DType want, bool q4_k_m) {
   std::set<std::string> noticed;
   const float w = 0.02f, out_proj = 0.02f / std::sqrt(2.0f * float(p.n_layer));
   const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
   std::vector<TensorPlan> t;
   auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, float stddev) {
-    t.push_back({name, {ne0, ne1}, matrix_type(want, ne0, name, noticed), 0.0f, stddev});
+    const DType type = q4_k_m ? q4_k_m_type(name, p.n_layer, p.tied_embeddings) : want;
+    t.push_back({name, {ne0, ne1}, matrix_type(type, ne0, name, noticed), 0.0f, stddev});
   };
   auto norm = [&](std::string name, int64_t n) { t.push_back({std::move(name), {n}, DType::F32, 1.0f, 0.02f}); };
   matrix("token_embd.weight", p.n_embd, n_vocab, w);
@@ -119,11 +134,12 @@ void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_voca
 
 void synthesize(const SynthOptions& o) {
   const auto& preset = synth::find_preset(o.preset);
-  const auto want = dtype_from_name(o.type);
+  const bool q4_k_m = o.type == "q4_k_m" || o.type == "Q4_K_M";
+  const auto want = q4_k_m ? std::optional(DType::Q4_K) : dtype_from_name(o.type);
   const auto file_type = want ? gguf::file_type_for(*want) : std::nullopt;
   if (!file_type)
     throw Error(fmt::format("synth: --type '{}' is not one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                            "q2_k, q3_k, q4_k, q5_k, q6_k", o.type));
+                            "q2_k, q3_k, q4_k, q4_k_m, q5_k, q6_k", o.type));
   if (o.threads < 1 || o.threads > 256) throw Error("synth: --threads must be 1..256");
   const auto start = std::chrono::steady_clock::now();
 
@@ -139,7 +155,7 @@ void synthesize(const SynthOptions& o) {
   if (vocab_file) synth::copy_vocab(w, *vocab_file);
   else synth::set_generated_vocab(w, preset, n_vocab, o.seed);
 
-  const auto plan = plan_tensors(preset, n_vocab, *want);
+  const auto plan = plan_tensors(preset, n_vocab, *want, q4_k_m);
   uint64_t total_bytes = 0, params = 0;
   for (const auto& t : plan) {
     w.add_tensor(t.name, t.type, t.shape);
@@ -190,7 +206,7 @@ void add_synth(CLI::App& app) {
   auto o = std::make_shared<SynthOptions>();
   auto* cmd = app.add_subcommand("synth", "write a random-weight GGUF with a real model's shapes");
   cmd->add_option("--preset", o->preset, "model shape: " + synth::preset_names())->required();
-  cmd->add_option("--type", o->type, "weight type of the matrices (f32, f16, bf16, q8_0, q4_0, q4_k, ...)")
+  cmd->add_option("--type", o->type, "weight type of the matrices (f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m (llama-quantize's mix), ...)")
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output .gguf file")->required();
   cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF");

@@ -77,6 +77,24 @@ TEST(CliSynth, TinyOfSeveralTypesOpensWithTheRightShapes) {
   }
 }
 
+TEST(CliSynth, Q4KMixUsesQ6KWhereLlamaQuantizeDoes) {
+  TempDir dir;
+  const std::string path = dir.file("tiny-q4_k_m.gguf");
+  std::string out;
+  ASSERT_EQ(run_quiet(fmt_args(path, "q4_k_m"), &out), 0) << out;
+  auto f = File::open(path);
+  // Two layers: layer 1 is in the last eighth and gets more bits, layer 0
+  // (2/8 rounds to 0 layers in the first eighth) does not.
+  EXPECT_EQ(f->require_tensor("output.weight").type, DType::Q6_K);
+  EXPECT_EQ(f->require_tensor("token_embd.weight").type, DType::Q4_K);
+  EXPECT_EQ(f->require_tensor("blk.1.attn_v.weight").type, DType::Q6_K);
+  EXPECT_EQ(f->require_tensor("blk.0.attn_v.weight").type, DType::Q4_K);
+  EXPECT_EQ(f->require_tensor("blk.0.attn_q.weight").type, DType::Q4_K);
+  // ffn_down rows are 768 long: a multiple of 256, so the mix applies too.
+  EXPECT_EQ(f->require_tensor("blk.1.ffn_down.weight").type, DType::Q6_K);
+  EXPECT_EQ(f->require_tensor("blk.1.ffn_up.weight").type, DType::Q4_K);
+}
+
 TEST(CliSynth, GeneratedVocabularyIsConsistentAndSeedDeterministic) {
   TempDir dir;
   const std::string a = dir.file("a.gguf"), b = dir.file("b.gguf"), c = dir.file("c.gguf");

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# bench-vs-llamacpp.sh [BUILD_DIR] [MODEL_DIR]: shardlm next to llama.cpp on the
+# same files, in one run, interleaved: prompt processing (512 tokens) and decode
+# from an empty context, at each thread count, several rounds; prints one table
+# with the best of the rounds for each engine and their ratio.
+#
+# llama.cpp is the build in ../shared/peers/llama.cpp (see its README), or
+# $LLAMA_BENCH. Model files are random-weight GGUFs of real shapes written once
+# by `shardlm synth` into MODEL_DIR (default /tmp/shardlm-bench; never commit
+# them). Settings, from the environment:
+#   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"
+#   ROUNDS (3)  THREADS ("1 2")  PROMPT (512)  GEN (64)
+# Only a comparison within one run on one machine means anything: this
+# machine's speed moves by tens of percent between runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+dir=${2:-/tmp/shardlm-bench}
+shardlm="$build/shardlm"
+llama=${LLAMA_BENCH:-../shared/peers/llama.cpp/bin/llama-bench}
+rounds=${ROUNDS:-3}
+threads=${THREADS:-"1 2"}
+prompt=${PROMPT:-512}
+gen=${GEN:-64}
+models=${SHARDLM_BENCH_MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"}
+[ -x "$shardlm" ] || { echo "no $shardlm: build it first (scripts/build.sh $build)" >&2; exit 1; }
+[ -x "$llama" ] || { echo "no llama-bench at $llama: set LLAMA_BENCH" >&2; exit 1; }
+
+declare -A preset=([l1b-q4_0]="llama3.2-1b q4_0" [l1b-q8_0]="llama3.2-1b q8_0" [l1b-q4_k]="llama3.2-1b q4_k"
+                   [l1b-q4_k_m]="llama3.2-1b q4_k_m" [l8b-q4_0]="llama3.1-8b q4_0")
+mkdir -p "$dir"
+for m in $models; do
+  [ -n "${preset[$m]:-}" ] || { echo "unknown model $m (know: ${!preset[*]})" >&2; exit 1; }
+  read -r p t <<<"${preset[$m]}"
+  [ -f "$dir/$m.gguf" ] || "$shardlm" synth --preset "$p" --type "$t" -o "$dir/$m.gguf" >&2
+done
+
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+# One line per measurement: model threads metric engine tok/s.
+record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
+
+run_llama() {  # model threads
+  local csv
+  csv=$("$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -o csv 2>/dev/null)
+  # avg_ts is the last column; n_prompt and n_gen tell prompt rows from decode rows.
+  echo "$csv" | awk -F'","' -v m="$1" -v t="$2" '
+    NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
+    { gsub(/"/, ""); np = $col["n_prompt"]; ng = $col["n_gen"]; ts = $col["avg_ts"]
+      print m, t, (np > 0 ? "prompt" : "decode"), "llama.cpp", ts }' >>"$results"
+}
+
+run_shardlm() {  # model threads
+  # Prompt and decode in separate runs so decode starts from an empty context,
+  # as llama-bench's tg test does.
+  local pp tg
+  pp=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt "$prompt" --gen 0 --bandwidth-mib 64 2>/dev/null |
+       awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { gsub(/ /, "", $3); print $3 }')
+  tg=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt 0 --gen "$gen" --bandwidth-mib 64 2>/dev/null |
+       awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { gsub(/ /, "", $4); print $4 }')
+  record "$1" "$2" prompt shardlm "$pp"
+  record "$1" "$2" decode shardlm "$tg"
+}
+
+cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
+first=$(set -- $models; echo "$1")
+echo "cpu: $cpu, $(nproc) cpus"
+"$shardlm" bench -m "$dir/$first.gguf" -t 1 --prompt 0 --gen 1 --bandwidth-mib 64 2>/dev/null | sed -n 's/^cpu: */shardlm: /p'
+"$llama" -m "$dir/$first.gguf" -p 0 -n 1 -t 1 -r 1 2>&1 >/dev/null | sed -n 's/.*load_backend: loaded CPU backend from/llama.cpp: CPU backend/p' | head -1
+echo "date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens from an empty context; best of the rounds"
+
+for ((r = 1; r <= rounds; r++)); do
+  for m in $models; do
+    for t in $threads; do
+      # Alternate who goes first so neither engine always gets the warmer machine.
+      if ((r % 2)); then run_llama "$m" "$t"; run_shardlm "$m" "$t"; else run_shardlm "$m" "$t"; run_llama "$m" "$t"; fi
+      echo "round $r/$rounds: $m, $t thread(s) done" >&2
+    done
+  done
+done
+
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| model | threads | test | llama.cpp tok/s | shardlm tok/s | shardlm / llama.cpp |"
+echo "|---|---:|---|---:|---:|---:|"
+awk '
+  { k = $1 " " $2 " " $3; if ($5 + 0 > best[k, $4]) best[k, $4] = $5 + 0; keys[k] = 1; if (!(k in order)) order[k] = NR }
+  END {
+    n = 0; for (k in keys) sorted[++n] = k
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[sorted[j]] < order[sorted[i]]) {
+      tmp = sorted[i]; sorted[i] = sorted[j]; sorted[j] = tmp }
+    for (i = 1; i <= n; i++) {
+      k = sorted[i]; split(k, f, " "); l = best[k, "llama.cpp"]; s = best[k, "shardlm"]
+      printf "| %s | %s | %s | %.1f | %.1f | %s |\n", f[1], f[2], f[3], l, s, (l > 0 ? sprintf("%.2f", s / l) : "-")
+    }
+  }' "$results"

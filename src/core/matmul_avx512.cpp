@@ -28,64 +28,86 @@ float hsum512(__m512 v) {
   return avx2::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-// 16 weights at p (the first n of them when n < 16) as f32.
+// 16 weights at p as f32; the masked form reads only the first lanes of m.
 struct F32W {
   static constexpr size_t kBytes = 4;
+  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(p); }
   static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 struct F16W {
   static constexpr size_t kBytes = 2;
-  static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 convert(__m256i h) { return _mm512_cvtph_ps(h); }
 };
 struct BF16W {
   static constexpr size_t kBytes = 2;
-  static __m512 load16(const uint8_t* p, __mmask16 m) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-  }
+  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 convert(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 };
 
-// T tokens' dot products with one float row: 64 elements per step in four
-// independent FMA chains per token, the row prefetched a line ahead per line
-// consumed; the tail is masked (rows need not fill a vector).
-template <class W, int T>
-void dot_rows_float(const uint8_t* w, const float* const* x, int64_t n, float* out) {
+// R rows × T tokens of dot products: 64 elements per step, in four
+// independent FMA chains per row and token when T = 1 (two otherwise), each
+// row prefetched a line ahead per line consumed; the tail is masked (rows
+// need not fill a vector). Two rows share each activation load: one row alone
+// made 3 tokens wait on the load ports. A row's arithmetic is the same
+// whatever R, so results do not depend on how rows were paired.
+template <class W, int R, int T>
+void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, float out[][3]) {
   constexpr int A = T == 1 ? 4 : 2;
-  __m512 acc[T][A];
-  for (auto& per_token : acc)
-    for (auto& v : per_token) v = _mm512_setzero_ps();
-  const __mmask16 all = 0xFFFF;
+  __m512 acc[R][T][A];
+  for (auto& per_row : acc)
+    for (auto& per_token : per_row)
+      for (auto& v : per_token) v = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 64 <= n; k += 64) {
-    for (size_t off = 0; off < 64 * W::kBytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(w + k * W::kBytes) + avx2::kPrefetchBytes + off, _MM_HINT_T0);
+    for (int i = 0; i < R; ++i)
+      for (size_t off = 0; off < 64 * W::kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w[i] + k * W::kBytes) + avx2::kPrefetchBytes + off, _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
-      const __m512 wv = W::load16(w + (k + 16 * u) * W::kBytes, all);
+      __m512 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = W::load16(w[i] + (k + 16 * u) * W::kBytes);
 #pragma GCC unroll 3
-      for (int t = 0; t < T; ++t) acc[t][u % A] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[t] + k + 16 * u), acc[t][u % A]);
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x[t] + k + 16 * u);
+        for (int i = 0; i < R; ++i) acc[i][t][u % A] = _mm512_fmadd_ps(wv[i], xv, acc[i][t][u % A]);
+      }
     }
   }
   for (; k < n; k += 16) {
-    const __mmask16 m = n - k >= 16 ? all : __mmask16((1u << (n - k)) - 1);
-    const __m512 wv = W::load16(w + k * W::kBytes, m);
-    for (int t = 0; t < T; ++t) acc[t][0] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x[t] + k), acc[t][0]);
+    const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + k);
+      for (int i = 0; i < R; ++i) acc[i][t][0] = _mm512_fmadd_ps(W::load16(w[i] + k * W::kBytes, m), xv, acc[i][t][0]);
+    }
   }
-  for (int t = 0; t < T; ++t) {
-    __m512 sum = acc[t][0];
-    for (int i = 1; i < A; ++i) sum = _mm512_add_ps(sum, acc[t][i]);
-    out[t] = hsum512(sum);
-  }
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      __m512 sum = acc[i][t][0];
+      for (int j = 1; j < A; ++j) sum = _mm512_add_ps(sum, acc[i][t][j]);
+      out[i][t] = hsum512(sum);
+    }
 }
 
 template <class W, int T>
 void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
   const float* x[T];
   for (int t = 0; t < T; ++t)
     x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  for (int64_t r = r0; r < r1; ++r) {
-    float out[T];
-    dot_rows_float<W, T>(a.w->row(r), x, a.w->cols, out);
-    for (int t = 0; t < T; ++t) a.y[t * a.w->rows + r] = out[t];
+  float out[2][3];
+  int64_t r = r0;
+  for (; r + 2 <= r1; r += 2) {
+    const uint8_t* w[2] = {m.row(r), m.row(r + 1)};
+    dot_rows_float<W, 2, T>(w, x, m.cols, out);
+    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t], a.y[t * m.rows + r + 1] = out[1][t];
+  }
+  if (r < r1) {
+    const uint8_t* w[1] = {m.row(r)};
+    dot_rows_float<W, 1, T>(w, x, m.cols, out);
+    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];
   }
 }
 

@@ -57,10 +57,18 @@ struct Q4_1W {
   static float bias(const Block& b, float) { return half_to_float(b.m); }
   static __m128 bias4(const Block* b, __m128) { return halves4(b, offsetof(Block, m)); }
 };
+// Q5 codes: the nibble plus 16 where the block's bit is set. AVX-512BW turns
+// the 32 bits into bytes with one masked move (this header is compiled once
+// per ISA file, see above).
 inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) {
   uint32_t high;
   std::memcpy(&high, qh, 4);
-  return _mm256_or_si256(unpack_nibbles(qs), _mm256_and_si256(bits_to_bytes(high), _mm256_set1_epi8(0x10)));
+#ifdef __AVX512BW__
+  const __m256i bit4 = _mm256_maskz_mov_epi8(__mmask32(high), _mm256_set1_epi8(0x10));
+#else
+  const __m256i bit4 = _mm256_and_si256(bits_to_bytes(high), _mm256_set1_epi8(0x10));
+#endif
+  return _mm256_or_si256(unpack_nibbles(qs), bit4);
 }
 struct Q5_0W {
   using Block = block_q5_0;

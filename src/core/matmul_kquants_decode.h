@@ -62,6 +62,23 @@ inline int hsum4(__m128i v) {
   return _mm_cvtsi128_si32(v);
 }
 
+// low | (bits j .. j+N-1 of each byte of `bits`) << 4, for j + N <= 8. With
+// AVX-512VL one shift brings the bits to position 4 of their own byte (a
+// 16-bit shift by at most 4 moves none across the byte boundary into the
+// bits kept) and one ternary-logic op masks and merges them; AVX2 takes two
+// more instructions. This header is compiled once per ISA file.
+template <int N>
+inline __m256i or_high_bits(__m256i low, __m256i bits, int j) {
+  constexpr int kField = (1 << N) - 1;
+#ifdef __AVX512VL__
+  const __m256i at4 = j <= 4 ? _mm256_slli_epi16(bits, 4 - j) : _mm256_srli_epi16(bits, j - 4);
+  return _mm256_ternarylogic_epi32(low, at4, _mm256_set1_epi8(char(kField << 4)), 0xF8);  // low | (at4 & mask)
+#else
+  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(bits, j), _mm256_set1_epi8(char(kField)));
+  return _mm256_or_si256(low, _mm256_slli_epi16(field, 4));
+#endif
+}
+
 template <int KT>
 constexpr int kChains = KT == 1 ? 4 : KT <= 3 ? 2 : 1;  // prefill (4 tokens) has chains enough
 
@@ -86,7 +103,6 @@ void dot_q4_q5_k(const Block& w, const block_q8_K* const* x, const uint8_t* qh, 
   k4_scales_mins(w.scales, sc16, mn16);
   const __m256i scales = _mm256_broadcastsi128_si256(sc16);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
-  const __m256i one = _mm256_set1_epi8(1);
   const __m256i high_bits = qh ? load32(qh) : _mm256_setzero_si256();
   // Several integer chains per token (added at the end, exactly): vpdpwssd
   // waits for its accumulator several cycles, where an add waits one.
@@ -100,8 +116,8 @@ void dot_q4_q5_k(const Block& w, const block_q8_K* const* x, const uint8_t* qh, 
     __m256i lo = _mm256_and_si256(raw, nibble);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
     if (qh) {
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k + 1), one), 4));
+      lo = or_high_bits<1>(lo, high_bits, 2 * k);
+      hi = or_high_bits<1>(hi, high_bits, 2 * k + 1);
     }
     const __m256i sc_lo = broadcast_lane16(scales, 2 * k), sc_hi = broadcast_lane16(scales, 2 * k + 1);
     for (int t = 0; t < KT; ++t) {
@@ -140,8 +156,7 @@ void dot_q6_k(const block_q6_K& w, const block_q8_K* const* x, float* out) {
     for (int quarter = 0; quarter < 4; ++quarter) {
       const __m256i ql = quarter & 1 ? ql1 : ql0;
       const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), nibble);
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), _mm256_set1_epi8(3));
-      const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));  // code + 32
+      const __m256i q = or_high_bits<2>(low, qh, 2 * quarter);  // code + 32
       const __m256i sc = pick_pair16(half, quarter);
       for (int t = 0; t < KT; ++t)
         acc[t][(4 * h + quarter) % C] =

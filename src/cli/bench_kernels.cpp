@@ -123,19 +123,38 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   };
   std::vector<Shape> shapes = {{4096, 4096}};
   if (!o.quick) shapes.push_back({128256, 2048});
-  fmt::print("\nmatvec (decode, 1 token): weight bytes / time; % of the measured read bandwidth\n");
-  fmt::print("| type | rows x cols | MiB | threads | us | GB/s | % of bw |\n|---|---|---:|---:|---:|---:|---:|\n");
+  // One row per ISA with its own kernel for the type (scalar only for a
+  // chosen list of types, and only on the smaller shape): the row marked *
+  // is what matmul() runs here, picked by timing these kernels on first use.
+  fmt::print("\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks\n");
+  fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw |\n"
+             "|---|---|---:|---|---:|---:|---:|---:|---:|\n");
+  struct DecodeCase {
+    Shape shape;
+    int64_t tokens;
+  };
+  std::vector<DecodeCase> cases;
+  for (const Shape& s : shapes) cases.push_back({s, 1});
+  cases.push_back({shapes[0], 3});
   for (DType type : types) {
-    for (const Shape& s : shapes) {
+    for (const DecodeCase& c : cases) {
+      const Shape& s = c.shape;
       const BenchMatrix m = make_matrix(type, s.rows, s.cols);
-      std::vector<float> x(size_t(s.cols), 0.5f), y(size_t(s.rows));
+      std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
       const double bytes = double(m.view.row_stride) * double(s.rows);
-      for (int n = 1; n <= o.threads; ++n) {
-        ThreadPool* pool = pools[size_t(n - 1)].get();
-        const double sec = best_seconds(min_time, [&] { matmul(m.view, x.data(), 1, y.data(), pool); });
-        const double gbs = bytes / sec / 1e9;
-        fmt::print("| {} | {}x{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows, s.cols,
-                   bytes / 1048576.0, n, sec * 1e6, gbs, 100.0 * gbs / bw[size_t(n - 1)]);
+      const Isa chosen = matmul_kernel_isa(type, c.tokens);
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+        if (!isa_has_kernel(isa, type) || isa > active_isa()) continue;
+        if (isa == Isa::Scalar && (o.types.empty() || s.rows > 4096) && chosen != Isa::Scalar) continue;
+        for (int n = 1; n <= o.threads; ++n) {
+          ThreadPool* pool = pools[size_t(n - 1)].get();
+          PreparedInput prepared(x.data(), c.tokens, s.cols);
+          const double sec = best_seconds(min_time, [&] { matmul_with_isa(isa, m.view, prepared, y.data(), pool); });
+          const double gbs = bytes / sec / 1e9;
+          fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
+                     s.cols, c.tokens, isa_name(isa), isa == chosen ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
+                     100.0 * gbs / bw[size_t(n - 1)]);
+        }
       }
     }
   }

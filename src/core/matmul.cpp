@@ -107,17 +107,34 @@ void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn) {
   }
 }
 
+}  // namespace
+
 // A kernel file is only entered once its ISA is known to run: even its
 // selector function may contain instructions of that ISA.
-Kernel pick_kernel(Isa isa, DType type) {
-  Kernel k = nullptr;
-  if (isa >= Isa::Amx && isa_available(Isa::Amx)) k = amx_kernel(type);
-  if (!k && isa >= Isa::Avx512 && isa_available(Isa::Avx512)) k = avx512_kernel(type);
-  if (!k && isa >= Isa::Avx2 && isa_available(Isa::Avx2)) k = avx2_kernel(type);
-  if (!k && isa >= Isa::Avx2 && isa_available(Isa::Avx2)) k = avx2_kquant_kernel(type);
-  if (!k) k = scalar_kernel(type);
-  return k;
+Kernel matmul_impl::own_kernel(Isa isa, DType type) {
+  if (!isa_available(isa)) return nullptr;
+  switch (isa) {
+    case Isa::Scalar: return scalar_kernel(type);
+    case Isa::Avx2: {
+      const Kernel k = avx2_kernel(type);
+      return k ? k : avx2_kquant_kernel(type);
+    }
+    case Isa::Avx512: {
+      const Kernel k = avx512_kernel(type);
+      return k ? k : avx512_kquant_kernel(type);
+    }
+    case Isa::Amx: return amx_kernel(type);
+  }
+  return nullptr;
 }
+
+Isa matmul_impl::newest_isa(Isa cap, DType type) {
+  for (Isa isa : {Isa::Amx, Isa::Avx512, Isa::Avx2})
+    if (isa <= cap && own_kernel(isa, type)) return isa;
+  return Isa::Scalar;
+}
+
+namespace {
 
 void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
   const auto where = [&] {
@@ -211,23 +228,16 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  run_kernel(pick_kernel(active_isa(), w.type), w, x, y, pool);
+  run_kernel(own_kernel(dispatch_isa(active_isa(), w.type, x.n_tokens()), w.type), w, x, y, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!isa_available(isa)) throw Error(std::string("matmul: this CPU/OS cannot run ") + isa_name(isa) + " kernels");
-  run_kernel(pick_kernel(isa, w.type), w, x, y, pool);
+  run_kernel(own_kernel(newest_isa(isa, w.type), w.type), w, x, y, pool);
 }
 
-bool isa_has_kernel(Isa isa, DType type) {
-  if (!isa_available(isa)) return false;
-  switch (isa) {
-    case Isa::Scalar: return scalar_kernel(type) != nullptr;
-    case Isa::Avx2: return avx2_kernel(type) || avx2_kquant_kernel(type);
-    case Isa::Avx512: return avx512_kernel(type) != nullptr;
-    case Isa::Amx: return amx_kernel(type) != nullptr;
-  }
-  return false;
-}
+bool isa_has_kernel(Isa isa, DType type) { return own_kernel(isa, type) != nullptr; }
+
+Isa matmul_kernel_isa(DType type, int64_t n_tokens) { return dispatch_isa(active_isa(), type, n_tokens); }
 
 }  // namespace shardlm

@@ -71,4 +71,9 @@ void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, T
 // lower ISA's).
 bool isa_has_kernel(Isa isa, DType type);
 
+// The ISA whose kernel matmul() runs for `type` and `n_tokens` here: for
+// decode (1-3 tokens) the one that measured fastest on this CPU (timed once
+// per type and token count, on first use), for prefill the newest.
+Isa matmul_kernel_isa(DType type, int64_t n_tokens);
+
 }  // namespace shardlm

@@ -1,5 +1,7 @@
-// Helpers shared by the AVX2 kernel files (only included from *_avx2.cpp,
-// which are compiled with -mavx2 -mfma -mf16c).
+// Helpers shared by the AVX2 and AVX-512 kernel files (included only from
+// *_avx2.cpp and *_avx512.cpp, which are compiled with at least -mavx2 -mfma
+// -mf16c). Internal linkage: each file gets its own copy compiled with its own
+// flags, so the linker can never hand an AVX-512 build of a helper to AVX2 code.
 #pragma once
 
 #include <immintrin.h>
@@ -8,6 +10,7 @@
 #include <cstring>
 
 namespace shardlm::matmul_impl::avx2 {
+namespace {
 
 // Decode kernels prefetch this far ahead in a weight row, one cache line per
 // 64 bytes consumed (the hardware prefetcher alone left a thread at ~65% of
@@ -67,4 +70,5 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
+}  // namespace
 }  // namespace shardlm::matmul_impl::avx2

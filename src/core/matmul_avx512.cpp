@@ -1,8 +1,11 @@
-// AVX-512 decode kernels (one token): VNNI for Q4_0/Q8_0 (vpdpbusd replaces
-// maddubs + madd), 512-bit FMA for F32. Prefill (several tokens) goes to the
-// AVX2 tiles. Compiled with AVX-512 flags; chosen only after cpu.cpp ran a
-// trial instruction of each extension. Everything here has internal linkage
-// so no AVX-512 copy of an inline helper can replace an AVX2 one at link time.
+// AVX-512 decode kernels (1-3 tokens) for float weights and 32-element
+// blocks. The blocks run the shared decode of matmul_decode32.h with VNNI's
+// vpdpbusd as the byte product (one instruction for maddubs + madd, on 256-bit
+// vectors: three ports take those, where 512-bit work has two). Float rows are
+// read 16 elements per load. Prefill (4 and more tokens) goes to the AVX2
+// kernels. Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
+// instruction of each extension. Internal linkage throughout, so no AVX-512
+// copy of an inline helper can replace an AVX2 one at link time.
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation,
 // which its own uninitialised-use warnings then flag inside the intrinsics.
 #pragma GCC diagnostic push
@@ -10,117 +13,121 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
+#include "core/matmul_avx2_common.h"
+#include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
 
 namespace shardlm::matmul_impl {
 namespace {
 
+struct VnniDot {
+  static __m256i dot(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+
 float hsum512(__m512 v) {
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  return avx2::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-float half(uint16_t h) { return _cvtsh_ss(h); }
+// 16 weights at p as f32; the masked form reads only the first lanes of m.
+struct F32W {
+  static constexpr size_t kBytes = 4;
+  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+};
+struct F16W {
+  static constexpr size_t kBytes = 2;
+  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 convert(__m256i h) { return _mm512_cvtph_ps(h); }
+};
+struct BF16W {
+  static constexpr size_t kBytes = 2;
+  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
+  static __m512 convert(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+};
 
-__m256i q4_codes(const block_q4_0& b) {  // unsigned nibbles, elements 0-15 low, 16-31 high
-  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
-  return _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), _mm256_set1_epi8(0x0F));
-}
-
-// Two blocks per 512-bit step: lanes 0-7 hold block b, lanes 8-15 block b+1.
-__m512 pair_scale(float s0, float s1) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(s0)), _mm256_set1_ps(s1), 1);
-}
-
-// Σ over blocks of d_w·d_x·Σ(q·a) (+ the Q4_0 offset −8·d_w·ds): q unsigned.
-float dot_q4_0(const block_q4_0* w, const block_q8_32* x, int64_t nb) {
-  __m512 acc = _mm512_setzero_ps();
-  float corr = 0.0f;
-  int64_t b = 0;
-  for (; b + 1 < nb; b += 2) {
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q4_codes(w[b])), q4_codes(w[b + 1]), 1);
-    const __m512i a = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs))),
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs)), 1);
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a);
-    const float d0 = half(w[b].d), d1 = half(w[b + 1].d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(d0 * x[b].d, d1 * x[b + 1].d), acc);
-    corr += -8.0f * d0 * x[b].ds + -8.0f * d1 * x[b + 1].ds;
-  }
-  float sum = hsum512(acc);
-  for (; b < nb; ++b) {
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_codes(w[b]),
-                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs)));
-    const __m256i s = _mm256_hadd_epi32(p, p);
-    const __m256i s2 = _mm256_hadd_epi32(s, s);
-    const int isum = _mm256_extract_epi32(s2, 0) + _mm256_extract_epi32(s2, 4);
-    const float d = half(w[b].d);
-    sum += d * x[b].d * float(isum) - 8.0f * d * x[b].ds;
-  }
-  return sum + corr;
-}
-
-// Q8_0 codes are signed: |q| (unsigned) against sign(q)·a.
-float dot_q8_0(const block_q8_0* w, const block_q8_32* x, int64_t nb) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t b = 0;
-  const auto load = [](const int8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
-  for (; b + 1 < nb; b += 2) {
-    const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(load(w[b].qs)), load(w[b + 1].qs), 1);
-    const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(load(x[b].qs)), load(x[b + 1].qs), 1);
-    // a negated where q < 0 (where q == 0, |q| already zeroes the product)
-    const __m512i sa = _mm512_mask_sub_epi8(a, _mm512_movepi8_mask(q), _mm512_setzero_si512(), a);
-    const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), sa);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), pair_scale(half(w[b].d) * x[b].d, half(w[b + 1].d) * x[b + 1].d),
-                          acc);
-  }
-  float sum = hsum512(acc);
-  for (; b < nb; ++b) {
-    const __m256i q = load(w[b].qs);
-    const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(q),
-                                          _mm256_sign_epi8(load(x[b].qs), q));
-    const __m256i s = _mm256_hadd_epi32(p, p);
-    const __m256i s2 = _mm256_hadd_epi32(s, s);
-    sum += half(w[b].d) * x[b].d * float(_mm256_extract_epi32(s2, 0) + _mm256_extract_epi32(s2, 4));
-  }
-  return sum;
-}
-
-float dot_f32(const float* w, const float* x, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+// R rows × T tokens of dot products: 64 elements per step, in four
+// independent FMA chains per row and token when T = 1 (two otherwise), each
+// row prefetched a line ahead per line consumed; the tail is masked (rows
+// need not fill a vector). Two rows share each activation load: one row alone
+// made 3 tokens wait on the load ports. A row's arithmetic is the same
+// whatever R, so results do not depend on how rows were paired.
+template <class W, int R, int T>
+void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, float out[][3]) {
+  constexpr int A = T == 1 ? 4 : 2;
+  __m512 acc[R][T][A];
+  for (auto& per_row : acc)
+    for (auto& per_token : per_row)
+      for (auto& v : per_token) v = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 32 <= n; k += 32) {
-    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k), _mm512_loadu_ps(x + k), acc0);
-    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + k + 16), _mm512_loadu_ps(x + k + 16), acc1);
+  for (; k + 64 <= n; k += 64) {
+    for (int i = 0; i < R; ++i)
+      for (size_t off = 0; off < 64 * W::kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w[i] + k * W::kBytes) + avx2::kPrefetchBytes + off, _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      __m512 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = W::load16(w[i] + (k + 16 * u) * W::kBytes);
+#pragma GCC unroll 3
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_loadu_ps(x[t] + k + 16 * u);
+        for (int i = 0; i < R; ++i) acc[i][t][u % A] = _mm512_fmadd_ps(wv[i], xv, acc[i][t][u % A]);
+      }
+    }
   }
   for (; k < n; k += 16) {
     const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
-    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + k), _mm512_maskz_loadu_ps(m, x + k), acc0);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + k);
+      for (int i = 0; i < R; ++i) acc[i][t][0] = _mm512_fmadd_ps(W::load16(w[i] + k * W::kBytes, m), xv, acc[i][t][0]);
+    }
   }
-  return hsum512(_mm512_add_ps(acc0, acc1));
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      __m512 sum = acc[i][t][0];
+      for (int j = 1; j < A; ++j) sum = _mm512_add_ps(sum, acc[i][t][j]);
+      out[i][t] = hsum512(sum);
+    }
 }
 
-template <class Block, float (*Dot)(const Block*, const block_q8_32*, int64_t)>
-float row_blocks(const KernelArgs& a, int64_t r) {
-  return Dot(reinterpret_cast<const Block*>(a.w->row(r)), static_cast<const block_q8_32*>(a.x), a.w->cols / 32);
+template <class W, int T>
+void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const float* x[T];
+  for (int t = 0; t < T; ++t)
+    x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  float out[2][3];
+  int64_t r = r0;
+  for (; r + 2 <= r1; r += 2) {
+    const uint8_t* w[2] = {m.row(r), m.row(r + 1)};
+    dot_rows_float<W, 2, T>(w, x, m.cols, out);
+    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t], a.y[t * m.rows + r + 1] = out[1][t];
+  }
+  if (r < r1) {
+    const uint8_t* w[1] = {m.row(r)};
+    dot_rows_float<W, 1, T>(w, x, m.cols, out);
+    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];
+  }
 }
 
-float row_f32(const KernelArgs& a, int64_t r) {
-  return dot_f32(reinterpret_cast<const float*>(a.w->row(r)), static_cast<const float*>(a.x), a.w->cols);
-}
+struct Floats {
+  template <class W, int T>
+  static void rows(const KernelArgs& a, int64_t r0, int64_t r1) { float_tokens<W, T>(a, r0, r1); }
+};
+struct Blocks32 {
+  template <class W, int T>
+  static void rows(const KernelArgs& a, int64_t r0, int64_t r1) { few_tokens<VnniDot, W, T>(a, r0, r1); }
+};
 
-template <float (*Row)(const KernelArgs&, int64_t)>
+template <class Shape, class W>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
-  if (a.n_tokens != 1) {
-    avx2_kernel(a.w->type)(a, r0, r1);
-    return;
+  switch (a.n_tokens) {
+    case 1: return Shape::template rows<W, 1>(a, r0, r1);
+    case 2: return Shape::template rows<W, 2>(a, r0, r1);
+    case 3: return Shape::template rows<W, 3>(a, r0, r1);
+    default: return avx2_kernel(a.w->type)(a, r0, r1);
   }
-  for (int64_t r = r0; r < r1; ++r) a.y[r] = Row(a, r);
 }
 
 }  // namespace
@@ -129,9 +136,18 @@ Kernel avx512_kernel(DType type) {
   const CpuCaps& caps = cpu_caps();
   if (!caps.avx512) return nullptr;
   switch (type) {
-    case DType::F32: return kernel<row_f32>;
-    case DType::Q4_0: return caps.avx512_vnni ? kernel<row_blocks<block_q4_0, dot_q4_0>> : nullptr;
-    case DType::Q8_0: return caps.avx512_vnni ? kernel<row_blocks<block_q8_0, dot_q8_0>> : nullptr;
+    case DType::F32: return kernel<Floats, F32W>;
+    case DType::F16: return kernel<Floats, F16W>;
+    case DType::BF16: return kernel<Floats, BF16W>;
+    default: break;
+  }
+  if (!caps.avx512_vnni) return nullptr;
+  switch (type) {
+    case DType::Q4_0: return kernel<Blocks32, Q4_0W>;
+    case DType::Q4_1: return kernel<Blocks32, Q4_1W>;
+    case DType::Q5_0: return kernel<Blocks32, Q5_0W>;
+    case DType::Q5_1: return kernel<Blocks32, Q5_1W>;
+    case DType::Q8_0: return kernel<Blocks32, Q8_0W>;
     default: return nullptr;
   }
 }

@@ -81,6 +81,17 @@ Kernel scalar_kernel(DType type);
 Kernel avx2_kernel(DType type);
 Kernel avx2_kquant_kernel(DType type);
 Kernel avx512_kernel(DType type);
+Kernel avx512_kquant_kernel(DType type);
 Kernel amx_kernel(DType type);
+
+// The kernel `isa`'s own files bring for `type`, or nullptr (none, or the ISA
+// cannot run here).
+Kernel own_kernel(Isa isa, DType type);
+// The newest ISA up to `cap` with its own kernel for `type` (scalar if none).
+Isa newest_isa(Isa cap, DType type);
+// What matmul() runs for `type` and `n_tokens` under the cap: for decode (1-3
+// tokens) the ISA whose kernel measured fastest on this CPU (matmul_dispatch.cpp),
+// for prefill the newest.
+Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens);
 
 }  // namespace shardlm::matmul_impl

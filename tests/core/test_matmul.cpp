@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -86,10 +87,12 @@ struct Shape {
 void check_isa_against_reference(Isa isa) {
   if (!isa_available(isa)) GTEST_SKIP() << isa_name(isa) << " kernels cannot run on this CPU/OS: " << cpu_summary();
   ThreadPool pool(2);
-  // Token counts reach every AVX2 path: 1 (dot_row), 2-3 (dot_rows), 4 (one
-  // tile of 4), 10 and 17 (tiles of 8 with tails of 2 and 1).
+  // Token counts reach every path: 1-3 (decode: dot_rows and the K-quant
+  // decode, odd row counts and rows past a 16-row chunk), 4 (one tile of 4),
+  // 10 and 17 (tiles of 8 with tails of 2 and 1).
   const Shape shapes[] = {{1, 256, 1}, {7, 256, 3}, {33, 4096, 1}, {33, 512, 17}, {7, 4096, 3},
-                          {1, 4096, 17}, {9, 256, 2}, {5, 512, 4}, {3, 512, 10}};
+                          {1, 4096, 17}, {9, 256, 2}, {5, 512, 4}, {3, 512, 10}, {19, 2048, 2},
+                          {35, 768, 3}, {17, 1280, 1}};
   for (DType type : kTypes) {
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(type)) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
@@ -105,6 +108,66 @@ void check_isa_against_reference(Isa isa) {
           const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
           ASSERT_NEAR(fast[i], ref[i], tol) << "row " << r << " token " << t;
         }
+      }
+    }
+  }
+}
+
+// A view whose rows lie further apart than their bytes (a slice of a wider
+// tensor): decode must follow row_stride, not the packed row length.
+void check_strided_view(Isa isa) {
+  if (!isa_available(isa)) GTEST_SKIP() << isa_name(isa) << " kernels cannot run on this CPU/OS: " << cpu_summary();
+  ThreadPool pool(2);
+  const int64_t rows = 21, cols = 512;
+  for (DType type : kTypes) {
+    const auto m = random_matrix(type, rows, cols, 77);
+    const size_t packed = m.view.row_stride, stride = packed + 3 * traits(type).block_bytes + 64;
+    std::vector<uint8_t> spread(stride * size_t(rows), 0xFF);  // gaps full of NaN-ish bytes
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(spread.data() + stride * size_t(r), m.view.row(r), packed);
+    const MatrixView view{type, spread.data(), rows, cols, stride};
+    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
+      const auto x = random_activations(n_tokens, cols, uint32_t(40 + n_tokens));
+      const auto ref = run(Isa::Scalar, m.view, x, n_tokens, nullptr);
+      const auto fast = run(isa, view, x, n_tokens, &pool);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
+          ASSERT_NEAR(fast[size_t(t * rows + r)], ref[size_t(t * rows + r)], tol) << "row " << r << " token " << t;
+        }
+    }
+  }
+}
+
+TEST(MatmulIsa, StridedViewsMatchReference) {
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    SCOPED_TRACE(isa_name(isa));
+    if (isa_available(isa)) check_strided_view(isa);
+  }
+}
+
+// matmul() runs, per type and decode token count, the kernel the dispatcher
+// timed fastest: its results match the reference, and repeated calls (later
+// steps of a decode) give the same bits.
+TEST(MatmulDispatch, DecodeMatchesReferenceAndIsStable) {
+  ThreadPool pool(2);
+  const int64_t rows = 37, cols = 1024;
+  for (DType type : kTypes) {
+    const auto m = random_matrix(type, rows, cols, 91);
+    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens) + " on " +
+                   isa_name(matmul_kernel_isa(type, n_tokens)));
+      EXPECT_LE(matmul_kernel_isa(type, n_tokens), active_isa());
+      const auto x = random_activations(n_tokens, cols, uint32_t(50 + n_tokens));
+      const auto ref = run(Isa::Scalar, m.view, x, n_tokens, nullptr);
+      std::vector<float> first(ref.size()), again(ref.size());
+      matmul(m.view, x.data(), n_tokens, first.data(), &pool);
+      matmul(m.view, x.data(), n_tokens, again.data(), nullptr);
+      ASSERT_EQ(0, std::memcmp(first.data(), again.data(), first.size() * 4));
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const int64_t t = int64_t(i) / rows, r = int64_t(i) % rows;
+        const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
+        ASSERT_NEAR(first[i], ref[i], tol) << "row " << r << " token " << t;
       }
     }
   }
@@ -136,7 +199,7 @@ TEST(MatmulThreads, OneAndTwoThreadsAreBitIdentical) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (!isa_available(isa)) continue;
     for (DType type : kTypes) {
-      for (int64_t n_tokens : {1, 3, 17}) {
+      for (int64_t n_tokens : {1, 2, 3, 17}) {
         const int64_t rows = 37, cols = 512;
         const auto m = random_matrix(type, rows, cols, 21);
         const auto x = random_activations(n_tokens, cols, 22);

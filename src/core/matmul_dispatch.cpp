@@ -1,0 +1,108 @@
+// Which ISA's kernel matmul() runs. The newest ISA is not always the fastest
+// for decode: 512-bit work has two vector ports where 256-bit work has three,
+// some CPUs split 512-bit instructions in two, and memory-bound rows gain
+// nothing from wider vectors. So for 1-3 tokens every ISA up to the cap that
+// brings its own kernel for the type is timed once, on first use, on a slice
+// of weights that fits in L2 (where the kernels' instruction costs show; on
+// weights streamed from memory a kernel that is faster in L2 is not slower),
+// and the fastest is kept for the life of the process: a type and token count
+// always run the same kernel, so results do not change between steps or with
+// the thread count. A newer ISA must win by kMargin, so kernels that tie do
+// not flip between runs. Prefill takes the newest ISA.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include <time.h>
+
+#include "core/matmul.h"
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+constexpr int kDecodeClasses = 3;      // 1, 2, 3 tokens
+constexpr int kTypeIds = 64;           // DType ids are below this
+constexpr int64_t kCols = 4096;        // a multiple of every block size
+constexpr size_t kSliceBytes = 128 << 10;
+constexpr int kRounds = 64;
+constexpr double kMargin = 0.03;
+
+// CPU time of the calling thread: time the thread was not running (a shared
+// machine) does not count against a kernel.
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Best time of kernel over rows [0, rows), in rounds that alternate between
+// the candidates so that a slow spell (clock, sibling thread) hits all of them.
+std::vector<double> time_candidates(const std::vector<Kernel>& kernels, const KernelArgs& args, int64_t rows) {
+  std::vector<double> best(kernels.size(), 1e30);
+  for (int round = -1; round < kRounds; ++round) {  // round -1 warms caches and clocks
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const double t0 = thread_seconds();
+      kernels[i](args, 0, rows);
+      const double s = thread_seconds() - t0;
+      if (round >= 0) best[i] = std::min(best[i], s);
+    }
+  }
+  return best;
+}
+
+Isa calibrate(Isa cap, DType type, int64_t n_tokens) {
+  std::vector<Isa> isas;
+  std::vector<Kernel> kernels;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (isa > cap) continue;
+    if (const Kernel k = own_kernel(isa, type)) {
+      isas.push_back(isa);
+      kernels.push_back(k);
+    }
+  }
+  if (kernels.size() < 2) return newest_isa(cap, type);
+  // Any bytes make valid weights except float NaNs and denormals (slow
+  // paths): 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane
+  // f16 scale for every block type.
+  const size_t stride = row_bytes(type, kCols);
+  const int64_t rows = std::max<int64_t>(kRowAlign, int64_t(kSliceBytes / stride) / kRowAlign * kRowAlign);
+  std::vector<uint8_t> weights(stride * size_t(rows), 0x3C);
+  const MatrixView w{type, weights.data(), rows, kCols, stride};
+  std::vector<float> x(size_t(n_tokens * kCols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.1f;
+  std::vector<float> y(size_t(n_tokens * rows));
+  PreparedInput prepared(x.data(), n_tokens, kCols);
+  KernelArgs args;
+  args.w = &w;
+  args.x = prepared.for_type(type, nullptr, &args.x_stride);
+  args.n_tokens = n_tokens;
+  args.y = y.data();
+  const std::vector<double> t = time_candidates(kernels, args, rows);
+  size_t pick = 0;
+  for (size_t i = 1; i < t.size(); ++i)
+    if (t[i] < t[pick] * (1.0 - kMargin)) pick = i;
+  return isas[pick];
+}
+
+// 0 = not yet measured, else Isa + 1; per cap, type id and token count.
+std::array<std::atomic<int8_t>, 4 * kTypeIds * kDecodeClasses> g_choice{};
+std::mutex g_calibrating;
+
+}  // namespace
+
+Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
+  const auto id = size_t(type);
+  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds)) return newest_isa(cap, type);
+  std::atomic<int8_t>& slot = g_choice[(size_t(cap) * kTypeIds + id) * kDecodeClasses + size_t(n_tokens - 1)];
+  if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
+  const std::lock_guard<std::mutex> lock(g_calibrating);
+  if (const int8_t c = slot.load(std::memory_order_relaxed)) return Isa(c - 1);
+  const Isa isa = calibrate(cap, type, n_tokens);
+  slot.store(int8_t(int(isa) + 1), std::memory_order_release);
+  return isa;
+}
+
+}  // namespace shardlm::matmul_impl

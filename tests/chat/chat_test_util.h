@@ -1,0 +1,32 @@
+// Shared by the chat template tests: reading the bundled templates and
+// golden renderings (tests/chat/data, see its README).
+#pragma once
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/template.h"
+
+namespace shardlm::chat::testing {
+
+inline std::string read_data_file(const std::string& name) {
+  std::string path = std::string(SHARDLM_CHAT_DATA) + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline nlohmann::ordered_json read_data_json(const std::string& name) {
+  return nlohmann::ordered_json::parse(read_data_file(name));
+}
+
+// The date render.py fixes strftime_now() to.
+inline RenderOptions golden_options() { return RenderOptions{calendar_date(2026, 7, 26)}; }
+
+}  // namespace shardlm::chat::testing

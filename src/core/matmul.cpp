@@ -119,6 +119,14 @@ Kernel pick_kernel(Isa isa, DType type) {
   return k;
 }
 
+// ---- prefill / batched-decode hook (kernels in matmul_gemm_avx512.cpp) ----
+Kernel pick_kernel(Isa isa, DType type, int64_t n_tokens) {
+  if (n_tokens >= kGemmMinTokens && isa >= Isa::Avx512 && isa_available(Isa::Avx512))
+    if (Kernel k = avx512_gemm_kernel(type)) return k;
+  return pick_kernel(isa, type);
+}
+// ---- end of hook ----
+
 void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
   const auto where = [&] {
     return std::string(dtype_name(w.type)) + " matrix " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
@@ -211,12 +219,12 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  run_kernel(pick_kernel(active_isa(), w.type), w, x, y, pool);
+  run_kernel(pick_kernel(active_isa(), w.type, x.n_tokens()), w, x, y, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!isa_available(isa)) throw Error(std::string("matmul: this CPU/OS cannot run ") + isa_name(isa) + " kernels");
-  run_kernel(pick_kernel(isa, w.type), w, x, y, pool);
+  run_kernel(pick_kernel(isa, w.type, x.n_tokens()), w, x, y, pool);
 }
 
 bool isa_has_kernel(Isa isa, DType type) {

@@ -83,4 +83,9 @@ Kernel avx2_kquant_kernel(DType type);
 Kernel avx512_kernel(DType type);
 Kernel amx_kernel(DType type);
 
+// Prefill and batched decode: kernels for n_tokens >= kGemmMinTokens that
+// reuse each unpacked weight panel across many tokens (matmul_gemm_avx512.cpp).
+constexpr int64_t kGemmMinTokens = 4;
+Kernel avx512_gemm_kernel(DType type);
+
 }  // namespace shardlm::matmul_impl

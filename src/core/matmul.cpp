@@ -121,8 +121,12 @@ Kernel pick_kernel(Isa isa, DType type) {
 
 // ---- prefill / batched-decode hook (kernels in matmul_gemm_avx512.cpp) ----
 Kernel pick_kernel(Isa isa, DType type, int64_t n_tokens) {
-  if (n_tokens >= kGemmMinTokens && isa >= Isa::Avx512 && isa_available(Isa::Avx512))
-    if (Kernel k = avx512_gemm_kernel(type)) return k;
+  if (n_tokens >= kGemmMinTokens) {
+    if (isa >= Isa::Amx && isa_available(Isa::Amx))
+      if (Kernel k = amx_gemm_kernel(type)) return k;
+    if (isa >= Isa::Avx512 && isa_available(Isa::Avx512))
+      if (Kernel k = avx512_gemm_kernel(type)) return k;
+  }
   return pick_kernel(isa, type);
 }
 // ---- end of hook ----
@@ -232,8 +236,8 @@ bool isa_has_kernel(Isa isa, DType type) {
   switch (isa) {
     case Isa::Scalar: return scalar_kernel(type) != nullptr;
     case Isa::Avx2: return avx2_kernel(type) || avx2_kquant_kernel(type);
-    case Isa::Avx512: return avx512_kernel(type) != nullptr;
-    case Isa::Amx: return amx_kernel(type) != nullptr;
+    case Isa::Avx512: return avx512_kernel(type) || avx512_gemm_kernel(type);
+    case Isa::Amx: return amx_kernel(type) || amx_gemm_kernel(type);
   }
   return false;
 }

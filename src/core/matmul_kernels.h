@@ -87,5 +87,6 @@ Kernel amx_kernel(DType type);
 // reuse each unpacked weight panel across many tokens (matmul_gemm_avx512.cpp).
 constexpr int64_t kGemmMinTokens = 4;
 Kernel avx512_gemm_kernel(DType type);
+Kernel amx_gemm_kernel(DType type);
 
 }  // namespace shardlm::matmul_impl

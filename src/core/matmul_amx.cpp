@@ -1,4 +1,4 @@
-// AMX-INT8 tiles for the 32-element block types (4 and more tokens). The
+// AMX-INT8 tiles (4 and more tokens). The
 // weight panels of matmul_gemm.h are already in the layout of a B tile
 // (8 rows of 16 weight rows × 4 codes), and a token's activation block is 32
 // contiguous codes at a fixed stride from the next token's, so an A tile of 16
@@ -6,7 +6,9 @@
 // integer sums of a block; each block has its own scales, so the C tile goes
 // through L1 into the same AVX-512 scaling as the VNNI tiles (bit-identical
 // results). Two blocks are in flight so a tile product overlaps the scaling
-// of the other. Token counts that do not fill 16 use the VNNI tiles.
+// of the other. K-quants take one product per sub-block (32 or 16 codes),
+// scaled by the sub-block's scale as in the VNNI tiles. Token counts that do
+// not fill 16 use the VNNI tiles.
 // Chosen only after cpu.cpp got tile permission from Linux and ran a trial.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -26,16 +28,18 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Per block in flight (tiles 3k..3k+2): C 16 tokens × 16 int32, A 16 tokens ×
-// 32 codes, B 8 rows × 64 bytes (the panel).
+// Two products in flight, k = 0, 1: tile 3k is C (16 tokens × 16 int32),
+// 3k+1 is A (16 tokens × `codes` activation codes), 3k+2 is B (codes/4 rows
+// of 16 weight rows × 4 codes: the panel).
+template <int kCodes>
 class TileSession {
  public:
   TileSession() {
     TileConfig cfg;
     for (int k = 0; k < 2; ++k) {
       cfg.rows[3 * k] = 16, cfg.colsb[3 * k] = 64;
-      cfg.rows[3 * k + 1] = 16, cfg.colsb[3 * k + 1] = 32;
-      cfg.rows[3 * k + 2] = 8, cfg.colsb[3 * k + 2] = 64;
+      cfg.rows[3 * k + 1] = 16, cfg.colsb[3 * k + 1] = kCodes;
+      cfg.rows[3 * k + 2] = kCodes / 4, cfg.colsb[3 * k + 2] = 64;
     }
     asm volatile("" : : "r"(&cfg) : "memory");  // see trial_amx in cpu.cpp
     _tile_loadconfig(&cfg);
@@ -45,10 +49,27 @@ class TileSession {
   TileSession& operator=(const TileSession&) = delete;
 };
 
+// The integer sums of two groups of codes (tiles k = 0, 1) for 16 tokens ×
+// 16 rows into c[k][token][row]: A from the activations (stride x_stride), B
+// from the panel.
+inline void products2(const uint8_t* a0, const uint8_t* a1, size_t x_stride, const void* b0, const void* b1,
+                      int32_t (*c)[16][16]) {
+  _tile_zero(0);
+  _tile_loadd(1, a0, long(x_stride));
+  _tile_loadd(2, b0, 64);
+  _tile_zero(3);
+  _tile_loadd(4, a1, long(x_stride));
+  _tile_loadd(5, b1, 64);
+  _tile_dpbsud(0, 1, 2);
+  _tile_dpbsud(3, 4, 5);
+  _tile_stored(0, c[0], 64);
+  _tile_stored(3, c[1], 64);
+}
+
 template <class P>
 struct AmxBlocks32 : Blocks32<P> {
   using Base = Blocks32<P>;
-  using Session = TileSession;
+  using Session = TileSession<32>;
 
   template <int T>
   static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
@@ -64,29 +85,45 @@ struct AmxBlocks32 : Blocks32<P> {
           acc[t] = Base::add_block(acc[t], _mm512_load_si512(c[k][t]), panel[b], xb);
         }
       };
-      
-      int64_t b = 0;
-      for (; b + 1 < nb; b += 2) {
-        _tile_zero(0);
-        _tile_loadd(1, codes(b), long(x_stride));
-        _tile_loadd(2, panel[b].codes, 64);
-        _tile_zero(3);
-        _tile_loadd(4, codes(b + 1), long(x_stride));
-        _tile_loadd(5, panel[b + 1].codes, 64);
-        _tile_dpbsud(0, 1, 2);
-        _tile_dpbsud(3, 4, 5);
-        _tile_stored(0, c[0], 64);
-        _tile_stored(3, c[1], 64);
+      // An odd last block repeats itself as the second product (not scaled).
+      for (int64_t b = 0; b < nb; b += 2) {
+        const int64_t b1 = std::min(b + 1, nb - 1);
+        products2(codes(b), codes(b1), x_stride, panel[b].codes, panel[b1].codes, c);
         scale(0, b);
-        scale(1, b + 1);
+        if (b1 != b) scale(1, b1);
       }
-      if (b < nb) {
-        _tile_zero(0);
-        _tile_loadd(1, codes(b), long(x_stride));
-        _tile_loadd(2, panel[b].codes, 64);
-        _tile_dpbsud(0, 1, 2);
-        _tile_stored(0, c[0], 64);
-        scale(0, b);
+    }
+  }
+};
+
+template <class P>
+struct AmxKQuant : KQuant<P> {
+  using Base = KQuant<P>;
+  using Session = TileSession<P::kSub>;
+  static constexpr int kTokens = 16;
+
+  template <int T>
+  static void tile(const PanelK* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
+    if constexpr (T != 16) {
+      Base::template tile<T>(panel, nb, x, x_stride, acc);
+    } else {
+      constexpr int kGroups = P::kSub / 4, kSubs = QK_K / P::kSub;
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+      alignas(64) int32_t c[2][16][16];
+      for (int64_t b = 0; b < nb; ++b) {
+        const PanelK& p = panel[b];
+        const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
+        const uint8_t* codes = xb + offsetof(block_q8_K, qs);
+        __m512 part[T];
+        for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+        for (int s = 0; s < kSubs; s += 2) {
+          products2(codes + P::kSub * s, codes + P::kSub * (s + 1), x_stride, &p.codes[kGroups * s],
+                    &p.codes[kGroups * (s + 1)], c);
+          for (int k = 0; k < 2; ++k)
+            for (int t = 0; t < T; ++t)
+              part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[k][t])), p.sub_scale[s + k], part[t]);
+        }
+        Base::template finish_block<T>(p, xb, x_stride, part, acc);
       }
     }
   }
@@ -106,6 +143,9 @@ Kernel amx_gemm_kernel(DType type) {
     case DType::Q5_0: return gemm<AmxBlocks32<Q5_0P>>;
     case DType::Q5_1: return gemm<AmxBlocks32<Q5_1P>>;
     case DType::Q8_0: return gemm<AmxBlocks32<Q8_0P>>;
+    case DType::Q4_K: return gemm<AmxKQuant<Q4_KP>>;
+    case DType::Q5_K: return gemm<AmxKQuant<Q5_KP>>;
+    case DType::Q6_K: return gemm<AmxKQuant<Q6_KP>>;
     default: return nullptr;
   }
 }

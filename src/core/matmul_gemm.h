@@ -338,14 +338,23 @@ struct KQuant {
           part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), p.sub_scale[s], part[t]);
         }
       }
-      __m512i f[8];
-      for (int q = 0; q < 8; ++q) f[q] = _mm512_load_si512(&p.pair_factor[q]);
-      for (int t = 0; t < T; ++t) {
-        __m512i m = _mm512_setzero_si512();
-        for (int q = 0; q < 8; ++q) m = _mm512_dpwssd_epi32(m, f[q], _mm512_set1_epi32(load_i32(xt[t][b].bsums + 2 * q)));
-        part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), p.pair_scale, part[t]);
-        acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xt[t][b].d), acc[t]);
-      }
+      finish_block<T>(p, x + size_t(b) * sizeof(block_q8_K), x_stride, part, acc);
+    }
+  }
+
+  // acc[t] += d_x · (part[t] + the bsums term) for super-block p of T tokens
+  // (x: the first token's block). Every tile (VNNI or AMX) ends a super-block
+  // with this same sequence.
+  template <int T>
+  static void finish_block(const PanelK& p, const uint8_t* x, size_t x_stride, __m512* part, __m512* acc) {
+    __m512i f[8];
+    for (int q = 0; q < 8; ++q) f[q] = _mm512_load_si512(&p.pair_factor[q]);
+    for (int t = 0; t < T; ++t) {
+      const auto& xb = *reinterpret_cast<const block_q8_K*>(x + x_stride * size_t(t));
+      __m512i m = _mm512_setzero_si512();
+      for (int q = 0; q < 8; ++q) m = _mm512_dpwssd_epi32(m, f[q], _mm512_set1_epi32(load_i32(xb.bsums + 2 * q)));
+      part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), p.pair_scale, part[t]);
+      acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xb.d), acc[t]);
     }
   }
 };

@@ -52,6 +52,17 @@ class RowGather {
   __m512i at(size_t byte) const {
     return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid_, offsets_, base_ + byte, 1);
   }
+  // The dwords at `byte` and `byte` + 4: two 64-bit gathers take half the
+  // loads of two 32-bit ones, and two permutes split the halves.
+  void at2(size_t byte, __m512i* first, __m512i* second) const {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i lo = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_), _mm512_castsi512_si256(offsets_), base_ + byte, 1);
+    const __m512i hi = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_ >> 8), _mm512_extracti64x4_epi64(offsets_, 1),
+                                                   base_ + byte, 1);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *first = _mm512_permutex2var_epi32(lo, even, hi);
+    *second = _mm512_permutex2var_epi32(lo, _mm512_add_epi32(even, _mm512_set1_epi32(1)), hi);
+  }
   // The same rows, `bytes` further along.
   RowGather advanced(size_t bytes) const {
     RowGather g = *this;
@@ -96,17 +107,24 @@ struct alignas(64) Panel32 {
   __m512 bias;
 };
 
+// Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
+void unpack_nibbles(const RowGather& g, size_t qs, Panel32& p) {
+  __m512i q[4];
+  g.at2(qs, &q[0], &q[1]);
+  g.at2(qs + 8, &q[2], &q[3]);
+  for (int h = 0; h < 4; ++h) {
+    p.codes[h] = nibbles_low(q[h]);
+    p.codes[h + 4] = nibbles_high(q[h]);
+  }
+}
+
 struct Q4_0P {
   using Block = block_q4_0;
   static constexpr bool kMinimum = false;
   static void unpack(const RowGather& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-8.0f));
-    for (int h = 0; h < 4; ++h) {
-      const __m512i q = g.at(2 + 4 * size_t(h));
-      p.codes[h] = nibbles_low(q);
-      p.codes[h + 4] = nibbles_high(q);
-    }
+    unpack_nibbles(g, 2, p);
   }
 };
 struct Q4_1P {
@@ -116,11 +134,7 @@ struct Q4_1P {
     const __m512i dm = g.at(0);
     p.scale = f16_low(dm);
     p.bias = f16_high(dm);
-    for (int h = 0; h < 4; ++h) {
-      const __m512i q = g.at(4 + 4 * size_t(h));
-      p.codes[h] = nibbles_low(q);
-      p.codes[h + 4] = nibbles_high(q);
-    }
+    unpack_nibbles(g, 4, p);
   }
 };
 // Q5: element j's 5th bit is bit j of qh; elements 4h..4h+3 come from the low
@@ -128,10 +142,10 @@ struct Q4_1P {
 template <size_t kQh, size_t kQs>
 void unpack_q5(const RowGather& g, Panel32& p) {
   const __m512i qh = g.at(kQh);
+  unpack_nibbles(g, kQs, p);
   for (int h = 0; h < 4; ++h) {
-    const __m512i q = g.at(kQs + 4 * size_t(h));
-    p.codes[h] = _mm512_or_si512(nibbles_low(q), bits_to_bit4(qh, 4 * h));
-    p.codes[h + 4] = _mm512_or_si512(nibbles_high(q), bits_to_bit4(qh, 16 + 4 * h));
+    p.codes[h] = _mm512_or_si512(p.codes[h], bits_to_bit4(qh, 4 * h));
+    p.codes[h + 4] = _mm512_or_si512(p.codes[h + 4], bits_to_bit4(qh, 16 + 4 * h));
   }
 }
 struct Q5_0P {
@@ -159,7 +173,8 @@ struct Q8_0P {
   static void unpack(const RowGather& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
-    for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(g.at(2 + 4 * size_t(h)), _mm512_set1_epi32(int(0x80808080)));
+    for (int h = 0; h < 8; h += 2) g.at2(2 + 4 * size_t(h), &p.codes[h], &p.codes[h + 1]);
+    for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
   }
 };
 
@@ -244,15 +259,18 @@ void unpack_q45_k(const RowGather& g, PanelK& p) {
     p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
     p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
   }
+  __m512i qh[8] = {}, q[4][8];
+  for (int gi = 0; gi < 8; gi += 2) {
+    if (kQ5) g.at2(kQh + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
+    for (int k = 0; k < 4; ++k) g.at2(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi], &q[k][gi + 1]);
+  }
   for (int gi = 0; gi < 8; ++gi) {
-    const __m512i qh = kQ5 ? g.at(kQh + 4 * size_t(gi)) : _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k) {
-      const __m512i q = g.at(kQs + 32 * size_t(k) + 4 * size_t(gi));
-      __m512i lo = nibbles_low(q), hi = nibbles_high(q);
+      __m512i lo = nibbles_low(q[k][gi]), hi = nibbles_high(q[k][gi]);
       if (kQ5) {
-        const __m512i ones = _mm512_set1_epi32(0x01010101);
-        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, unsigned(2 * k)), ones), 4));
-        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh, unsigned(2 * k + 1)), ones), 4));
+        const __m512i ones = _mm512_set1_epi32(0x01010101), h = qh[gi];
+        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k)), ones), 4));
+        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k + 1)), ones), 4));
       }
       p.codes[8 * (2 * k) + gi] = lo;
       p.codes[8 * (2 * k + 1) + gi] = hi;
@@ -290,14 +308,18 @@ struct Q6_KP {
                                          _mm512_slli_epi32(sc[2 * q + 1], 16));
     const __m512i three = _mm512_set1_epi32(0x03030303);
     for (int h = 0; h < 2; ++h) {
+      __m512i qh[8], ql[2][8];
+      for (int gi = 0; gi < 8; gi += 2) {
+        g.at2(128 + 32 * size_t(h) + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
+        for (int half = 0; half < 2; ++half)
+          g.at2(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi), &ql[half][gi], &ql[half][gi + 1]);
+      }
       for (int gi = 0; gi < 8; ++gi) {
-        const __m512i qh = g.at(128 + 32 * size_t(h) + 4 * size_t(gi));
         for (int half = 0; half < 2; ++half) {
-          const __m512i ql = g.at(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi));
           for (int nib = 0; nib < 2; ++nib) {
             const int quarter = half + 2 * nib;
-            const __m512i low = nib ? nibbles_high(ql) : nibbles_low(ql);
-            const __m512i high = _mm512_and_si512(_mm512_srli_epi32(qh, unsigned(2 * quarter)), three);
+            const __m512i low = nib ? nibbles_high(ql[half][gi]) : nibbles_low(ql[half][gi]);
+            const __m512i high = _mm512_and_si512(_mm512_srli_epi32(qh[gi], unsigned(2 * quarter)), three);
             p.codes[32 * h + 8 * quarter + gi] = _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
           }
         }

@@ -6,9 +6,10 @@
 // integer sums of a block; each block has its own scales, so the C tile goes
 // through L1 into the same AVX-512 scaling as the VNNI tiles (bit-identical
 // results). Two blocks are in flight so a tile product overlaps the scaling
-// of the other. K-quants take one product per sub-block (32 or 16 codes),
-// scaled by the sub-block's scale as in the VNNI tiles. Token counts that do
-// not fill 16 use the VNNI tiles.
+// of the other. Q4_K/Q5_K take one product per 32-code sub-block, scaled by
+// the sub-block's scale as in the VNNI tiles (Q6_K's 16-code sub-blocks halve
+// each product and measured no faster than VNNI, so Q6_K stays there). Token
+// counts that do not fill 16 use the VNNI tiles.
 // Chosen only after cpu.cpp got tile permission from Linux and ran a trial.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -145,7 +146,6 @@ Kernel amx_gemm_kernel(DType type) {
     case DType::Q8_0: return gemm<AmxBlocks32<Q8_0P>>;
     case DType::Q4_K: return gemm<AmxKQuant<Q4_KP>>;
     case DType::Q5_K: return gemm<AmxKQuant<Q5_KP>>;
-    case DType::Q6_K: return gemm<AmxKQuant<Q6_KP>>;
     default: return nullptr;
   }
 }

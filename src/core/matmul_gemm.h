@@ -13,8 +13,9 @@
 // every token of a chunk whose activations fit in L2, so weights are read
 // from memory about once per chunk.
 //
-// Gathers (one dword per row) fill the panel straight from the GGUF blocks,
-// so any row stride works and nothing is repacked at load.
+// Gathers (one or two dwords per row) fill the panel straight from the GGUF
+// blocks, so any row stride (tensor-parallel views) works and nothing is
+// repacked at load.
 //
 // Every (row, token) result is computed by the same instruction sequence
 // whatever tile, chunk or thread it falls in (AMX and vpdpbusd produce the
@@ -33,7 +34,6 @@
 
 namespace shardlm::matmul_impl {
 namespace {
-
 
 constexpr int kRows = 16;  // weight rows per panel, one per 32-bit lane
 // Activations of one token chunk (re-read for every row group) should stay in

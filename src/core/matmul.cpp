@@ -111,8 +111,13 @@ void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn) {
 
 // A kernel file is only entered once its ISA is known to run: even its
 // selector function may contain instructions of that ISA.
-Kernel matmul_impl::own_kernel(Isa isa, DType type) {
+Kernel matmul_impl::own_kernel(Isa isa, DType type, int64_t n_tokens) {
   if (!isa_available(isa)) return nullptr;
+  if (n_tokens >= kGemmMinTokens) {
+    if (isa == Isa::Amx) return amx_gemm_kernel(type);
+    if (isa == Isa::Avx512)
+      if (const Kernel k = avx512_gemm_kernel(type)) return k;
+  }
   switch (isa) {
     case Isa::Scalar: return scalar_kernel(type);
     case Isa::Avx2: {
@@ -128,9 +133,9 @@ Kernel matmul_impl::own_kernel(Isa isa, DType type) {
   return nullptr;
 }
 
-Isa matmul_impl::newest_isa(Isa cap, DType type) {
+Isa matmul_impl::newest_isa(Isa cap, DType type, int64_t n_tokens) {
   for (Isa isa : {Isa::Amx, Isa::Avx512, Isa::Avx2})
-    if (isa <= cap && own_kernel(isa, type)) return isa;
+    if (isa <= cap && own_kernel(isa, type, n_tokens)) return isa;
   return Isa::Scalar;
 }
 
@@ -228,15 +233,19 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  run_kernel(own_kernel(dispatch_isa(active_isa(), w.type, x.n_tokens()), w.type), w, x, y, pool);
+  const int64_t n = x.n_tokens();
+  run_kernel(own_kernel(dispatch_isa(active_isa(), w.type, n), w.type, n), w, x, y, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!isa_available(isa)) throw Error(std::string("matmul: this CPU/OS cannot run ") + isa_name(isa) + " kernels");
-  run_kernel(own_kernel(newest_isa(isa, w.type), w.type), w, x, y, pool);
+  const int64_t n = x.n_tokens();
+  run_kernel(own_kernel(newest_isa(isa, w.type, n), w.type, n), w, x, y, pool);
 }
 
-bool isa_has_kernel(Isa isa, DType type) { return own_kernel(isa, type) != nullptr; }
+bool isa_has_kernel(Isa isa, DType type) {
+  return own_kernel(isa, type, 1) != nullptr || own_kernel(isa, type, kGemmMinTokens) != nullptr;
+}
 
 Isa matmul_kernel_isa(DType type, int64_t n_tokens) { return dispatch_isa(active_isa(), type, n_tokens); }
 

@@ -1,25 +1,25 @@
-// AMX prefill kernels for Q8_0 and Q4_0: one TDPBSSD multiplies 16 weight
-// rows by 16 tokens over one 32-element block (every block has its own
-// scales, so the int32 tile is scaled into f32 accumulators block by block).
-// Rows and tokens that do not fill a 16×16 tile, and decode, go to the
-// AVX-512/AVX2 kernels. Chosen only after cpu.cpp got tile permission from
-// Linux and ran a trial; internal linkage throughout (see matmul_avx512.cpp).
-// GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation,
-// which its own uninitialised-use warnings then flag inside the intrinsics.
+// AMX-INT8 tiles (4 and more tokens). The
+// weight panels of matmul_gemm.h are already in the layout of a B tile
+// (8 rows of 16 weight rows × 4 codes), and a token's activation block is 32
+// contiguous codes at a fixed stride from the next token's, so an A tile of 16
+// tokens loads straight from the activations. One TDPBSUD gives the 16 × 16
+// integer sums of a block; each block has its own scales, so the C tile goes
+// through L1 into the same AVX-512 scaling as the VNNI tiles (bit-identical
+// results). Two blocks are in flight so a tile product overlaps the scaling
+// of the other. Q4_K/Q5_K take one product per 32-code sub-block, scaled by
+// the sub-block's scale as in the VNNI tiles (Q6_K's 16-code sub-blocks halve
+// each product and measured no faster than VNNI, so Q6_K stays there). Token
+// counts that do not fill 16 use the VNNI tiles.
+// Chosen only after cpu.cpp got tile permission from Linux and ran a trial.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <cstddef>
-#include <vector>
 
-#include "core/matmul_kernels.h"
+#include "core/matmul_gemm.h"
 
 namespace shardlm::matmul_impl {
 namespace {
-
-constexpr int kTile = 16;  // weight rows and tokens per tile product
 
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
@@ -29,125 +29,123 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Tile 0: C, 16 rows × 16 int32. Tile 1: A, 16 weight rows × 32 codes.
-// Tile 2: B, 8 rows × (16 tokens × 4 codes).
-void configure_tiles() {
-  TileConfig cfg;
-  cfg.rows[0] = 16, cfg.colsb[0] = 64;
-  cfg.rows[1] = 16, cfg.colsb[1] = 32;
-  cfg.rows[2] = 8, cfg.colsb[2] = 64;
-  asm volatile("" : : "r"(&cfg) : "memory");  // see trial_amx in cpu.cpp
-  _tile_loadconfig(&cfg);
-}
-
-// One block of 16 tokens' activation codes in B's layout: row k/4 holds, for
-// token n, codes 4·(k/4) .. 4·(k/4)+3 at bytes 4n .. 4n+3.
-struct TokenBlock {
-  alignas(64) int8_t b[8][64];
-  float d[16];
-};
-
-void pack_tokens(const KernelArgs& a, int64_t t0, std::vector<TokenBlock>& out) {
-  const int64_t nb = a.w->cols / 32;
-  out.resize(size_t(nb));
-  for (int n = 0; n < kTile; ++n) {
-    const auto* x = reinterpret_cast<const block_q8_32*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t0 + n));
-    for (int64_t b = 0; b < nb; ++b) {
-      for (int k = 0; k < 32; ++k) out[size_t(b)].b[k / 4][4 * n + k % 4] = x[b].qs[k];
-      out[size_t(b)].d[n] = x[b].d;
+// Two products in flight, k = 0, 1: tile 3k is C (16 tokens × 16 int32),
+// 3k+1 is A (16 tokens × `codes` activation codes), 3k+2 is B (codes/4 rows
+// of 16 weight rows × 4 codes: the panel).
+template <int kCodes>
+class TileSession {
+ public:
+  TileSession() {
+    TileConfig cfg;
+    for (int k = 0; k < 2; ++k) {
+      cfg.rows[3 * k] = 16, cfg.colsb[3 * k] = 64;
+      cfg.rows[3 * k + 1] = 16, cfg.colsb[3 * k + 1] = kCodes;
+      cfg.rows[3 * k + 2] = kCodes / 4, cfg.colsb[3 * k + 2] = 64;
     }
+    asm volatile("" : : "r"(&cfg) : "memory");  // see trial_amx in cpu.cpp
+    _tile_loadconfig(&cfg);
   }
-}
-
-// Signed codes of 16 rows for block b, as A reads them (pointer and stride).
-struct Q8_0Rows {
-  using Block = block_q8_0;
-  static const void* codes(const MatrixView& m, int64_t r, int64_t b, int8_t (*)[32], size_t* stride) {
-    *stride = m.row_stride;
-    return m.row(r) + size_t(b) * sizeof(Block) + offsetof(Block, qs);
-  }
-};
-struct Q4_0Rows {
-  using Block = block_q4_0;
-  static const void* codes(const MatrixView& m, int64_t r, int64_t b, int8_t (*scratch)[32], size_t* stride) {
-    const __m256i eight = _mm256_set1_epi8(8), nibble = _mm256_set1_epi8(0x0F);
-    for (int i = 0; i < kTile; ++i) {
-      const auto& blk = reinterpret_cast<const Block*>(m.row(r + i))[b];
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
-      const __m256i q = _mm256_and_si256(_mm256_setr_m128i(raw, _mm_srli_epi16(raw, 4)), nibble);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(scratch[i]), _mm256_sub_epi8(q, eight));
-    }
-    *stride = 32;
-    return scratch;
-  }
+  ~TileSession() { _tile_release(); }
+  TileSession(const TileSession&) = delete;
+  TileSession& operator=(const TileSession&) = delete;
 };
 
-Kernel lower_kernel(DType type) {
-  Kernel k = avx512_kernel(type);
-  return k ? k : avx2_kernel(type);
+// The integer sums of two groups of codes (tiles k = 0, 1) for 16 tokens ×
+// 16 rows into c[k][token][row]: A from the activations (stride x_stride), B
+// from the panel.
+inline void products2(const uint8_t* a0, const uint8_t* a1, size_t x_stride, const void* b0, const void* b1,
+                      int32_t (*c)[16][16]) {
+  _tile_zero(0);
+  _tile_loadd(1, a0, long(x_stride));
+  _tile_loadd(2, b0, 64);
+  _tile_zero(3);
+  _tile_loadd(4, a1, long(x_stride));
+  _tile_loadd(5, b1, 64);
+  _tile_dpbsud(0, 1, 2);
+  _tile_dpbsud(3, 4, 5);
+  _tile_stored(0, c[0], 64);
+  _tile_stored(3, c[1], 64);
 }
 
-void run_lower(const KernelArgs& a, int64_t t0, int64_t t1, int64_t r0, int64_t r1) {
-  if (t0 >= t1 || r0 >= r1) return;
-  KernelArgs sub = a;
-  sub.x = static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t0);
-  sub.n_tokens = t1 - t0;
-  sub.y = a.y + t0 * a.w->rows;
-  lower_kernel(a.w->type)(sub, r0, r1);
-}
+template <class P>
+struct AmxBlocks32 : Blocks32<P> {
+  using Base = Blocks32<P>;
+  using Session = TileSession<32>;
 
-template <class Rows>
-void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
-  const MatrixView& m = *a.w;
-  const int64_t tiled_tokens = a.n_tokens / kTile * kTile;
-  const int64_t tiled_rows_end = r0 + (r1 - r0) / kTile * kTile;
-  if (tiled_tokens > 0 && tiled_rows_end > r0) {
-    configure_tiles();
-    const int64_t nb = m.cols / 32;
-    std::vector<TokenBlock> packed;
-    alignas(64) int32_t c[kTile][kTile];
-    alignas(64) int8_t scratch[kTile][32];
-    alignas(64) float out[kTile];
-    for (int64_t t0 = 0; t0 < tiled_tokens; t0 += kTile) {
-      pack_tokens(a, t0, packed);
-      for (int64_t r = r0; r < tiled_rows_end; r += kTile) {
-        __m512 acc[kTile];
-        for (auto& v : acc) v = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          size_t stride = 0;
-          const void* codes = Rows::codes(m, r, b, scratch, &stride);
-          _tile_zero(0);
-          _tile_loadd(1, codes, stride);
-          _tile_loadd(2, packed[size_t(b)].b, 64);
-          _tile_dpbssd(0, 1, 2);
-          _tile_stored(0, c, 64);
-          const __m512 dx = _mm512_loadu_ps(packed[size_t(b)].d);
-          for (int i = 0; i < kTile; ++i) {
-            const float dw = _cvtsh_ss(reinterpret_cast<const typename Rows::Block*>(m.row(r + i))[b].d);
-            const __m512 p = _mm512_cvtepi32_ps(_mm512_load_si512(c[i]));
-            acc[i] = _mm512_fmadd_ps(p, _mm512_mul_ps(dx, _mm512_set1_ps(dw)), acc[i]);
-          }
+  template <int T>
+  static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
+    if constexpr (T != 16) {
+      Base::template tile<T>(panel, nb, x, x_stride, acc);
+    } else {
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+      alignas(64) int32_t c[2][16][16];
+      const auto codes = [&](int64_t b) { return x + size_t(b) * sizeof(block_q8_32) + offsetof(block_q8_32, qs); };
+      const auto scale = [&](int k, int64_t b) {
+        for (int t = 0; t < T; ++t) {
+          const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
+          acc[t] = Base::add_block(acc[t], _mm512_load_si512(c[k][t]), panel[b], xb);
         }
-        for (int i = 0; i < kTile; ++i) {
-          _mm512_store_ps(out, acc[i]);
-          for (int j = 0; j < kTile; ++j) a.y[(t0 + j) * m.rows + r + i] = out[j];
-        }
+      };
+      // An odd last block repeats itself as the second product (not scaled).
+      for (int64_t b = 0; b < nb; b += 2) {
+        const int64_t b1 = std::min(b + 1, nb - 1);
+        products2(codes(b), codes(b1), x_stride, panel[b].codes, panel[b1].codes, c);
+        scale(0, b);
+        if (b1 != b) scale(1, b1);
       }
     }
-    _tile_release();
   }
-  run_lower(a, 0, tiled_tokens, tiled_rows_end, r1);
-  run_lower(a, tiled_tokens, a.n_tokens, r0, r1);
-}
+};
+
+template <class P>
+struct AmxKQuant : KQuant<P> {
+  using Base = KQuant<P>;
+  using Session = TileSession<P::kSub>;
+  static constexpr int kTokens = 16;
+
+  template <int T>
+  static void tile(const PanelK* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
+    if constexpr (T != 16) {
+      Base::template tile<T>(panel, nb, x, x_stride, acc);
+    } else {
+      constexpr int kGroups = P::kSub / 4, kSubs = QK_K / P::kSub;
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+      alignas(64) int32_t c[2][16][16];
+      for (int64_t b = 0; b < nb; ++b) {
+        const PanelK& p = panel[b];
+        const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
+        const uint8_t* codes = xb + offsetof(block_q8_K, qs);
+        __m512 part[T];
+        for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+        for (int s = 0; s < kSubs; s += 2) {
+          products2(codes + P::kSub * s, codes + P::kSub * (s + 1), x_stride, &p.codes[kGroups * s],
+                    &p.codes[kGroups * (s + 1)], c);
+          for (int k = 0; k < 2; ++k)
+            for (int t = 0; t < T; ++t)
+              part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[k][t])), p.sub_scale[s + k], part[t]);
+        }
+        Base::template finish_block<T>(p, xb, x_stride, part, acc);
+      }
+    }
+  }
+};
 
 }  // namespace
 
-Kernel amx_kernel(DType type) {
+// AMX has nothing of its own below kGemmMinTokens tokens.
+Kernel amx_kernel(DType) { return nullptr; }
+
+Kernel amx_gemm_kernel(DType type) {
   const CpuCaps& caps = cpu_caps();
   if (!caps.amx_int8 || !caps.avx512_vnni) return nullptr;
   switch (type) {
-    case DType::Q8_0: return kernel<Q8_0Rows>;
-    case DType::Q4_0: return kernel<Q4_0Rows>;
+    case DType::Q4_0: return gemm<AmxBlocks32<Q4_0P>>;
+    case DType::Q4_1: return gemm<AmxBlocks32<Q4_1P>>;
+    case DType::Q5_0: return gemm<AmxBlocks32<Q5_0P>>;
+    case DType::Q5_1: return gemm<AmxBlocks32<Q5_1P>>;
+    case DType::Q8_0: return gemm<AmxBlocks32<Q8_0P>>;
+    case DType::Q4_K: return gemm<AmxKQuant<Q4_KP>>;
+    case DType::Q5_K: return gemm<AmxKQuant<Q5_KP>>;
     default: return nullptr;
   }
 }

@@ -58,12 +58,12 @@ Isa calibrate(Isa cap, DType type, int64_t n_tokens) {
   std::vector<Kernel> kernels;
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (isa > cap) continue;
-    if (const Kernel k = own_kernel(isa, type)) {
+    if (const Kernel k = own_kernel(isa, type, n_tokens)) {
       isas.push_back(isa);
       kernels.push_back(k);
     }
   }
-  if (kernels.size() < 2) return newest_isa(cap, type);
+  if (kernels.size() < 2) return newest_isa(cap, type, n_tokens);
   // Any bytes make valid weights except float NaNs and denormals (slow
   // paths): 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane
   // f16 scale for every block type.
@@ -95,7 +95,7 @@ std::mutex g_calibrating;
 
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
   const auto id = size_t(type);
-  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds)) return newest_isa(cap, type);
+  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds)) return newest_isa(cap, type, n_tokens);
   std::atomic<int8_t>& slot = g_choice[(size_t(cap) * kTypeIds + id) * kDecodeClasses + size_t(n_tokens - 1)];
   if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
   const std::lock_guard<std::mutex> lock(g_calibrating);

@@ -84,11 +84,18 @@ Kernel avx512_kernel(DType type);
 Kernel avx512_kquant_kernel(DType type);
 Kernel amx_kernel(DType type);
 
-// The kernel `isa`'s own files bring for `type`, or nullptr (none, or the ISA
-// cannot run here).
-Kernel own_kernel(Isa isa, DType type);
+// Prefill and batched decode: kernels for n_tokens >= kGemmMinTokens that
+// reuse each unpacked weight panel across many tokens (matmul_gemm_avx512.cpp).
+constexpr int64_t kGemmMinTokens = 4;
+Kernel avx512_gemm_kernel(DType type);
+Kernel amx_gemm_kernel(DType type);
+
+// The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
+// prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot
+// run here).
+Kernel own_kernel(Isa isa, DType type, int64_t n_tokens);
 // The newest ISA up to `cap` with its own kernel for `type` (scalar if none).
-Isa newest_isa(Isa cap, DType type);
+Isa newest_isa(Isa cap, DType type, int64_t n_tokens);
 // What matmul() runs for `type` and `n_tokens` under the cap: for decode (1-3
 // tokens) the ISA whose kernel measured fastest on this CPU (matmul_dispatch.cpp),
 // for prefill the newest.

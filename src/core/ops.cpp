@@ -101,6 +101,14 @@ void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float 
   use_avx2() ? avx2::attend(q, n_q, kv, n_pos, scale, scores, out) : ref::attend(q, n_q, kv, n_pos, scale, scores, out);
 }
 
+void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
+                   float scale, float* scores, float* out, int64_t out_stride) {
+  if (n_tok > 1 && active_isa() >= Isa::Avx512 &&
+      avx512::attend_block(q, q_stride, n_tok, n_q, kv, n_pos, scale, out, out_stride))
+    return;
+  for (int64_t i = 0; i < n_tok; ++i) attend(q + i * q_stride, n_q, kv, n_pos + i, scale, scores, out + i * out_stride);
+}
+
 // The compiler vectorizes these two well enough at -O2 for the baseline ISA.
 void scale(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;

@@ -32,4 +32,12 @@ void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float 
             float* out);
 }  // namespace avx2
 
+// Compiled with AVX-512 flags; call only when active_isa() >= Isa::Avx512.
+namespace avx512 {
+// The blocked kernel behind attend_tokens; false (nothing done) for shapes it
+// does not take.
+bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
+                  float scale, float* out, int64_t out_stride);
+}  // namespace avx512
+
 }  // namespace shardlm::ops

@@ -158,14 +158,29 @@ void Model::attend(int64_t l, const Batch& batch) {
     if (h == 0 || kv_head(h) != kv_head(h - 1)) run_begin.push_back(h);
   run_begin.push_back(n_head_);
   const int64_t n_runs = int64_t(run_begin.size()) - 1;
-  const int64_t n_tasks = n_tokens_ * n_runs;
+  // Consecutive positions of one sequence (a prompt) are attended as blocks
+  // that read each cached row once (ops::attend_tokens).
+  int64_t widest_run = 1;
+  for (int64_t r = 0; r < n_runs; ++r) widest_run = std::max(widest_run, run_begin[size_t(r) + 1] - run_begin[size_t(r)]);
+  const int64_t block_tokens = std::max<int64_t>(1, ops::kAttendLanes / widest_run);
+  std::vector<int64_t> block_begin;
+  for (int64_t t = 0; t < n_tokens_; ++t) {
+    const auto& e = batch.entries[size_t(t)];
+    const bool extends = !block_begin.empty() && t - block_begin.back() < block_tokens &&
+                         e.seq == batch.entries[size_t(t) - 1].seq && e.pos == batch.entries[size_t(t) - 1].pos + 1;
+    if (!extends) block_begin.push_back(t);
+  }
+  block_begin.push_back(n_tokens_);
+  const int64_t n_blocks = int64_t(block_begin.size()) - 1;
+  const int64_t n_tasks = n_blocks * n_runs;
   int64_t work = 0;  // multiply-adds, to keep short decode steps off the pool
   for (const auto& e : batch.entries) work += int64_t(e.pos + 1) * n_head_ * (c.head_dim_k + c.head_dim_v);
   // Each (entry, run) is independent, so any thread split gives the same bits.
   run_parallel(work >= kParallelAttentionWork, [&](int ith, int nth) {
     float* scores = &scores_[size_t(ith * opt_.n_ctx * std::min(group, n_head_))];
     for (int64_t task = ith; task < n_tasks; task += nth) {
-      const int64_t t = task / n_runs, r = task % n_runs;
+      const int64_t blk = task / n_runs, r = task % n_runs;
+      const int64_t t = block_begin[size_t(blk)], n_tok = block_begin[size_t(blk) + 1] - t;
       const int64_t h0 = run_begin[size_t(r)], n_q = run_begin[size_t(r) + 1] - h0;
       const auto& e = batch.entries[size_t(t)];
       const int64_t g = kv_head(h0);
@@ -177,8 +192,9 @@ void Model::attend(int64_t l, const Batch& batch) {
       head.dim_k = c.head_dim_k;
       head.dim_v = c.head_dim_v;
       head.f16 = kv_.type() == DType::F16;
-      ops::attend(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_q, head, e.pos + 1, scale, scores,
-                  &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)]);
+      ops::attend_tokens(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_head_ * c.head_dim_k, n_tok, n_q, head,
+                         e.pos + 1, scale, scores, &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)],
+                         n_head_ * c.head_dim_v);
     }
   });
 }

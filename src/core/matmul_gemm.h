@@ -1,0 +1,431 @@
+// Weight panels and token tiles shared by the prefill / batched-decode
+// kernels (n_tokens >= kGemmMinTokens): matmul_gemm_avx512.cpp (VNNI) and
+// matmul_amx.cpp (AMX). Only include from files compiled with AVX-512 VNNI
+// flags; everything is in an anonymous namespace so each includer keeps its
+// own copy (see matmul_avx512.cpp on internal linkage).
+//
+// One 32-bit lane per weight row: 16 rows of a weight block are unpacked once
+// into a panel where vector g holds, for every row, the 4 unsigned codes of
+// elements 4g..4g+3. vpdpbusd multiplies that vector with one token's 4
+// activation codes broadcast from memory (AMX reads the same panel as its B
+// tile), so a block of 16 rows × 1 token costs 8 vpdpbusd plus the per-block
+// scaling. The panel of a row group covers the whole row and is reused by
+// every token of a chunk whose activations fit in L2, so weights are read
+// from memory about once per chunk.
+//
+// Gathers (one or two dwords per row) fill the panel straight from the GGUF
+// blocks, so any row stride (tensor-parallel views) works and nothing is
+// repacked at load.
+//
+// Every (row, token) result is computed by the same instruction sequence
+// whatever tile, chunk or thread it falls in (AMX and vpdpbusd produce the
+// same exact integer sums), so a token's result does not depend on the other
+// tokens of the batch nor on the thread count.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+constexpr int kRows = 16;  // weight rows per panel, one per 32-bit lane
+// Activations of one token chunk (re-read for every row group) should stay in
+// L2 next to the panel.
+constexpr size_t kChunkActBytes = 768u << 10;
+
+// Reads one little-endian dword per row of a row group at a byte offset.
+// Rows past the end of the matrix are masked off and read as zero.
+class RowGather {
+ public:
+  RowGather(const MatrixView& m, int64_t r, int valid)
+      : base_(m.row(r)),
+        offsets_(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                    _mm512_set1_epi32(int(m.row_stride)))),
+        valid_(__mmask16((1u << valid) - 1)) {}
+  __m512i at(size_t byte) const {
+    return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid_, offsets_, base_ + byte, 1);
+  }
+  // The dwords at `byte` and `byte` + 4: two 64-bit gathers take half the
+  // loads of two 32-bit ones, and two permutes split the halves.
+  void at2(size_t byte, __m512i* first, __m512i* second) const {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i lo = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_), _mm512_castsi512_si256(offsets_), base_ + byte, 1);
+    const __m512i hi = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_ >> 8), _mm512_extracti64x4_epi64(offsets_, 1),
+                                                   base_ + byte, 1);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *first = _mm512_permutex2var_epi32(lo, even, hi);
+    *second = _mm512_permutex2var_epi32(lo, _mm512_add_epi32(even, _mm512_set1_epi32(1)), hi);
+  }
+  // The same rows, `bytes` further along.
+  RowGather advanced(size_t bytes) const {
+    RowGather g = *this;
+    g.base_ += bytes;
+    return g;
+  }
+
+ private:
+  const uint8_t* base_;
+  __m512i offsets_;
+  __mmask16 valid_;
+};
+
+__m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+__m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi32(v, 16)); }
+__m512i nibbles_low(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F0F0F0F)); }
+__m512i nibbles_high(__m512i v) { return nibbles_low(_mm512_srli_epi32(v, 4)); }
+
+// Bits `shift`..`shift`+3 of each lane, moved to bit 4 of its bytes 0..3
+// (the four partial products of x·0x00204081 do not overlap, so no carries).
+__m512i bits_to_bit4(__m512i v, int shift) {
+  const __m512i x = _mm512_and_si512(_mm512_srli_epi32(v, unsigned(shift)), _mm512_set1_epi32(0xF));
+  const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(x, _mm512_set1_epi32(0x00204081)),
+                                          _mm512_set1_epi32(0x01010101));
+  return _mm512_slli_epi32(spread, 4);
+}
+
+int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// ---- 32-element blocks ------------------------------------------------------
+// y += d_w·d_x·Σ(u·a) + bias·act_sum, with u the unsigned codes: the offset
+// (Q4_0 −8, Q5_0 −16, Q8_0 −128 after shifting its signed codes up by 128)
+// or minimum (Q4_1, Q5_1) goes through the activation block's d·Σa.
+
+struct alignas(64) Panel32 {
+  __m512i codes[8];
+  __m512 scale;
+  __m512 bias;
+};
+
+// Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
+void unpack_nibbles(const RowGather& g, size_t qs, Panel32& p) {
+  __m512i q[4];
+  g.at2(qs, &q[0], &q[1]);
+  g.at2(qs + 8, &q[2], &q[3]);
+  for (int h = 0; h < 4; ++h) {
+    p.codes[h] = nibbles_low(q[h]);
+    p.codes[h + 4] = nibbles_high(q[h]);
+  }
+}
+
+struct Q4_0P {
+  using Block = block_q4_0;
+  static constexpr bool kMinimum = false;
+  static void unpack(const RowGather& g, Panel32& p) {
+    p.scale = f16_low(g.at(0));
+    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-8.0f));
+    unpack_nibbles(g, 2, p);
+  }
+};
+struct Q4_1P {
+  using Block = block_q4_1;
+  static constexpr bool kMinimum = true;
+  static void unpack(const RowGather& g, Panel32& p) {
+    const __m512i dm = g.at(0);
+    p.scale = f16_low(dm);
+    p.bias = f16_high(dm);
+    unpack_nibbles(g, 4, p);
+  }
+};
+// Q5: element j's 5th bit is bit j of qh; elements 4h..4h+3 come from the low
+// nibbles of qs dword h, elements 16+4h.. from its high nibbles.
+template <size_t kQh, size_t kQs>
+void unpack_q5(const RowGather& g, Panel32& p) {
+  const __m512i qh = g.at(kQh);
+  unpack_nibbles(g, kQs, p);
+  for (int h = 0; h < 4; ++h) {
+    p.codes[h] = _mm512_or_si512(p.codes[h], bits_to_bit4(qh, 4 * h));
+    p.codes[h + 4] = _mm512_or_si512(p.codes[h + 4], bits_to_bit4(qh, 16 + 4 * h));
+  }
+}
+struct Q5_0P {
+  using Block = block_q5_0;
+  static constexpr bool kMinimum = false;
+  static void unpack(const RowGather& g, Panel32& p) {
+    p.scale = f16_low(g.at(0));
+    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-16.0f));
+    unpack_q5<2, 6>(g, p);
+  }
+};
+struct Q5_1P {
+  using Block = block_q5_1;
+  static constexpr bool kMinimum = true;
+  static void unpack(const RowGather& g, Panel32& p) {
+    const __m512i dm = g.at(0);
+    p.scale = f16_low(dm);
+    p.bias = f16_high(dm);
+    unpack_q5<4, 8>(g, p);
+  }
+};
+struct Q8_0P {
+  using Block = block_q8_0;
+  static constexpr bool kMinimum = false;
+  static void unpack(const RowGather& g, Panel32& p) {
+    p.scale = f16_low(g.at(0));
+    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
+    for (int h = 0; h < 8; h += 2) g.at2(2 + 4 * size_t(h), &p.codes[h], &p.codes[h + 1]);
+    for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
+  }
+};
+
+template <class P>
+struct Blocks32 {
+  using Panel = Panel32;
+  struct Session {};
+  static constexpr int kTokens = 16;  // 16 accumulators + 8 code vectors fit the 32 registers
+  static int64_t panels(int64_t cols) { return cols / 32; }
+  static void unpack(const RowGather& rows, int64_t cols, Panel32* out) {
+    for (int64_t b = 0; b < cols / 32; ++b) P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out[b]);
+  }
+
+  // acc + the block's integer sums `isum` (16 rows of one token), scaled.
+  // Every tile (VNNI or AMX) scales with this same sequence.
+  static __m512 add_block(__m512 acc, __m512i isum, const Panel32& p, const block_q8_32& xb) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(p.scale, _mm512_set1_ps(xb.d)), acc);
+    return _mm512_fmadd_ps(p.bias, _mm512_set1_ps(P::kMinimum ? xb.s_f16 : xb.ds), acc);
+  }
+
+  // acc[t] (16 rows of token t) over every block of the row group.
+  template <int T>
+  static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const Panel32& p = panel[b];
+      __m512i w[8];
+      for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
+      for (int t = 0; t < T; ++t) {
+        const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
+        __m512i s = _mm512_setzero_si512();
+        for (int g = 0; g < 8; ++g) s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(load_i32(xb.qs + 4 * g)));
+        acc[t] = add_block(acc[t], s, p, xb);
+      }
+    }
+  }
+};
+
+// ---- K-quants (256-element super-blocks) ------------------------------------
+// Σ_sub (d·scale)·Σ(u·a) over sub-blocks of kSub elements with unsigned codes
+// u, plus one integer term from the activations' 16-element sums (bsums):
+// Q4_K/Q5_K subtract dmin·Σ min·bsum, Q6_K its offset 32·d·Σ scale·bsum.
+// The pairs of int16 factors for those 16 sums go through vpdpwssd.
+
+struct alignas(64) PanelK {
+  __m512i codes[64];
+  __m512 sub_scale[16];  // d·scale per sub-block (kSub = 32 uses 8)
+  __m512i pair_factor[8];  // int16 factors of bsums[2p], bsums[2p+1]
+  __m512 pair_scale;       // what Σ factor·bsum is multiplied by
+};
+
+// The 6-bit scale and min of sub-block j of Q4_K/Q5_K (quant_blocks.h,
+// get_scale_min_k4) from the 12 scale bytes as three dwords per row.
+void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
+  const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+  if (j < 4) {
+    *scale = _mm512_and_si512(_mm512_srli_epi32(s[0], unsigned(8 * j)), six);
+    *min = _mm512_and_si512(_mm512_srli_epi32(s[1], unsigned(8 * j)), six);
+  } else {
+    const unsigned i = unsigned(j - 4);
+    const __m512i low_s = _mm512_and_si512(_mm512_srli_epi32(s[2], 8 * i), four);
+    const __m512i low_m = _mm512_and_si512(_mm512_srli_epi32(s[2], 8 * i + 4), four);
+    const __m512i high_s = _mm512_and_si512(_mm512_srli_epi32(s[0], 8 * i + 6), two);
+    const __m512i high_m = _mm512_and_si512(_mm512_srli_epi32(s[1], 8 * i + 6), two);
+    *scale = _mm512_or_si512(low_s, _mm512_slli_epi32(high_s, 4));
+    *min = _mm512_or_si512(low_m, _mm512_slli_epi32(high_m, 4));
+  }
+}
+
+// Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
+// 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
+template <bool kQ5>
+void unpack_q45_k(const RowGather& g, PanelK& p) {
+  constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
+  const __m512i dd = g.at(0);
+  const __m512 d = f16_low(dd);
+  p.pair_scale = _mm512_sub_ps(_mm512_setzero_ps(), f16_high(dd));
+  const __m512i s[3] = {g.at(4), g.at(8), g.at(12)};
+  for (int j = 0; j < 8; ++j) {
+    __m512i scale, min;
+    scale_min_k4(s, j, &scale, &min);
+    p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
+    p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
+  }
+  __m512i qh[8] = {}, q[4][8];
+  for (int gi = 0; gi < 8; gi += 2) {
+    if (kQ5) g.at2(kQh + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
+    for (int k = 0; k < 4; ++k) g.at2(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi], &q[k][gi + 1]);
+  }
+  for (int gi = 0; gi < 8; ++gi) {
+    for (int k = 0; k < 4; ++k) {
+      __m512i lo = nibbles_low(q[k][gi]), hi = nibbles_high(q[k][gi]);
+      if (kQ5) {
+        const __m512i ones = _mm512_set1_epi32(0x01010101), h = qh[gi];
+        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k)), ones), 4));
+        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k + 1)), ones), 4));
+      }
+      p.codes[8 * (2 * k) + gi] = lo;
+      p.codes[8 * (2 * k + 1) + gi] = hi;
+    }
+  }
+}
+
+struct Q4_KP {
+  using Block = block_q4_K;
+  static constexpr int kSub = 32;
+  static void unpack(const RowGather& g, PanelK& p) { unpack_q45_k<false>(g, p); }
+};
+struct Q5_KP {
+  using Block = block_q5_K;
+  static constexpr int kSub = 32;
+  static void unpack(const RowGather& g, PanelK& p) { unpack_q45_k<true>(g, p); }
+};
+// Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
+// quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
+// qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales.
+struct Q6_KP {
+  using Block = block_q6_K;
+  static constexpr int kSub = 16;
+  static void unpack(const RowGather& g, PanelK& p) {
+    const __m512 d = f16_high(g.at(206));  // d is the last 2 of the block's 210 bytes
+    p.pair_scale = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
+    __m512i sc[16];
+    for (int w = 0; w < 4; ++w) {
+      const __m512i v = g.at(192 + 4 * size_t(w));
+      for (int k = 0; k < 4; ++k) sc[4 * w + k] = _mm512_srai_epi32(_mm512_slli_epi32(v, unsigned(24 - 8 * k)), 24);
+    }
+    for (int s = 0; s < 16; ++s) p.sub_scale[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[s]));
+    for (int q = 0; q < 8; ++q)
+      p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
+                                         _mm512_slli_epi32(sc[2 * q + 1], 16));
+    const __m512i three = _mm512_set1_epi32(0x03030303);
+    for (int h = 0; h < 2; ++h) {
+      __m512i qh[8], ql[2][8];
+      for (int gi = 0; gi < 8; gi += 2) {
+        g.at2(128 + 32 * size_t(h) + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
+        for (int half = 0; half < 2; ++half)
+          g.at2(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi), &ql[half][gi], &ql[half][gi + 1]);
+      }
+      for (int gi = 0; gi < 8; ++gi) {
+        for (int half = 0; half < 2; ++half) {
+          for (int nib = 0; nib < 2; ++nib) {
+            const int quarter = half + 2 * nib;
+            const __m512i low = nib ? nibbles_high(ql[half][gi]) : nibbles_low(ql[half][gi]);
+            const __m512i high = _mm512_and_si512(_mm512_srli_epi32(qh[gi], unsigned(2 * quarter)), three);
+            p.codes[32 * h + 8 * quarter + gi] = _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
+          }
+        }
+      }
+    }
+  }
+};
+
+template <class P>
+struct KQuant {
+  using Panel = PanelK;
+  struct Session {};
+  static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
+  static int64_t panels(int64_t cols) { return cols / QK_K; }
+  static void unpack(const RowGather& rows, int64_t cols, PanelK* out) {
+    for (int64_t b = 0; b < cols / QK_K; ++b) P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out[b]);
+  }
+
+  template <int T>
+  static void tile(const PanelK* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
+    constexpr int kGroups = P::kSub / 4;
+    const block_q8_K* xt[T];
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_setzero_ps();
+      xt[t] = reinterpret_cast<const block_q8_K*>(x + x_stride * size_t(t));
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const PanelK& p = panel[b];
+      __m512 part[T];
+      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+      for (int s = 0; s < QK_K / P::kSub; ++s) {
+        __m512i w[kGroups];
+        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(&p.codes[kGroups * s + g]);
+        for (int t = 0; t < T; ++t) {
+          const int8_t* a = xt[t][b].qs + P::kSub * s;
+          __m512i sum = _mm512_setzero_si512();
+          for (int g = 0; g < kGroups; ++g) sum = _mm512_dpbusd_epi32(sum, w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
+          part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), p.sub_scale[s], part[t]);
+        }
+      }
+      finish_block<T>(p, x + size_t(b) * sizeof(block_q8_K), x_stride, part, acc);
+    }
+  }
+
+  // acc[t] += d_x · (part[t] + the bsums term) for super-block p of T tokens
+  // (x: the first token's block). Every tile (VNNI or AMX) ends a super-block
+  // with this same sequence.
+  template <int T>
+  static void finish_block(const PanelK& p, const uint8_t* x, size_t x_stride, __m512* part, __m512* acc) {
+    __m512i f[8];
+    for (int q = 0; q < 8; ++q) f[q] = _mm512_load_si512(&p.pair_factor[q]);
+    for (int t = 0; t < T; ++t) {
+      const auto& xb = *reinterpret_cast<const block_q8_K*>(x + x_stride * size_t(t));
+      __m512i m = _mm512_setzero_si512();
+      for (int q = 0; q < 8; ++q) m = _mm512_dpwssd_epi32(m, f[q], _mm512_set1_epi32(load_i32(xb.bsums + 2 * q)));
+      part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), p.pair_scale, part[t]);
+      acc[t] = _mm512_fmadd_ps(part[t], _mm512_set1_ps(xb.d), acc[t]);
+    }
+  }
+};
+
+// ---- driver -----------------------------------------------------------------
+
+template <class F, int T>
+void tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a, int64_t r, int valid, int64_t t0,
+           int64_t t1) {
+  const auto* x = static_cast<const uint8_t*>(a.x);
+  const __mmask16 mask = __mmask16((1u << valid) - 1);
+  for (int64_t t = t0; t + T <= t1; t += T) {
+    __m512 acc[T];
+    F::template tile<T>(panel, nb, x + a.x_stride * size_t(t), a.x_stride, acc);
+    for (int i = 0; i < T; ++i) _mm512_mask_storeu_ps(a.y + (t + i) * a.w->rows + r, mask, acc[i]);
+  }
+}
+
+// Tokens [t0, t1) in tiles of F::kTokens, the rest in halving tiles.
+template <class F, int T = F::kTokens>
+void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a, int64_t r, int valid, int64_t t0,
+                 int64_t t1) {
+  tiles<F, T>(panel, nb, a, r, valid, t0, t1);
+  if constexpr (T > 1) token_tiles<F, T / 2>(panel, nb, a, r, valid, t1 - (t1 - t0) % T, t1);
+}
+
+// Row groups of 16 from r0 (a multiple of kRowAlign), tokens in chunks.
+template <class F>
+void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  if (m.row_stride > size_t(INT_MAX) / kRows) {  // gather offsets are int32
+    Kernel lower = avx2_kernel(m.type);
+    (lower ? lower : avx2_kquant_kernel(m.type))(a, r0, r1);
+    return;
+  }
+  const int64_t nb = F::panels(m.cols);
+  thread_local std::vector<typename F::Panel> panel;
+  panel.resize(size_t(nb));
+  const typename F::Session session;  // AMX: tile configuration for this thread
+  const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
+    const int64_t t1 = std::min(a.n_tokens, t0 + chunk);
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int valid = int(std::min<int64_t>(kRows, r1 - r));
+      F::unpack(RowGather(m, r, valid), m.cols, panel.data());
+      token_tiles<F>(panel.data(), nb, a, r, valid, t0, t1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardlm::matmul_impl

@@ -123,9 +123,10 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   };
   std::vector<Shape> shapes = {{4096, 4096}};
   if (!o.quick) shapes.push_back({128256, 2048});
-  // One row per ISA with its own kernel for the type (scalar only for a
-  // chosen list of types, and only on the smaller shape): the row marked *
-  // is what matmul() runs here, picked by timing these kernels on first use.
+  // One row per ISA with its own kernel for the type (scalar, 100x slower,
+  // only when --types names at most 3 types, and only for 1 token on the
+  // smaller shape): the row marked * is what matmul() runs here, picked by
+  // timing these kernels on first use.
   fmt::print("\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks\n");
   fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw |\n"
              "|---|---|---:|---|---:|---:|---:|---:|---:|\n");
@@ -145,7 +146,8 @@ void run_kernel_bench(const KernelBenchOptions& o) {
       const Isa chosen = matmul_kernel_isa(type, c.tokens);
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
         if (!isa_has_kernel(isa, type) || isa > active_isa()) continue;
-        if (isa == Isa::Scalar && (o.types.empty() || s.rows > 4096) && chosen != Isa::Scalar) continue;
+        const bool few_types = !o.types.empty() && types.size() <= 3;
+        if (isa == Isa::Scalar && chosen != Isa::Scalar && (!few_types || s.rows > 4096 || c.tokens > 1)) continue;
         for (int n = 1; n <= o.threads; ++n) {
           ThreadPool* pool = pools[size_t(n - 1)].get();
           PreparedInput prepared(x.data(), c.tokens, s.cols);

@@ -55,7 +55,7 @@ Value lookup_path(const Value& item, const std::string& path) {
   for (;;) {
     size_t dot = path.find('.', start);
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    bool numeric = !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
     v = get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;

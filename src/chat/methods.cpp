@@ -264,7 +264,9 @@ struct BoundMethod : Callable {
 };
 
 Value missing(const Value& obj, const std::string& what) {
-  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no attribute '" + what + "'");
+  std::string message = "'";
+  message.append(obj.type_name()).append(" object' has no attribute '").append(what).append("'");
+  return Value::undefined(std::move(message));
 }
 
 }  // namespace
@@ -330,7 +332,9 @@ Value get_item(const Value& obj, const Value& key) {
     return Value(cps[static_cast<size_t>(index)]);
   }
   if (key.is_string()) return get_attribute(obj, key.as_string());
-  return Value::undefined("'" + std::string(obj.type_name()) + " object' has no element " + key.repr());
+  std::string message = "'";
+  message.append(obj.type_name()).append(" object' has no element ").append(key.repr());
+  return Value::undefined(std::move(message));
 }
 
 Value get_slice(const Value& obj, const Value* start_arg, const Value* stop_arg, const Value* step_arg) {

@@ -1,6 +1,7 @@
 #include "chat/parser.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 #include <string_view>
 
@@ -391,7 +392,7 @@ class Parser {
       }
       case TokenKind::Float: {
         advance();
-        return literal(t, Value(std::stod(t.text)));
+        return literal(t, Value(std::strtod(t.text.c_str(), nullptr)));  // 1e999 is inf, as in Python
       }
       case TokenKind::Operator:
         if (t.text == "(") {

@@ -423,15 +423,15 @@ std::string python_float_repr(double d) {
   if (exponent >= -4 && exponent < 16) {
     int point = exponent + 1;  // digits before the decimal point
     if (point <= 0) {
-      out += "0." + std::string(static_cast<size_t>(-point), '0') + digits;
+      out.append("0.").append(static_cast<size_t>(-point), '0').append(digits);
     } else if (static_cast<size_t>(point) >= digits.size()) {
       out += digits + std::string(static_cast<size_t>(point) - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
+      out.append(digits, 0, static_cast<size_t>(point)).append(".").append(digits, static_cast<size_t>(point));
     }
   } else {
     out += digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    if (digits.size() > 1) out.append(".").append(digits, 1);
     char exp[16];
     std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
     out += exp;

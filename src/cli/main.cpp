@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   shardlm::cli::add_worker(app);
   shardlm::cli::add_plan(app);
   shardlm::cli::add_bench(app);
+  shardlm::cli::add_template(app);
 
   try {
     app.parse(argc, argv);

@@ -2,10 +2,11 @@
 # bench-dist.sh [BUILD_DIR] [MODEL]: the distributed table of docs/BENCHMARKS.md
 # for one model (default: the synth Llama-3.2-1B Q4_0 that bench-models.sh
 # writes). Local ranks as forked processes: 1 rank × 1 and × 2 threads, tp 2
-# (tcp and shm), pp 2 with 1 and 4 sequences, each with the plan's prediction.
-# $BANDWIDTH: GB/s per rank for the prediction (default: measured here by
-# `shardlm bench kernels`, single thread). One prompt token, so every
-# forward step (and its wire bytes) is a decode step.
+# (tcp and shm), pp 2 with 1 and 4 sequences, tp 2 and pp 2 with each
+# compressed wire type (--wire-type), each with the plan's prediction (from
+# kernel rates `bench dist` measures before it starts the ranks).
+# $BANDWIDTH: GB/s per rank for matrices of types nothing measured. One
+# prompt token, so every forward step (and its wire bytes) is a decode step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -35,3 +36,5 @@ run --tp 2
 run --tp 2 --backend shm
 run --pp 2
 run --pp 2 --seqs 4
+for w in f16 bf16 q8_0; do run --tp 2 --wire-type $w; done
+run --pp 2 --wire-type q8_0

@@ -7,33 +7,47 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "comm/communicator.h"
 #include "comm/tcp_socket.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "parallel/kernel_rates.h"
 #include "parallel/runtime.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::cli {
 namespace {
 
 struct DistBenchOptions {
-  std::string model, backend = "tcp";
+  std::string model, backend = "tcp", wire_type;
   int tp = 1, pp = 1, threads = 1, seqs = 1, gen = 32, prompt = 8;
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
+  bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
+  parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
 };
 
 using Clock = std::chrono::steady_clock;
+constexpr size_t kRateMatrixBytes = size_t(64) << 20;
 
 void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelConfig& c,
             const std::vector<parallel::RuntimeStats>& all, double decode_seconds, int64_t decoded) {
   const double tps = double(decoded) / decode_seconds;
   const auto& s0 = all[0];
   const double per_tok = decode_seconds / double(decoded) * double(o.seqs);  // one sequence's step
+  // Only rank 0 resets its stats after the warm-up; the others' cover it too,
+  // so each is scaled to rank 0's forward steps (every rank runs every step).
+  auto share = [&](const parallel::RuntimeStats& s) {
+    return s.forward_calls > 0 ? double(s0.forward_calls) / double(s.forward_calls) : 0.0;
+  };
   double bytes = 0;
-  for (const auto& s : all) bytes += s.bytes_sent;
+  for (const auto& s : all) bytes += s.bytes_sent * share(s);
   const double steps = double(s0.tokens) / double(o.seqs);  // forward steps per sequence (prefill ≈ 1)
   std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | %s | plan tok/s |\n", kBreakdownColumns);
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -41,7 +55,16 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %s | %.1f |\n", o.tp, o.pp, o.tp * o.pp, o.threads,
               o.seqs, tps, per_tok * 1e3, breakdown_cells(b).c_str(),
               o.seqs >= o.pp ? plan.pipelined_tok_s : plan.single_seq_tok_s);
-  std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s)\n", c.summary().c_str());
+  std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s; wire %s)\n",
+              c.summary().c_str(), parallel::wire_type_name(plan.wire_type).c_str());
+  for (size_t r = 0; r < all.size(); ++r) {
+    const double steps_r = share(all[r]) > 0 ? steps / share(all[r]) : steps;
+    const auto br = step_breakdown(all[r], steps_r, all[r].bytes_sent * share(all[r]) / double(s0.tokens), 0);
+    const double cpu_ms = (all[r].forward_cpu_seconds - all[r].all_reduce_cpu_seconds) * 1e3 / steps_r;
+    std::printf("(rank %zu per step: compute %.2f ms (CPU %.2f ms), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
+                "sent %.0f B per token)\n",
+                r, br.compute_ms, cpu_ms, br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
+  }
 }
 
 // One rank: connect, run the session, rank 0 prints. Returns the exit code.
@@ -58,7 +81,10 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     auto file = gguf::File::open(o.model);
     parallel::NodeSpec node = parallel::default_node("127.0.0.1");
     node.memory_bandwidth_gbs = o.bandwidth_gbs;  // only the prediction reads it
-    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs);
+    node.kernel_rates = o.rates;
+    std::optional<DType> wire;
+    if (!o.wire_type.empty()) wire = parallel::wire_type_from_name(o.wire_type);
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire);
     parallel::RuntimeOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
@@ -104,10 +130,22 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
   }
 }
 
-void bench_dist(const DistBenchOptions& o) {
+void bench_dist(DistBenchOptions o) {
+  if (!o.wire_type.empty()) (void)parallel::wire_type_from_name(o.wire_type);
   if (o.tp < 1 || o.pp < 1 || o.tp * o.pp > 16) throw Error("bench dist: need 1 ≤ tp × pp ≤ 16");
   if (o.backend != "tcp" && o.backend != "shm") throw Error(fmt::format("--backend: '{}' is not tcp or shm", o.backend));
-  { auto f = gguf::File::open(o.model); (void)parallel::uniform_plan(*f, o.tp, o.pp); }  // shape errors before forking
+  {
+    auto f = gguf::File::open(o.model);
+    (void)parallel::uniform_plan(*f, o.tp, o.pp);  // shape errors before forking
+    if (o.measure_rates) {
+      std::set<DType> types;
+      for (const auto& t : f->tensors())
+        if (t.n_dims == 2 && t.name != "token_embd.weight") types.insert(t.type);
+      std::unique_ptr<ThreadPool> pool;
+      if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
+      o.rates = parallel::measure_kernel_rates({types.begin(), types.end()}, pool.get(), kRateMatrixBytes);
+    }
+  }
   comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"127.0.0.1", 0});
   const uint16_t port = comm::tcp::local_port(listener.get());
   const std::string shm_name = fmt::format("shardlm-bench-{}", getpid());
@@ -142,7 +180,10 @@ void add_bench_dist(CLI::App& bench) {
   cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(CLI::Range(2, 4096));
   cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(1, 4096));
   cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str();
-  cmd->add_option("--bandwidth", o->bandwidth_gbs, "GB/s per rank for the plan's prediction")->capture_default_str();
+  cmd->add_option("--bandwidth", o->bandwidth_gbs, "GB/s per rank for the plan's prediction where no rate is measured")
+      ->capture_default_str();
+  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's");
+  cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
   cmd->callback([o] { bench_dist(*o); });
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/bench_matrix.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -46,31 +47,6 @@ std::vector<DType> parse_types(const std::string& list) {
   }
   if (out.empty()) throw Error("--types: empty list");
   return out;
-}
-
-// A matrix of real quantized rows: a few random rows quantized with the
-// reference quantizer, repeated (speed does not depend on the values).
-struct BenchMatrix {
-  std::unique_ptr<uint8_t[]> bytes;
-  MatrixView view;
-};
-
-BenchMatrix make_matrix(DType type, int64_t rows, int64_t cols) {
-  constexpr int64_t kDistinct = 8;
-  const size_t stride = row_bytes(type, cols);
-  BenchMatrix m;
-  m.bytes.reset(new uint8_t[stride * size_t(rows)]);
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
-    for (auto& v : row) v = normal(rng);
-    quantize_row(type, row.data(), m.bytes.get() + stride * size_t(r), cols);
-  }
-  for (int64_t r = kDistinct; r < rows; ++r)
-    std::memcpy(m.bytes.get() + stride * size_t(r), m.bytes.get() + stride * size_t(r % kDistinct), stride);
-  m.view = MatrixView{type, m.bytes.get(), rows, cols, stride};
-  return m;
 }
 
 // Best time of repeated calls, for at least min_seconds and 3 calls.
@@ -140,12 +116,12 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   for (DType type : types) {
     for (const DecodeCase& c : cases) {
       const Shape& s = c.shape;
-      const BenchMatrix m = make_matrix(type, s.rows, s.cols);
+      const BenchMatrix m = make_bench_matrix(type, s.rows, s.cols);
       std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
       const double bytes = double(m.view.row_stride) * double(s.rows);
       const Isa chosen = matmul_kernel_isa(type, c.tokens);
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-        if (!isa_has_kernel(isa, type) || isa > active_isa()) continue;
+        if (!isa_has_kernel(isa, type, c.tokens) || isa > active_isa()) continue;
         const bool few_types = !o.types.empty() && types.size() <= 3;
         if (isa == Isa::Scalar && chosen != Isa::Scalar && (!few_types || s.rows > 4096 || c.tokens > 1)) continue;
         for (int n = 1; n <= o.threads; ++n) {
@@ -173,7 +149,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : x) v = normal(rng);
   for (DType type : types) {
-    const BenchMatrix m = make_matrix(type, dim, dim);
+    const BenchMatrix m = make_bench_matrix(type, dim, dim);
     const bool is_float = traits(type).block_elems == 1;
     for (int n = 1; n <= o.threads; ++n) {
       ThreadPool* pool = pools[size_t(n - 1)].get();

@@ -9,12 +9,13 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "parallel/planner.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model, nodes, hostfile, describe, layers, kv_type = "f32";
+  std::string model, nodes, hostfile, describe, layers, kv_type = "f32", wire_type;
   parallel::PlanRequest request;
 };
 
@@ -44,6 +45,7 @@ void plan(PlanOptions o) {
   if (!o.layers.empty()) o.request.layers = parse_layers(o.layers);
   if (o.kv_type == "f16") o.request.kv_type = DType::F16;
   else if (o.kv_type != "f32") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", o.kv_type));
+  if (!o.wire_type.empty()) o.request.wire_type = parallel::wire_type_from_name(o.wire_type);
   auto file = gguf::File::open(o.model);
   const auto p = parallel::make_plan(*file, nodes, o.request);
   std::fputs(p.describe(ModelConfig::from_gguf(*file)).c_str(), stdout);
@@ -64,6 +66,7 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--ctx", o->request.n_ctx, "KV cache positions per sequence")->capture_default_str();
   cmd->add_option("--seqs", o->request.n_seq, "sequences decoded together")->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "f32|f16")->capture_default_str();
+  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0 (default: by link speed)");
   cmd->add_flag("--force", o->request.force, "plan even when a node's memory is too small");
   cmd->callback([o] { plan(*o); });
 }

@@ -11,6 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "parallel/nodes.h"
+#include "parallel/wire_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -23,6 +24,8 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--layers", o.layers, "layers per pipeline stage, e.g. 10,12,10")->delimiter(',');
   cmd.add_option("--worker-model", o.worker_model, "workers map their own copy of the model at this path");
   cmd.add_option("--token-file", o.token_file, "cluster token file (or $SHARDLM_TOKEN)");
+  cmd.add_option("--wire-type", o.wire_type,
+                 "activations on the wire (all-reduces, stage hand-offs): f32|f16|bf16|q8_0; default: by link speed");
   cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
 }
 
@@ -38,6 +41,7 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   o.plan.layers = c.layers;
   o.plan.n_ctx = ctx;
   o.plan.force = c.force;
+  if (!c.wire_type.empty()) o.plan.wire_type = parallel::wire_type_from_name(c.wire_type);
   if (kv_type != "f32" && kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
   o.plan.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
   o.n_batch = batch;

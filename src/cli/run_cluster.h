@@ -21,6 +21,7 @@ struct ClusterRunOptions {
   std::vector<int64_t> layers;
   std::string worker_model;
   std::string token_file;
+  std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
   bool enabled() const { return !nodes.empty() || !hostfile.empty(); }
 };

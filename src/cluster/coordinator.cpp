@@ -75,6 +75,8 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
       n.cores = std::max(1, info.at("cores").get<int>());
       const double bw = info.at("bandwidth_gbs").get<double>();
       if (bw > 0) n.memory_bandwidth_gbs = bw;
+      // Absent from workers older than the kernel-rate speed model.
+      if (info.contains("kernel_rates")) n.kernel_rates = parallel::KernelRates::from_json(info.at("kernel_rates"), who);
     } catch (const nlohmann::json::exception& e) {
       throw Error(fmt::format("{}: malformed Info message: {}", who, e.what()));
     }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::cluster {
 namespace {
@@ -114,7 +115,7 @@ nlohmann::json plan_to_json(const parallel::Plan& plan) {
                      {"ff_rows", {r.ff_rows.begin, r.ff_rows.end}},
                      {"vocab_rows", {r.vocab_rows.begin, r.vocab_rows.end}}});
   }
-  return {{"tp", plan.tp}, {"pp", plan.pp}, {"ranks", ranks}};
+  return {{"tp", plan.tp}, {"pp", plan.pp}, {"ranks", ranks}, {"wire_type", parallel::wire_type_name(plan.wire_type)}};
 }
 
 parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
@@ -134,6 +135,9 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
       rp.vocab_rows = range_from(r.at("vocab_rows"), who);
       p.ranks.push_back(rp);
     }
+    // Absent in plans from before --wire-type: exact f32.
+    if (j.contains("wire_type"))
+      p.wire_type = parallel::wire_type_from_name(j.at("wire_type").get<std::string>(), "plan wire_type");
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed plan in Job message: {}", who, e.what()));
   } catch (const Error& e) {

@@ -6,7 +6,8 @@
 // Frame = 16-byte header + payload:
 //   u32 magic "SLMW", u32 type, u64 length
 // Conversation (one job per connection):
-//   worker → Info {memory_bytes, cores, bandwidth_gbs, host}
+//   worker → Info {memory_bytes, cores, bandwidth_gbs, host, kernel_rates (optional:
+//            parallel/kernel_rates.h)}
 //   coord  → Job  {rank, size, comm address, plan, options, shard}
 //   worker → Status {"have"|"need"|"ready"|"error", message}
 //   coord  → Data* (records: u64 file offset, u64 length, bytes), DataEnd

@@ -17,6 +17,7 @@
 #include "comm/tcp_handshake.h"
 #include "core/error.h"
 #include "core/membw.h"
+#include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "parallel/runtime.h"
 
@@ -38,6 +39,9 @@ int64_t memory_available_bytes() {
 }
 
 namespace {
+
+// The matrix the kernel rates are measured on (at most the bandwidth probe's size).
+constexpr size_t kRateMatrixBytes = size_t(32) << 20;
 
 std::string host_name() {
   char buf[256] = {};
@@ -204,6 +208,11 @@ Worker::Worker(WorkerOptions options) : opt_(std::move(options)) {
   info_.cores = int(std::max(1u, std::thread::hardware_concurrency()));
   info_.bandwidth_gbs = opt_.probe_bytes ? measure_read_bandwidth(opt_.probe_bytes, nullptr, 2) : 0;
   info_.host = host_name();
+  if (opt_.probe_bytes) {
+    ThreadPool pool(info_.cores);
+    info_.kernel_rates = parallel::measure_kernel_rates(parallel::common_weight_types(), info_.cores > 1 ? &pool : nullptr,
+                                                        std::min(opt_.probe_bytes, kRateMatrixBytes));
+  }
   if (!opt_.cache_dir.empty()) fs::create_directories(opt_.cache_dir);
   spdlog::info("worker: listening on {}:{}; {} cores, MemAvailable {:.0f} MiB, read bandwidth {:.1f} GB/s",
                where.host.empty() ? "*" : where.host, port_, info_.cores, double(info_.memory_available) / (1 << 20),
@@ -241,7 +250,8 @@ void Worker::serve_job(int raw_fd) {
     info_.memory_available = memory_available_bytes();
     ch->send_json(MsgType::Info,
                   {{"memory_bytes", info_.memory_available}, {"cores", info_.cores},
-                   {"bandwidth_gbs", info_.bandwidth_gbs}, {"host", info_.host}},
+                   {"bandwidth_gbs", info_.bandwidth_gbs}, {"host", info_.host},
+                   {"kernel_rates", info_.kernel_rates.to_json()}},
                   after_seconds(10));
     const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), peer);
     spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "parallel/kernel_rates.h"
+
 namespace shardlm::cluster {
 
 struct WorkerOptions {
@@ -27,6 +29,7 @@ struct MachineInfo {
   int cores = 1;
   double bandwidth_gbs = 0;
   std::string host;
+  parallel::KernelRates kernel_rates;  // with all cores; reported in Info for the planner
 };
 
 // MemAvailable of /proc/meminfo in bytes. SHARDLM_WORKER_MEM_MIB overrides it

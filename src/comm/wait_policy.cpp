@@ -30,7 +30,7 @@ int runnable_tasks() {
   using Clock = std::chrono::steady_clock;
   static std::atomic<int64_t> sampled_at{0};
   static std::atomic<int> runnable{-1};
-  constexpr int64_t kEvery = std::chrono::nanoseconds(std::chrono::milliseconds(10)).count();
+  constexpr int64_t kEvery = std::chrono::nanoseconds(kLoadSampleEvery).count();
   const int64_t now = Clock::now().time_since_epoch().count();
   int64_t last = sampled_at.load(std::memory_order_relaxed);
   // One thread re-reads; the others use the last sample.

@@ -13,7 +13,8 @@
 // 47-70 us).
 // Our own 4 ranks on 2 cores: shm yield 26 us vs block 45-54 us, tcp 230 vs
 // 330-400 us. Hence, at the start of each wait, with R our ranks on this
-// host, O other runnable tasks (/proc/loadavg, sampled at most every 10 ms)
+// host, O other runnable tasks (/proc/loadavg, sampled at most once a second:
+// a decode step waits dozens of times and should not touch the file system)
 // and C usable cores:
 //   * R + O > 2C (more than two tasks a core): block at once;
 //   * else R <= C: busy-poll up to kOwnCoreSpin, then block;
@@ -43,8 +44,9 @@ WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono
 
 // CPUs this process may run on (sched_getaffinity, asked once); at least 1.
 int usable_cpus();
-// Runnable tasks on the host now (/proc/loadavg), re-read at most every
-// 10 ms; -1 when unknown.
+// Runnable tasks on the host (/proc/loadavg), re-read at most every
+// kLoadSampleEvery; -1 when unknown.
+inline constexpr std::chrono::seconds kLoadSampleEvery{1};
 int runnable_tasks();
 
 // What a transport keeps: its ranks on this host and the user's spin; now()

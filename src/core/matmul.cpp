@@ -244,8 +244,10 @@ void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, T
 }
 
 bool isa_has_kernel(Isa isa, DType type) {
-  return own_kernel(isa, type, 1) != nullptr || own_kernel(isa, type, kGemmMinTokens) != nullptr;
+  return isa_has_kernel(isa, type, 1) || isa_has_kernel(isa, type, kGemmMinTokens);
 }
+
+bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens) { return own_kernel(isa, type, n_tokens) != nullptr; }
 
 Isa matmul_kernel_isa(DType type, int64_t n_tokens) { return dispatch_isa(active_isa(), type, n_tokens); }
 

@@ -70,6 +70,8 @@ void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, T
 // Whether `isa` runs here and has its own kernel for `type` (rather than a
 // lower ISA's).
 bool isa_has_kernel(Isa isa, DType type);
+// The same for one token count (decode and prefill kernels differ).
+bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
 
 // The ISA whose kernel matmul() runs for `type` and `n_tokens` here: for
 // decode (1-3 tokens) the one that measured fastest on this CPU (timed once

@@ -26,6 +26,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
       kv_(plan_.layers.size(), opt_.n_seq, opt_.n_ctx, plan_.kv_heads.size() * config_.head_dim_k,
           plan_.kv_heads.size() * config_.head_dim_v, opt_.kv_type) {
   const auto& c = config_;
+  weights_.pack_column_slices();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
   opt_.n_outputs = std::min(opt_.n_outputs, opt_.n_batch);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "core/error.h"
 #include "gguf/gguf.h"
 
@@ -121,6 +123,22 @@ size_t ModelWeights::matrix_bytes_per_token() const {
     for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) n += matrix_bytes(*m);
   if (output.data) n += matrix_bytes(output);
   return n;
+}
+
+void ModelWeights::pack_column_slices() {
+  auto pack = [&](MatrixView& m) {
+    const size_t row = row_bytes(m.type, m.cols);
+    if (!m.data || row == m.row_stride) return;
+    std::shared_ptr<uint8_t[]> copy(new uint8_t[row * size_t(m.rows)]);
+    for (int64_t r = 0; r < m.rows; ++r) std::memcpy(copy.get() + size_t(r) * row, m.row(r), row);
+    m.data = copy.get();
+    m.row_stride = row;
+    packed.push_back(std::move(copy));
+  };
+  for (auto& L : layers) {
+    pack(L.wo);
+    pack(L.w_down);
+  }
 }
 
 }  // namespace shardlm

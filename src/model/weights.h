@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/matmul.h"
@@ -38,6 +39,16 @@ struct ModelWeights {
 
   // Bytes of weight matrices read to decode one token (the bandwidth bound's denominator).
   size_t matrix_bytes_per_token() const;
+
+  // Copies the column-sliced matrices (wo and w_down of a tensor-parallel
+  // rank) into contiguous rows owned here. Reading every other stretch of a
+  // row makes the hardware prefetchers fetch the skipped stretches too, so a
+  // strided half cost nearly as much as the whole matrix. Whole rows stay
+  // views into the file. The copies are these matrices' share of the slice
+  // (no more than the rank reads anyway); the file's pages behind them are
+  // left to the page cache.
+  void pack_column_slices();
+  std::vector<std::shared_ptr<const uint8_t[]>> packed;  // owners of the copies
 };
 
 }  // namespace shardlm

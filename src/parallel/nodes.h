@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "parallel/kernel_rates.h"
+
 namespace shardlm::parallel {
 
 struct NodeSpec {
@@ -16,6 +18,7 @@ struct NodeSpec {
   int cores = 4;
   double link_latency_us = 100;        // one small message, one way
   double link_bandwidth_gbs = 1.25;    // 10 GbE
+  KernelRates kernel_rates;            // measured matmul rates; empty: memory bandwidth stands in
 };
 
 // Defaults for a node known only by address. Loopback peers get the link of
@@ -27,7 +30,8 @@ std::vector<NodeSpec> nodes_from_list(const std::string& comma_separated);
 std::vector<NodeSpec> nodes_from_hostfile(const std::string& path);
 
 // {"defaults": {...}, "nodes": [{"name": "a", "memory_gb": 16, "bandwidth_gbs": 40,
-//   "cores": 8, "link_latency_us": 50, "link_bandwidth_gbs": 1.25, "count": 2}, ...]}
+//   "cores": 8, "link_latency_us": 50, "link_bandwidth_gbs": 1.25, "count": 2,
+//   "kernel_rates": {"Q4_0": [GB/s at 1, 2, 8 tokens], ...}}, ...]}
 // (or just the array). Unknown keys and out-of-range values are errors naming
 // the file and the node.
 std::vector<NodeSpec> nodes_from_json_file(const std::string& path);

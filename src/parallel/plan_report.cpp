@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "parallel/planner.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -28,9 +29,10 @@ std::string Plan::describe(const ModelConfig& c) const {
     s += fmt::format("stage {}: {:.3f} ms per token (compute + collectives + hand-off)\n", st,
                      stage_seconds[size_t(st)] * 1e3);
   s += fmt::format("all-reduces per token per TP rank: {}\n", all_reduces_per_token);
-  s += fmt::format("bytes on the wire per token: {:.0f} (minimum {:.0f} = 2 × {} layers × {} B × {} tp hop(s) + {} "
-                   "stage hand-off(s))\n",
-                   wire_bytes_per_token, min_wire_bytes_per_token, c.n_layer, c.n_embd * 4, tp - 1, pp - 1);
+  s += fmt::format("activations on the wire as {}: {:.0f} bytes per token (minimum {:.0f} = 2 × {} layers × {} B × {} "
+                   "tp hop(s) + {} stage hand-off(s))\n",
+                   wire_type_name(wire_type), wire_bytes_per_token, min_wire_bytes_per_token, c.n_layer,
+                   wire_row_bytes(wire_type, size_t(c.n_embd)), tp - 1, pp - 1);
   s += fmt::format("predicted decode: {:.1f} tok/s for one sequence", single_seq_tok_s);
   if (pp > 1) s += fmt::format(", {:.1f} tok/s with ≥ {} sequences in flight", pipelined_tok_s, pp);
   s += "\n";

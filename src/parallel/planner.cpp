@@ -9,14 +9,42 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
 namespace {
 
-double all_reduce_seconds(int tp, double bytes, const NodeSpec& link) {
+// Bytes one TP rank sends for one all-reduce of `values` floats: f32 as the
+// ring/one-shot algorithms of comm/ move it, a compressed payload as
+// parallel/wire_all_reduce.h does (its encoding to each other rank).
+double all_reduce_rank_bytes(int tp, size_t values, DType wire) {
+  if (tp <= 1) return 0;
+  if (wire == DType::F32) return 2 * double(values) * 4 * double(tp - 1) / double(tp);
+  return double(tp - 1) * double(wire_row_bytes(wire, values));
+}
+
+constexpr double kExactWireGbs = 1.0, kHalfWireGbs = 0.1;
+
+double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& link) {
   if (tp <= 1) return 0;
   return link.link_latency_us * 1e-6 * std::ceil(std::log2(double(tp))) +
-         2 * bytes * double(tp - 1) / double(tp) / (link.link_bandwidth_gbs * 1e9);
+         all_reduce_rank_bytes(tp, values, wire) / (link.link_bandwidth_gbs * 1e9);
+}
+
+// One forward step of `tokens` tokens through a rank's matrices: each
+// matrix's bytes at the node's measured rate for its type, or at the memory
+// bandwidth where nothing was measured.
+double matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_t tokens) {
+  double s = 0;
+  auto add = [&](const MatrixView& m) {
+    if (!m.data) return;
+    const double rate = node.kernel_rates.rate(m.type, tokens);
+    s += double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
+  };
+  for (const auto& L : w.layers)
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
+  add(w.output);
+  return s;
 }
 
 // The slowest link of a group of nodes decides its collectives.
@@ -69,46 +97,74 @@ struct Builder {
     return p;
   }
 
+  // Tokens one forward step carries when the stages overlap: the sequences
+  // split into pp micro-batches (as DistributedSession schedules them).
+  int64_t micro_tokens(int pp) const {
+    const int64_t groups = std::min<int64_t>(req.n_seq, pp);
+    return (req.n_seq + groups - 1) / groups;
+  }
+
+  // Stage s's time for one step of `tokens` tokens: its slowest rank's
+  // matrices, its all-reduces and the hand-off to the next stage.
+  double stage_time(const Plan& p, const std::vector<ModelWeights>& w, int s, int64_t tokens) const {
+    const size_t b = size_t(p.rank_of(s, 0)), e = b + size_t(p.tp);
+    const NodeSpec link = slowest_link(p.nodes, b, e);
+    double t = 0;
+    for (size_t r = b; r < e; ++r) t = std::max(t, matrix_seconds(w[r], p.nodes[r], tokens));
+    const auto values = size_t(c.n_embd * tokens);
+    t += 2 * double(p.ranks[b].layers.size()) * all_reduce_seconds(p.tp, values, p.wire_type, link);
+    if (s + 1 < p.pp) {
+      const NodeSpec hop = slowest_link(p.nodes, b, e + size_t(p.tp));
+      t += hop.link_latency_us * 1e-6 +
+           double(tokens) * double(wire_row_bytes(p.wire_type, size_t(c.n_embd))) / (hop.link_bandwidth_gbs * 1e9);
+    }
+    return t;
+  }
+
+  // The requested wire type, else by the slowest link that carries
+  // activations: exact f32 on shm, loopback and ≥ 10 GbE-class links; bf16
+  // (f32's range, half the bytes) down to 1 GbE; q8_0 below.
+  DType choose_wire_type(const Plan& p) const {
+    if (req.wire_type) return *req.wire_type;
+    if (p.size() == 1) return DType::F32;
+    const double gbs = slowest_link(p.nodes, 0, p.nodes.size()).link_bandwidth_gbs;
+    return gbs >= kExactWireGbs ? DType::F32 : gbs >= kHalfWireGbs ? DType::BF16 : DType::Q8_0;
+  }
+
   void cost(Plan& p) const {
     const size_t kv_elem = dtype_traits_bytes(req.kv_type);
-    const double hidden_bytes = double(c.n_embd) * 4;
     const auto& embd = file.require_tensor("token_embd.weight");
-    p.wire_bytes_per_token = 0;
+    std::vector<ModelWeights> w;
     for (int r = 0; r < p.size(); ++r) {
       const RankPlan& rp = p.ranks[size_t(r)];
-      const ModelWeights w = ModelWeights::map(file, c, rp);  // also checks block alignment
+      w.push_back(ModelWeights::map(file, c, rp));  // also checks block alignment
       RankCost k;
-      k.bytes_per_token = int64_t(w.matrix_bytes_per_token());
+      k.bytes_per_token = int64_t(w.back().matrix_bytes_per_token());
       k.weight_bytes = k.bytes_per_token + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
       k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * (c.head_dim_k + c.head_dim_v) *
                    int64_t(kv_elem);
-      k.compute_seconds = double(k.bytes_per_token) / (p.nodes[size_t(r)].memory_bandwidth_gbs * 1e9);
+      k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1);
       p.costs.push_back(k);
     }
+    p.wire_type = choose_wire_type(p);
+    const double row = double(wire_row_bytes(p.wire_type, size_t(c.n_embd)));
     p.stage_seconds.clear();
+    p.wire_bytes_per_token = 0;
     double sum = 0, worst = 0;
+    const int64_t micro = micro_tokens(p.pp);
     for (int s = 0; s < p.pp; ++s) {
-      const size_t b = size_t(p.rank_of(s, 0)), e = b + size_t(p.tp);
-      const NodeSpec link = slowest_link(p.nodes, b, e);
-      double t = 0;
-      for (size_t r = b; r < e; ++r) t = std::max(t, p.costs[r].compute_seconds);
-      const int64_t n_layers = p.ranks[b].layers.size();
-      t += 2 * double(n_layers) * all_reduce_seconds(p.tp, hidden_bytes, link);
-      if (s + 1 < p.pp) {
-        const NodeSpec hop = slowest_link(p.nodes, b, e + size_t(p.tp));
-        t += hop.link_latency_us * 1e-6 + hidden_bytes / (hop.link_bandwidth_gbs * 1e9);
-        p.wire_bytes_per_token += hidden_bytes * p.tp;
-      }
-      p.wire_bytes_per_token += 2 * double(n_layers) * 2 * hidden_bytes * double(p.tp - 1);
+      const double t = stage_time(p, w, s, 1);
       p.stage_seconds.push_back(t);
       sum += t;
-      worst = std::max(worst, t);
+      worst = std::max(worst, stage_time(p, w, s, micro));
+      const double n_layers = double(p.ranks[size_t(p.rank_of(s, 0))].layers.size());
+      p.wire_bytes_per_token += 2 * n_layers * double(p.tp) * all_reduce_rank_bytes(p.tp, size_t(c.n_embd), p.wire_type);
+      if (s + 1 < p.pp) p.wire_bytes_per_token += row * p.tp;
     }
     p.all_reduces_per_token = p.tp > 1 ? int(2 * p.ranks[0].layers.size()) : 0;
-    p.min_wire_bytes_per_token = 2 * double(c.n_layer) * hidden_bytes * double(p.tp - 1) +
-                                 double(p.pp - 1) * hidden_bytes;
+    p.min_wire_bytes_per_token = 2 * double(c.n_layer) * row * double(p.tp - 1) + double(p.pp - 1) * row;
     p.single_seq_tok_s = 1 / sum;
-    p.pipelined_tok_s = 1 / worst;
+    p.pipelined_tok_s = double(micro) / worst;
     p.fits = true;
     for (int r = 0; r < p.size(); ++r) {
       if (p.costs[size_t(r)].memory_bytes() > p.nodes[size_t(r)].memory_bytes) {
@@ -259,7 +315,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 }
 
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers, const NodeSpec& node,
-                  int64_t n_seq) {
+                  int64_t n_seq, std::optional<DType> wire_type) {
   std::vector<NodeSpec> nodes(size_t(tp * pp), node);
   for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
   PlanRequest req;
@@ -269,6 +325,7 @@ Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> l
   req.layers = std::move(layers);
   req.force = true;
   req.n_ctx = 512;
+  req.wire_type = wire_type;
   return make_plan(file, nodes, req);
 }
 

@@ -1,17 +1,22 @@
 // The layout of a model over nodes: tp × pp ranks (rank = stage · tp + t),
-// each rank's slices (RankPlan), its memory, and a decode-speed prediction
-// from a simple cost model (explained in docs and by Plan::notes):
+// each rank's slices (RankPlan), its memory, the wire type of activations,
+// and a decode-speed prediction from a simple cost model (explained in docs
+// and by Plan::notes):
 //
-//   stage time = max over its ranks (weight bytes read per token / memory bandwidth)
-//              + 2 · layers · all_reduce(tp, n_embd · 4 B)          when tp > 1
-//              + hand-off of n_embd · 4 B to the next stage         when not last
-//   all_reduce(tp, B) = link latency · ceil(log2 tp) + 2 · B · (tp−1)/tp / link bandwidth
+//   stage time(T tokens) = max over its ranks Σ_matrices bytes / rate(type, T)
+//              + 2 · layers · all_reduce(tp, T · n_embd values)     when tp > 1
+//              + hand-off of T encoded rows to the next stage       when not last
+//   rate(type, T) = the node's measured kernel rate (parallel/kernel_rates.h),
+//                   else its memory bandwidth
+//   all_reduce = link latency · ceil(log2 tp) + bytes one rank sends / link bandwidth
 //
-// One sequence visits the stages in turn (tok/s = 1 / Σ stage times); with at
-// least pp sequences in flight the stages overlap (tok/s = 1 / max stage time).
+// One sequence visits the stages in turn (tok/s = 1 / Σ stage times(1)); with
+// at least pp sequences in flight the stages overlap, each step carrying a
+// micro-batch of m = ceil(n_seq / pp) tokens (tok/s = m / max stage time(m)).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +36,7 @@ struct PlanRequest {
   int64_t n_ctx = 4096;         // KV cache positions per sequence
   int64_t n_seq = 1;            // sequences decoded together
   DType kv_type = DType::F32;
+  std::optional<DType> wire_type;  // activations on the wire (--wire-type); unset: by link speed
   bool force = false;           // skip the memory check
 };
 
@@ -49,6 +55,7 @@ struct Plan {
   std::vector<NodeSpec> nodes;    // the node of each rank
   std::vector<RankCost> costs;    // per rank
   std::vector<double> stage_seconds;
+  DType wire_type = DType::F32;   // all-reduce payloads and hand-offs (parallel/wire_format.h)
   int all_reduces_per_token = 0;  // per TP rank: 2 per layer of its stage
   double wire_bytes_per_token = 0;      // over all links, as the cost model sends them
   double min_wire_bytes_per_token = 0;  // 2 · n_layer · n_embd · 4 B · (tp−1) + stage hand-offs
@@ -84,6 +91,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 // A plan for local tests and benchmarks: tp × pp copies of `node`, no memory
 // check; n_seq only changes the predicted speed and KV sizes.
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {},
-                  const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1);
+                  const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1,
+                  std::optional<DType> wire_type = {});
 
 }  // namespace shardlm::parallel

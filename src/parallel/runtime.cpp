@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <ctime>
 #include <cmath>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -26,9 +28,17 @@ double all_reduce_wire_bytes(comm::AllReduceAlgo algo, int n, double bytes) {
 
 }  // namespace
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world, const Plan& plan,
                                        const gguf::File& file, RuntimeOptions options)
-    : world_(std::move(world)), plan_(plan), opt_(options), rank_(world_->rank()) {
+    : world_(std::move(world)), plan_(plan), opt_(options), rank_(world_->rank()), wire_all_reduce_(plan.wire_type) {
+  if (!is_wire_type(plan_.wire_type))
+    throw Error(fmt::format("runtime: the plan's wire type {} is not f32, f16, bf16 or q8_0", dtype_name(plan_.wire_type)));
   if (world_->size() != plan_.size())
     throw Error(fmt::format("runtime: the plan has {} ranks but the world has {}", plan_.size(), world_->size()));
   stage_index_ = plan_.stage_of(rank_);
@@ -47,20 +57,29 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
   model_ = std::make_unique<Model>(file, mo);
   const auto& c = model_->config();
   hidden_in_.resize(size_t(opt_.n_batch * c.n_embd));
-  recv_buf_.resize(8 + size_t(opt_.n_batch) * (12 + size_t(c.n_embd) * 4));
+  recv_buf_.resize(8 + size_t(opt_.n_batch) * (12 + wire_row_bytes(plan_.wire_type, size_t(c.n_embd))));
 }
 
 DistributedSession::~DistributedSession() = default;
 
 void DistributedSession::all_reduce_hook(float* data, size_t count) {
   const auto t = Clock::now();
-  stage_->all_reduce(data, count, DType::F32);
+  const double cpu = process_cpu_seconds();
+  double sent = 0;
+  if (plan_.wire_type == DType::F32) {
+    stage_->all_reduce(data, count, DType::F32);
+    const double bytes = double(count) * 4;
+    sent = all_reduce_wire_bytes(stage_->choose_all_reduce(size_t(bytes)), stage_->size(), bytes);
+  } else {
+    const size_t n_embd = size_t(model_->config().n_embd);
+    sent = wire_all_reduce_.run(*stage_, data, count / n_embd, n_embd);
+  }
   const double waited = since(t);
   stats_.collective_seconds += waited;
   stats_.all_reduce_seconds += waited;
+  stats_.all_reduce_cpu_seconds += process_cpu_seconds() - cpu;
   ++stats_.all_reduces;
-  const double bytes = double(count) * 4;
-  stats_.bytes_sent += all_reduce_wire_bytes(stage_->choose_all_reduce(size_t(bytes)), stage_->size(), bytes);
+  stats_.bytes_sent += sent;
 }
 
 void DistributedSession::broadcast_request(Request& r) {

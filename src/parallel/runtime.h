@@ -23,6 +23,7 @@
 #include "model/sampler.h"
 #include "parallel/planner.h"
 #include "parallel/sharded_sampler.h"
+#include "parallel/wire_all_reduce.h"
 
 namespace shardlm::parallel {
 
@@ -44,6 +45,8 @@ struct GenerateRequest {
 // Where this rank's time went, summed since construction or reset_stats().
 struct RuntimeStats {
   double forward_seconds = 0;     // inside Model::forward, all-reduces included
+  double forward_cpu_seconds = 0; // CPU time of this process (all its threads) in the same span
+  double all_reduce_cpu_seconds = 0;  // its part inside the all-reduces (polling counts)
   double collective_seconds = 0;  // all-reduces and candidate exchanges
   double all_reduce_seconds = 0;  // the all-reduces alone (they run inside forward)
   double p2p_wait_seconds = 0;    // waiting for hidden states or tokens
@@ -53,6 +56,9 @@ struct RuntimeStats {
   int64_t tokens = 0;             // generated tokens (all sequences)
   double bytes_sent = 0;          // this rank's payload on the wire (all-reduce by algorithm)
 };
+
+// CPU time of this process so far (CLOCK_PROCESS_CPUTIME_ID), in seconds.
+double process_cpu_seconds();
 
 class DistributedSession {
  public:
@@ -106,6 +112,7 @@ class DistributedSession {
   std::vector<std::unique_ptr<ShardedSampler>> samplers_;  // last stage: one per sequence
   std::vector<uint8_t> send_buf_, recv_buf_;
   std::vector<float> hidden_in_;
+  WireAllReduce wire_all_reduce_;
   std::vector<Candidate> cand_mine_, cand_all_;
   RuntimeStats stats_;
 };

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "parallel/runtime.h"
 #include "parallel/runtime_request.h"
+#include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -122,8 +123,10 @@ void DistributedSession::follow(const Request& r, std::vector<float>* logits_out
 DistributedSession::Tokens DistributedSession::run_batch(const Request& r, const Batch& batch, const float* hidden,
                                                          std::vector<float>* logits_out) {
   const auto t = Clock::now();
+  const double cpu = process_cpu_seconds();
   model_->forward(batch, hidden);
   stats_.forward_seconds += since(t);
+  stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   ++stats_.forward_calls;
   if (!plan_.ranks[size_t(rank_)].last_stage(model_->config())) {
     send_stage(kRun, &batch);
@@ -198,7 +201,8 @@ void DistributedSession::gather_logits(std::vector<float>* logits_out) {
 void DistributedSession::send_stage(int kind, const Batch* batch) {
   const auto& c = model_->config();
   const size_t n = batch ? batch->size() : 0;
-  send_buf_.resize(8 + n * 12 + (batch ? n * size_t(c.n_embd) * 4 : 0));
+  const size_t row = wire_row_bytes(plan_.wire_type, size_t(c.n_embd));
+  send_buf_.resize(8 + n * 12 + n * row);
   int32_t* h = reinterpret_cast<int32_t*>(send_buf_.data());
   h[0] = kind;
   h[1] = int32_t(n);
@@ -208,7 +212,7 @@ void DistributedSession::send_stage(int kind, const Batch* batch) {
     h[3 + 3 * i] = e.pos;
     h[4 + 3 * i] = e.want_logits;
   }
-  if (batch) std::memcpy(send_buf_.data() + 8 + n * 12, model_->hidden().data(), n * size_t(c.n_embd) * 4);
+  if (batch) wire_encode(plan_.wire_type, model_->hidden().data(), n, size_t(c.n_embd), send_buf_.data() + 8 + n * 12);
   world_->send(plan_.rank_of(stage_index_ + 1, tp_index_), kTagStage, send_buf_.data(), send_buf_.size());
   stats_.bytes_sent += double(send_buf_.size());
 }
@@ -223,11 +227,12 @@ bool DistributedSession::recv_stage(Batch& batch) {
   if (got < 8) throw Error(fmt::format("runtime: short stage message ({} bytes) from rank {}", got, peer));
   if (h[0] == kEnd) return false;
   const int64_t n = h[1];
-  if (h[0] != kRun || n < 1 || n > opt_.n_batch || got != size_t(8 + n * 12 + n * c.n_embd * 4))
+  const size_t row = wire_row_bytes(plan_.wire_type, size_t(c.n_embd));
+  if (h[0] != kRun || n < 1 || n > opt_.n_batch || got != size_t(8 + n * 12) + size_t(n) * row)
     throw Error(fmt::format("runtime: malformed stage message ({} bytes, {} entries) from rank {}", got, n, peer));
   batch.clear();
   for (int64_t i = 0; i < n; ++i) batch.add(h[2 + 3 * i], h[3 + 3 * i], 0, h[4 + 3 * i] != 0);
-  std::memcpy(hidden_in_.data(), recv_buf_.data() + 8 + n * 12, size_t(n * c.n_embd) * 4);
+  wire_decode(plan_.wire_type, recv_buf_.data() + 8 + n * 12, size_t(n), size_t(c.n_embd), hidden_in_.data());
   return true;
 }
 

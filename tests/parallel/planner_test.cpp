@@ -178,3 +178,73 @@ TEST(Nodes, ListHostfileAndJson) {
 
 }  // namespace
 }  // namespace shardlm::parallel
+
+namespace shardlm::parallel {
+namespace {
+
+TEST(Planner, WireTypeByLinkSpeedUnlessRequested) {
+  auto f = gguf::File::open(model("stories260K.gguf"));
+  PlanRequest r;
+  r.tp = 2;
+  auto v = nodes(2);
+  for (double gbs : {4.0, 1.25}) {
+    for (auto& n : v) n.link_bandwidth_gbs = gbs;
+    EXPECT_EQ(make_plan(*f, v, r).wire_type, DType::F32) << gbs;
+  }
+  v[1].link_bandwidth_gbs = 0.125;  // one 1 GbE node decides
+  EXPECT_EQ(make_plan(*f, v, r).wire_type, DType::BF16);
+  v[0].link_bandwidth_gbs = 0.01;
+  const auto slow = make_plan(*f, v, r);
+  EXPECT_EQ(slow.wire_type, DType::Q8_0);
+  r.wire_type = DType::F16;
+  const auto asked = make_plan(*f, v, r);
+  EXPECT_EQ(asked.wire_type, DType::F16);
+  // Fewer bytes predicted for the smaller payload (stories: n_embd 64, 5 layers).
+  EXPECT_LT(slow.wire_bytes_per_token, asked.wire_bytes_per_token);
+  EXPECT_EQ(slow.wire_bytes_per_token, 2 * 5 * 2 * 68.0);  // 2 per layer, 2 ranks, 64 values as q8_0
+}
+
+TEST(Planner, MeasuredKernelRatesSetThePredictedSpeed) {
+  auto f = gguf::File::open(model("stories260K.gguf"));  // F32 matrices
+  PlanRequest r;
+  r.tp = 1;
+  r.pp = 2;
+  r.n_seq = 4;
+  auto v = nodes(2);
+  const auto by_bandwidth = make_plan(*f, v, r);
+  for (auto& n : v) {
+    n.kernel_rates.gbs[{DType::F32, 1}] = n.memory_bandwidth_gbs / 4;
+    n.kernel_rates.gbs[{DType::F32, 2}] = n.memory_bandwidth_gbs / 2;
+  }
+  const auto measured = make_plan(*f, v, r);
+  EXPECT_NEAR(measured.costs[0].compute_seconds, 4 * by_bandwidth.costs[0].compute_seconds,
+              1e-6 * by_bandwidth.costs[0].compute_seconds);
+  EXPECT_LT(measured.single_seq_tok_s, by_bandwidth.single_seq_tok_s);
+  // 4 sequences over 2 stages: micro-batches of 2 tokens at the 2-token rate.
+  EXPECT_GT(measured.pipelined_tok_s, 1.5 * measured.single_seq_tok_s);
+}
+
+TEST(KernelRates, JsonRoundTripAndErrors) {
+  KernelRates k;
+  k.gbs[{DType::Q4_0, 1}] = 9.5;
+  k.gbs[{DType::Q4_0, 2}] = 17;
+  k.gbs[{DType::Q6_K, 8}] = 3;
+  const auto back = KernelRates::from_json(k.to_json(), "t");
+  EXPECT_EQ(back.gbs, k.gbs);
+  EXPECT_EQ(back.rate(DType::Q4_0, 3), 17);  // 2-3 tokens: one class
+  EXPECT_EQ(back.rate(DType::Q6_K, 64), 3);
+  EXPECT_EQ(back.rate(DType::Q8_0, 1), 0);   // not measured
+  // A type this build does not know is skipped; malformed rows are errors.
+  EXPECT_TRUE(KernelRates::from_json(nlohmann::json::parse(R"({"Q9_9": [1, 2, 3]})"), "t").empty());
+  EXPECT_NE(error_of([] { KernelRates::from_json(nlohmann::json::parse(R"({"Q4_0": [1, 2]})"), "w1"); })
+                .find("w1: kernel_rates[Q4_0]"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { KernelRates::from_json(nlohmann::json::parse(R"({"Q4_0": [1, -2, 3]})"), "w1"); })
+                .find("out of range"),
+            std::string::npos);
+  const auto n = nodes_from_json_text(R"([{"name": "a", "kernel_rates": {"Q4_0": [10, 18, 4]}}])", "n.json");
+  EXPECT_EQ(n[0].kernel_rates.rate(DType::Q4_0, 1), 10);
+}
+
+}  // namespace
+}  // namespace shardlm::parallel

@@ -1,0 +1,30 @@
+#include "core/bench_matrix.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/quant.h"
+
+namespace shardlm {
+
+BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols) {
+  constexpr int64_t kDistinct = 8;
+  const size_t stride = row_bytes(type, cols);
+  BenchMatrix m;
+  m.bytes.reset(new uint8_t[stride * size_t(rows)]);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < std::min(rows, kDistinct); ++r) {
+    for (auto& v : row) v = normal(rng);
+    quantize_row(type, row.data(), m.bytes.get() + stride * size_t(r), cols);
+  }
+  for (int64_t r = kDistinct; r < rows; ++r)
+    std::memcpy(m.bytes.get() + stride * size_t(r), m.bytes.get() + stride * size_t(r % kDistinct), stride);
+  m.view = MatrixView{type, m.bytes.get(), rows, cols, stride};
+  return m;
+}
+
+}  // namespace shardlm

@@ -1,0 +1,46 @@
+// The plan in the Job message: the wire type travels with it, and a plan
+// from a coordinator that predates it means exact f32.
+#include <gtest/gtest.h>
+
+#include "cluster/protocol.h"
+#include "core/error.h"
+
+namespace shardlm::cluster {
+namespace {
+
+parallel::Plan two_rank_plan() {
+  parallel::Plan p;
+  p.tp = 2;
+  for (int i = 0; i < 2; ++i) {
+    RankPlan r;
+    r.layers = {0, 2};
+    r.heads = {i * 4, i * 4 + 4};
+    r.kv_heads = {i, i + 1};
+    r.ff_rows = {i * 64, i * 64 + 64};
+    r.vocab_rows = {i * 100, i * 100 + 100};
+    p.ranks.push_back(r);
+  }
+  return p;
+}
+
+TEST(PlanJson, CarriesTheWireType) {
+  auto p = two_rank_plan();
+  p.wire_type = DType::Q8_0;
+  const auto back = plan_from_json(plan_to_json(p), "w");
+  EXPECT_EQ(back.wire_type, DType::Q8_0);
+  EXPECT_EQ(back.ranks[1].ff_rows, (Range{64, 128}));
+  auto old = plan_to_json(two_rank_plan());
+  old.erase("wire_type");
+  EXPECT_EQ(plan_from_json(old, "w").wire_type, DType::F32);
+  auto bad = plan_to_json(p);
+  bad["wire_type"] = "q4_0";
+  try {
+    plan_from_json(bad, "worker 1");
+    ADD_FAILURE() << "q4_0 accepted as a wire type";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker 1: malformed plan"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardlm::cluster

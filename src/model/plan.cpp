@@ -30,6 +30,12 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("kv-head", kv_heads, c.n_head_kv);
   check("ffn-row", ff_rows, c.n_ff);
   check("vocab-row", vocab_rows, c.n_vocab);
+  const RankPlan all = whole(c);
+  const bool is_whole = layers == all.layers && heads == all.heads && ff_rows == all.ff_rows &&
+                        vocab_rows == all.vocab_rows;
+  if (!is_whole && (c.has_experts() || c.latent_attention()))
+    throw Error(fmt::format("rank plan: {} models with {} cannot be split over ranks yet; run them on one node",
+                            c.arch_name, c.has_experts() ? "experts" : "latent attention"));
   const int64_t g = c.n_group();
   // A head range may cut a KV group (tensor parallel wider than n_head_kv):
   // then both ranks hold that KV head, a replica computed from the same weights.

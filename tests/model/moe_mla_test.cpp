@@ -92,6 +92,25 @@ TEST(MoeMla, ReferenceAgreesWithEngineOnGoldenModels) {
   }
 }
 
+// Until expert / latent-attention parallelism exists, a plan that splits such
+// a model is refused with one line naming the architecture.
+TEST(MoeMla, SplitPlansAreRefused) {
+  for (const char* name : {"tiny-random-mixtral.gguf", "tiny-random-deepseek2.gguf"}) {
+    auto file = gguf::File::open(model_path(name));
+    const auto cfg = ModelConfig::from_gguf(*file);
+    RankPlan p = RankPlan::whole(cfg);
+    p.layers = {0, 1};  // a first pipeline stage
+    ModelOptions o;
+    o.plan = p;
+    try {
+      Model m(*file, o);
+      ADD_FAILURE() << name << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot be split over ranks"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // `synth --layers N` keeps the first N layers (and no more leading dense ones
 // than that); `inspect` counts the experts and the parameters a token uses.
 TEST(MoeMla, SynthLayersAndInspectActiveParameters) {

@@ -228,12 +228,4 @@ size_t ModelWeights::matrix_bytes_per_token() const {
   return n;
 }
 
-size_t ModelWeights::matrix_bytes_total() const {
-  size_t n = matrix_bytes(output);
-  for (const auto& L : layers)
-    n += dense_bytes(L) + matrix_bytes(L.experts.gate.all) + matrix_bytes(L.experts.up.all) +
-         matrix_bytes(L.experts.down.all);
-  return n;
-}
-
 }  // namespace shardlm

@@ -77,8 +77,6 @@ struct ModelWeights {
   // Bytes of weight matrices read to decode one token (the bandwidth bound's
   // denominator): of the experts, only the n_expert_used chosen ones.
   size_t matrix_bytes_per_token() const;
-  // Bytes of every weight matrix this rank maps (all experts).
-  size_t matrix_bytes_total() const;
 };
 
 }  // namespace shardlm

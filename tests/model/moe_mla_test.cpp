@@ -92,6 +92,21 @@ TEST(MoeMla, ReferenceAgreesWithEngineOnGoldenModels) {
   }
 }
 
+// The latent cache in F16 (values read from the key rows) stays close to F32.
+TEST(MoeMla, LatentCacheInF16StaysCloseToF32) {
+  const auto f32 = engine_logits(model_path("tiny-random-deepseek2.gguf"), 1);
+  ModelOptions opt;
+  opt.kv_type = DType::F16;
+  opt.n_outputs = int64_t(kTokens.size());
+  Loaded m(model_path("tiny-random-deepseek2.gguf"), 1, opt);
+  const auto f16 = m.prompt(kTokens, true);
+  double max_diff = 0;
+  for (size_t p = 0; p < f32.size(); ++p)
+    for (size_t i = 0; i < f32[p].size(); ++i) max_diff = std::max(max_diff, std::fabs(double(f16[p][i]) - f32[p][i]));
+  EXPECT_GT(max_diff, 0.0);  // the cache really is F16
+  EXPECT_LT(max_diff, 0.05);
+}
+
 // Until expert / latent-attention parallelism exists, a plan that splits such
 // a model is refused with one line naming the architecture.
 TEST(MoeMla, SplitPlansAreRefused) {

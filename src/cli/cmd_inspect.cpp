@@ -133,12 +133,16 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
   if (f.has("tokenizer.chat_template")) tok["chat_template"] = true;
   j["tokenizer"] = tok;
 
-  uint64_t bytes = 0, params = 0;
+  uint64_t bytes = 0, params = 0, expert_params = 0, expert_bytes = 0;
   std::map<std::string, int> type_counts;
   Json tensors = Json::array();
   for (const auto& t : f.tensors()) {
     bytes += t.n_bytes;
     params += uint64_t(t.n_elements());
+    if (t.name.find("_exps.") != std::string::npos) {
+      expert_params += uint64_t(t.n_elements());
+      expert_bytes += t.n_bytes;
+    }
     ++type_counts[std::string(dtype_name(t.type))];
     if (!o.no_tensors)
       tensors.push_back({{"name", t.name},
@@ -151,6 +155,21 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
   j["tensor_types"] = type_counts;
   j["weight_bytes"] = bytes;
   j["n_params"] = params;
+  // Mixture of experts: a token reads only expert_used_count of expert_count
+  // experts, so it is computed by fewer parameters than the file holds.
+  const auto n_expert = f.get_u64(prefix + "expert_count");
+  const auto n_used = f.get_u64(prefix + "expert_used_count");
+  if (n_expert && *n_expert > 0 && n_used && *n_used <= *n_expert) {
+    Json e;
+    e["count"] = *n_expert;
+    e["used_per_token"] = *n_used;
+    e["shared"] = f.get_u64(prefix + "expert_shared_count").value_or(0);
+    e["parameters"] = expert_params;
+    j["experts"] = e;
+    const auto inactive = [&](uint64_t v) { return uint64_t(double(v) * double(*n_expert - *n_used) / double(*n_expert)); };
+    j["active_params"] = params - inactive(expert_params);
+    j["active_weight_bytes"] = bytes - inactive(expert_bytes);
+  }
   if (!o.no_tensors) j["tensors"] = tensors;
   if (o.metadata) {
     Json all = Json::object();
@@ -209,6 +228,15 @@ void print_text(const gguf::File& f, const Json& j) {
   line("tensors:", fmt::format("{} ({})", j["n_tensors"].get<size_t>(), types));
   line("weight bytes:", with_commas(j["weight_bytes"]));
   line("parameters:", with_commas(j["n_params"]));
+  if (j.contains("experts")) {
+    const auto& e = j["experts"];
+    line("experts:", fmt::format("{} ({} used per token{}), {} parameters", e["count"].get<uint64_t>(),
+                                 e["used_per_token"].get<uint64_t>(),
+                                 e["shared"].get<uint64_t>() ? fmt::format(", {} shared", e["shared"].get<uint64_t>()) : "",
+                                 with_commas(e["parameters"])));
+    line("active parameters:", with_commas(j["active_params"]) + " per token");
+    line("active weight bytes:", with_commas(j["active_weight_bytes"]) + " per token");
+  }
 }
 
 void inspect(const InspectOptions& o) {

@@ -1,4 +1,4 @@
-// shardlm synth: a random-weight llama-family GGUF of real shapes, written in
+// shardlm synth: a random-weight GGUF of a real model's shapes (dense, MoE, MLA), written in
 // row blocks so multi-GB outputs never sit in memory. Every row's values depend
 // only on (seed, tensor, row), so the file is the same for any thread count.
 #include <fmt/format.h>
@@ -24,6 +24,7 @@ struct SynthOptions {
   std::string preset, type = "f16", output, vocab_from;
   uint64_t seed = 1;
   int threads = 2;
+  int64_t layers = 0;  // 0: the preset's
 };
 
 struct TensorPlan {
@@ -73,41 +74,104 @@ DType q4_k_m_type(const std::string& name, int64_t n_layer, bool tied_embeddings
   if (std::sscanf(name.c_str(), "blk.%" SCNd64 ".", &layer) != 1) return DType::Q4_K;
   const bool more_bits =
       layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
-  const bool sensitive = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight");
+  const bool sensitive = name.ends_with(".attn_v.weight") || name.ends_with(".ffn_down.weight") ||
+                         name.ends_with(".ffn_down_exps.weight");
   return more_bits && sensitive ? DType::Q6_K : DType::Q4_K;
 }
 
-std::vector<TensorPlan> plan_tensors(const synth::Preset& p, int64_t n_vocab, DType want, bool q4_k_m) {
-  std::set<std::string> noticed;
-  const float w = 0.02f, out_proj = 0.02f / std::sqrt(2.0f * float(p.n_layer));
-  const int64_t q_dim = p.n_head * p.head_dim, kv_dim = p.n_head_kv * p.head_dim;
-  std::vector<TensorPlan> t;
-  auto matrix = [&](std::string name, int64_t ne0, int64_t ne1, float stddev) {
-    const DType type = q4_k_m ? q4_k_m_type(name, p.n_layer, p.tied_embeddings) : want;
-    t.push_back({name, {ne0, ne1}, matrix_type(type, ne0, name, noticed), 0.0f, stddev});
-  };
-  auto norm = [&](std::string name, int64_t n) { t.push_back({std::move(name), {n}, DType::F32, 1.0f, 0.02f}); };
-  matrix("token_embd.weight", p.n_embd, n_vocab, w);
-  for (int64_t l = 0; l < p.n_layer; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    norm(b + "attn_norm.weight", p.n_embd);
-    matrix(b + "attn_q.weight", p.n_embd, q_dim, w);
-    matrix(b + "attn_k.weight", p.n_embd, kv_dim, w);
-    matrix(b + "attn_v.weight", p.n_embd, kv_dim, w);
-    if (p.qk_norm) {
-      norm(b + "attn_q_norm.weight", p.head_dim);
-      norm(b + "attn_k_norm.weight", p.head_dim);
+class TensorPlanner {
+ public:
+  TensorPlanner(const synth::Preset& p, DType want, bool q4_k_m) : p_(p), want_(want), q4_k_m_(q4_k_m) {}
+
+  std::vector<TensorPlan> plan(int64_t n_vocab) {
+    matrix("token_embd.weight", p_.n_embd, n_vocab, kStd);
+    for (int64_t l = 0; l < p_.n_layer; ++l) {
+      const std::string b = fmt::format("blk.{}.", l);
+      norm(b + "attn_norm.weight", p_.n_embd);
+      if (p_.mla.kv_lora > 0)
+        latent_attention(b);
+      else
+        attention(b);
+      norm(b + "ffn_norm.weight", p_.n_embd);
+      if (p_.moe.n_expert > 0 && l >= p_.moe.n_leading_dense)
+        experts(b);
+      else
+        ffn(b, "", p_.n_ff);
     }
-    matrix(b + "attn_output.weight", q_dim, p.n_embd, out_proj);
-    norm(b + "ffn_norm.weight", p.n_embd);
-    matrix(b + "ffn_gate.weight", p.n_embd, p.n_ff, w);
-    matrix(b + "ffn_up.weight", p.n_embd, p.n_ff, w);
-    matrix(b + "ffn_down.weight", p.n_ff, p.n_embd, out_proj);
+    norm("output_norm.weight", p_.n_embd);
+    if (!p_.tied_embeddings) matrix("output.weight", p_.n_embd, n_vocab, kStd);
+    return std::move(t_);
   }
-  norm("output_norm.weight", p.n_embd);
-  if (!p.tied_embeddings) matrix("output.weight", p.n_embd, n_vocab, w);
-  return t;
-}
+
+ private:
+  static constexpr float kStd = 0.02f;
+  float out_proj() const { return kStd / std::sqrt(2.0f * float(p_.n_layer)); }
+
+  void matrix(std::string name, int64_t ne0, int64_t ne1, float stddev, int64_t ne2 = 1) {
+    std::vector<int64_t> shape{ne0, ne1};
+    if (ne2 > 1) shape.push_back(ne2);
+    const DType want = q4_k_m_ ? q4_k_m_type(name, p_.n_layer, p_.tied_embeddings) : want_;
+    const DType type = matrix_type(want, ne0, name, noticed_);
+    t_.push_back({std::move(name), shape, type, 0.0f, stddev});
+  }
+  void norm(std::string name, int64_t n) { t_.push_back({std::move(name), {n}, DType::F32, 1.0f, 0.02f}); }
+
+  void attention(const std::string& b) {
+    const int64_t q_dim = p_.n_head * p_.head_dim, kv_dim = p_.n_head_kv * p_.head_dim;
+    matrix(b + "attn_q.weight", p_.n_embd, q_dim, kStd);
+    matrix(b + "attn_k.weight", p_.n_embd, kv_dim, kStd);
+    matrix(b + "attn_v.weight", p_.n_embd, kv_dim, kStd);
+    if (p_.qk_norm) {
+      norm(b + "attn_q_norm.weight", p_.head_dim);
+      norm(b + "attn_k_norm.weight", p_.head_dim);
+    }
+    matrix(b + "attn_output.weight", q_dim, p_.n_embd, out_proj());
+  }
+
+  void latent_attention(const std::string& b) {
+    const auto& a = p_.mla;
+    const int64_t qk = a.qk_nope + a.qk_rope;
+    if (a.q_lora > 0) {
+      matrix(b + "attn_q_a.weight", p_.n_embd, a.q_lora, kStd);
+      norm(b + "attn_q_a_norm.weight", a.q_lora);
+      matrix(b + "attn_q_b.weight", a.q_lora, p_.n_head * qk, kStd);
+    } else {
+      matrix(b + "attn_q.weight", p_.n_embd, p_.n_head * qk, kStd);
+    }
+    matrix(b + "attn_kv_a_mqa.weight", p_.n_embd, a.kv_lora + a.qk_rope, kStd);
+    norm(b + "attn_kv_a_norm.weight", a.kv_lora);
+    // The latent is RMS-normed, so these up-projections see unit-size inputs.
+    const float up = 1.0f / std::sqrt(float(a.kv_lora));
+    if (a.joined_kv_b) {
+      matrix(b + "attn_kv_b.weight", a.kv_lora, p_.n_head * (a.qk_nope + a.v_dim), up);
+    } else {
+      matrix(b + "attn_k_b.weight", a.qk_nope, a.kv_lora, up, p_.n_head);
+      matrix(b + "attn_v_b.weight", a.kv_lora, a.v_dim, up, p_.n_head);
+    }
+    matrix(b + "attn_output.weight", p_.n_head * a.v_dim, p_.n_embd, out_proj());
+  }
+
+  void ffn(const std::string& b, const std::string& suffix, int64_t rows, int64_t n = 1) {
+    matrix(b + "ffn_gate" + suffix + ".weight", p_.n_embd, rows, kStd, n);
+    matrix(b + "ffn_up" + suffix + ".weight", p_.n_embd, rows, kStd, n);
+    matrix(b + "ffn_down" + suffix + ".weight", rows, p_.n_embd, out_proj(), n);
+  }
+
+  void experts(const std::string& b) {
+    const auto& m = p_.moe;
+    // Router logits of a few units, so that the choice is not a near tie everywhere.
+    matrix(b + "ffn_gate_inp.weight", p_.n_embd, m.n_expert, 0.2f);
+    if (m.selection_bias) t_.push_back({b + "exp_probs_b.bias", {m.n_expert}, DType::F32, 0.0f, 0.05f});
+    ffn(b, "_exps", m.n_ff_expert, m.n_expert);
+    if (m.n_shared > 0) ffn(b, "_shexp", m.n_shared * m.n_ff_expert);
+  }
+
+  const synth::Preset& p_;
+  DType want_;
+  bool q4_k_m_;
+  std::set<std::string> noticed_;
+  std::vector<TensorPlan> t_;
+};
 
 void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_vocab, uint32_t file_type, bool quantized) {
   const std::string a = p.arch + ".";
@@ -121,19 +185,66 @@ void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_voca
   w.set(a + "block_count", uint32_t(p.n_layer));
   w.set(a + "feed_forward_length", uint32_t(p.n_ff));
   w.set(a + "attention.head_count", uint32_t(p.n_head));
-  w.set(a + "attention.head_count_kv", uint32_t(p.n_head_kv));
-  if (p.head_dim * p.n_head != p.n_embd) {
-    w.set(a + "attention.key_length", uint32_t(p.head_dim));
-    w.set(a + "attention.value_length", uint32_t(p.head_dim));
+  const auto& mla = p.mla;
+  if (mla.kv_lora > 0) {
+    // As current converters write it: the cache as one MQA head (latent + rope
+    // key), per-head sizes in the *_mla keys; older files had per-head sizes only.
+    if (mla.joined_kv_b) {
+      w.set(a + "attention.head_count_kv", uint32_t(p.n_head));
+      w.set(a + "attention.key_length", uint32_t(mla.qk_nope + mla.qk_rope));
+      w.set(a + "attention.value_length", uint32_t(mla.v_dim));
+    } else {
+      w.set(a + "attention.head_count_kv", uint32_t(1));
+      w.set(a + "attention.key_length", uint32_t(mla.kv_lora + mla.qk_rope));
+      w.set(a + "attention.value_length", uint32_t(mla.kv_lora));
+      w.set(a + "attention.key_length_mla", uint32_t(mla.qk_nope + mla.qk_rope));
+      w.set(a + "attention.value_length_mla", uint32_t(mla.v_dim));
+    }
+    if (mla.q_lora > 0) w.set(a + "attention.q_lora_rank", uint32_t(mla.q_lora));
+    w.set(a + "attention.kv_lora_rank", uint32_t(mla.kv_lora));
+    w.set(a + "rope.dimension_count", uint32_t(mla.qk_rope));
+  } else {
+    w.set(a + "attention.head_count_kv", uint32_t(p.n_head_kv));
+    if (p.head_dim * p.n_head != p.n_embd) {
+      w.set(a + "attention.key_length", uint32_t(p.head_dim));
+      w.set(a + "attention.value_length", uint32_t(p.head_dim));
+    }
+    w.set(a + "rope.dimension_count", uint32_t(p.head_dim));
   }
-  w.set(a + "rope.dimension_count", uint32_t(p.head_dim));
   w.set(a + "rope.freq_base", float(p.rope_base));
   w.set(a + "attention.layer_norm_rms_epsilon", p.rms_eps);
   w.set(a + "vocab_size", uint32_t(n_vocab));
+  if (p.yarn.factor > 0) {
+    w.set(a + "rope.scaling.type", std::string("yarn"));
+    w.set(a + "rope.scaling.factor", float(p.yarn.factor));
+    w.set(a + "rope.scaling.original_context_length", uint32_t(p.yarn.orig_ctx));
+    w.set(a + "rope.scaling.yarn_log_multiplier", p.yarn.log_multiplier);
+  }
+  const auto& m = p.moe;
+  if (m.n_expert == 0) return;
+  w.set(a + "expert_count", uint32_t(m.n_expert));
+  w.set(a + "expert_used_count", uint32_t(m.n_used));
+  if (m.n_ff_expert != p.n_ff || p.arch != "llama") w.set(a + "expert_feed_forward_length", uint32_t(m.n_ff_expert));
+  if (m.n_shared > 0) w.set(a + "expert_shared_count", uint32_t(m.n_shared));
+  if (m.n_leading_dense > 0) w.set(a + "leading_dense_block_count", uint32_t(m.n_leading_dense));
+  if (m.n_group > 0) {
+    w.set(a + "expert_group_count", uint32_t(m.n_group));
+    w.set(a + "expert_group_used_count", uint32_t(m.n_group_used));
+  }
+  if (m.gating_func > 0) w.set(a + "expert_gating_func", m.gating_func);
+  if (p.arch != "llama") w.set(a + "expert_weights_norm", m.weights_norm);
+  if (m.weights_scale > 0) w.set(a + "expert_weights_scale", m.weights_scale);
 }
 
 void synthesize(const SynthOptions& o) {
-  const auto& preset = synth::find_preset(o.preset);
+  synth::Preset preset = synth::find_preset(o.preset);
+  if (o.layers != 0) {
+    if (o.layers < 1 || o.layers > preset.n_layer)
+      throw Error(fmt::format("synth: --layers {} is outside 1..{} (the layers of {})", o.layers, preset.n_layer,
+                              preset.name));
+    preset.n_layer = o.layers;
+    preset.moe.n_leading_dense = std::min(preset.moe.n_leading_dense, o.layers);
+  }
   const bool q4_k_m = o.type == "q4_k_m" || o.type == "Q4_K_M";
   const auto want = q4_k_m ? std::optional(DType::Q4_K) : dtype_from_name(o.type);
   const auto file_type = want ? gguf::file_type_for(*want) : std::nullopt;
@@ -155,11 +266,12 @@ void synthesize(const SynthOptions& o) {
   if (vocab_file) synth::copy_vocab(w, *vocab_file);
   else synth::set_generated_vocab(w, preset, n_vocab, o.seed);
 
-  const auto plan = plan_tensors(preset, n_vocab, *want, q4_k_m);
+  const auto plan = TensorPlanner(preset, *want, q4_k_m).plan(n_vocab);
   uint64_t total_bytes = 0, params = 0;
   for (const auto& t : plan) {
     w.add_tensor(t.name, t.type, t.shape);
-    const int64_t rows = t.shape.size() > 1 ? t.shape[1] : 1;
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
     total_bytes += uint64_t(rows) * row_bytes(t.type, t.shape[0]);
     params += uint64_t(rows * t.shape[0]);
   }
@@ -171,7 +283,9 @@ void synthesize(const SynthOptions& o) {
   int reported = 0;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const auto& t = plan[ti];
-    const int64_t ne0 = t.shape[0], rows = t.shape.size() > 1 ? t.shape[1] : 1;
+    const int64_t ne0 = t.shape[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
     const size_t row = row_bytes(t.type, ne0);
     const int64_t block_rows = std::max<int64_t>(1, (int64_t(1) << 22) / ne0);  // ~16 MB of floats
     for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
@@ -211,6 +325,7 @@ void add_synth(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "output .gguf file")->required();
   cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF");
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--layers", o->layers, "keep only the first N layers (the real per-layer shape in less memory)");
   cmd->add_option("-t,--threads", o->threads, "quantization threads")->capture_default_str();
   cmd->callback([o] { synthesize(*o); });
 }

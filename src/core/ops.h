@@ -69,11 +69,24 @@ struct RopeParams {
   float freq_scale = 1.f;      // linear context scaling: angles are multiplied by it
   const float* freq_factors = nullptr;  // n_rot/2 divisors of the pair frequencies (Llama-3.1 rope_freqs), or null
   RopeStyle style = RopeStyle::Normal;
+  // YaRN: pair i mixes its unscaled angle (weight ramp_i) with the scaled one
+  // (1 − ramp_i), ramp_i = 1 − clamp((i − corr_low) / max(0.001, corr_high − corr_low), 0, 1);
+  // cos and sin are multiplied by magnitude.
+  bool yarn = false;
+  float yarn_corr_low = 0.f, yarn_corr_high = 0.f;
+  float magnitude = 1.f;
 };
 
-// Pair i of every head turns by θ_i = freq_scale · pos · base^(−2i/n_rot) / factor_i.
-// Dimensions n_rot..head_dim pass through. x holds n_heads heads of head_dim.
+// Pair i of every head turns by θ_i = freq_scale · pos · base^(−2i/n_rot) / factor_i
+// (YaRN: see RopeParams). Dimensions n_rot..head_dim pass through. x holds
+// n_heads heads of head_dim.
 // Throws Error when n_rot is odd, negative or larger than head_dim.
 void rope(float* x, int n_heads, const RopeParams& p, int64_t pos);
+
+// YaRN's correction range: the pairs whose wavelength fits between beta_fast
+// and beta_slow rotations over the original context, as [floor(low), ceil(high)]
+// clamped to [0, n_rot − 1].
+void yarn_correction_range(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                           float* low, float* high);
 
 }  // namespace shardlm::ops

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -21,9 +22,15 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
   float theta = float(pos);
   for (int i = 0; i < pairs; ++i) {
     const float factor = p.freq_factors ? p.freq_factors[i] : 1.f;
-    const float angle = p.freq_scale * (theta / factor);
-    cos_sin[size_t(2 * i)] = std::cos(angle);
-    cos_sin[size_t(2 * i + 1)] = std::sin(angle);
+    const float extrapolated = theta / factor;
+    float angle = p.freq_scale * extrapolated;
+    if (p.yarn) {
+      const float ramp = 1.f - std::min(1.f, std::max(0.f, (float(i) - p.yarn_corr_low) /
+                                                              std::max(0.001f, p.yarn_corr_high - p.yarn_corr_low)));
+      angle = angle * (1.f - ramp) + extrapolated * ramp;
+    }
+    cos_sin[size_t(2 * i)] = std::cos(angle) * p.magnitude;
+    cos_sin[size_t(2 * i + 1)] = std::sin(angle) * p.magnitude;
     theta *= step;
   }
   // Normal rotates (2i, 2i+1); NeoX rotates (i, i + pairs).
@@ -40,6 +47,16 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
       *b = x0 * s + x1 * c;
     }
   }
+}
+
+void yarn_correction_range(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,
+                           float* low, float* high) {
+  // The pair index whose wavelength makes n_turns rotations over n_ctx_orig positions.
+  const auto pair_for = [&](float n_turns) {
+    return float(n_rot) * std::log(float(n_ctx_orig) / (n_turns * 2.f * float(M_PI))) / (2.f * std::log(freq_base));
+  };
+  *low = std::max(0.f, std::floor(pair_for(beta_fast)));
+  *high = std::min(float(n_rot - 1), std::ceil(pair_for(beta_slow)));
 }
 
 }  // namespace shardlm::ops

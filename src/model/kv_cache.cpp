@@ -20,22 +20,26 @@ void convert(const float* src, uint8_t* dst, int64_t n, DType type) {
 
 }  // namespace
 
-KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim, DType type)
-    : n_layer_(n_layer), n_seq_(n_seq), n_ctx_(n_ctx), k_dim_(k_dim), v_dim_(v_dim), type_(type) {
+KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim, DType type,
+                 bool values_in_keys)
+    : n_layer_(n_layer), n_seq_(n_seq), n_ctx_(n_ctx), k_dim_(k_dim), v_dim_(v_dim), type_(type),
+      values_in_keys_(values_in_keys) {
+  if (values_in_keys && v_dim > k_dim) throw Error("KV cache: values stored in keys must not be longer than them");
+  const int64_t v_stored = values_in_keys ? 0 : v_dim;
   if (type != DType::F32 && type != DType::F16)
     throw Error(fmt::format("KV cache type must be f32 or f16, not {}", dtype_name(type)));
   if (n_seq < 1 || n_ctx < 1 || n_ctx > (int64_t(1) << 24) || n_seq > 4096)
     throw Error(fmt::format("KV cache: context {} × sequences {} is out of range", n_ctx, n_seq));
   elem_ = type == DType::F32 ? 4 : 2;
-  const double total = double(n_layer) * double(n_seq) * double(n_ctx) * double(k_dim + v_dim) * double(elem_);
+  const double total = double(n_layer) * double(n_seq) * double(n_ctx) * double(k_dim + v_stored) * double(elem_);
   if (total > double(uint64_t(1) << 40))
     throw Error(fmt::format("KV cache of {:.1f} GiB is too large: lower --ctx", total / (1u << 30)));
   const size_t per = size_t(n_layer * n_seq * n_ctx) * elem_;
-  bytes_ = per * size_t(k_dim + v_dim);
+  bytes_ = per * size_t(k_dim + v_stored);
   try {
     // Not value-initialised: pages are touched only as positions are written.
     k_.reset(new uint8_t[per * size_t(k_dim)]);
-    v_.reset(new uint8_t[per * size_t(v_dim)]);
+    v_.reset(new uint8_t[per * size_t(v_stored)]);
   } catch (const std::bad_alloc&) {
     throw Error(fmt::format("KV cache: cannot allocate {:.1f} MiB: lower --ctx", double(bytes_) / (1 << 20)));
   }
@@ -43,7 +47,7 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, i
 
 void KvCache::store(int64_t layer, int64_t seq, int64_t pos, const float* k, const float* v) {
   convert(k, slot(k_.get(), layer, seq, pos, k_dim_), k_dim_, type_);
-  convert(v, slot(v_.get(), layer, seq, pos, v_dim_), v_dim_, type_);
+  if (!values_in_keys_) convert(v, slot(v_.get(), layer, seq, pos, v_dim_), v_dim_, type_);
 }
 
 }  // namespace shardlm

@@ -18,13 +18,25 @@ namespace shardlm {
 // Below this many multiply-adds, waking the pool costs more than it saves.
 constexpr int64_t kParallelAttentionWork = 1 << 16;
 
+namespace {
+
+// The KV cache of one rank: latent attention caches one row per token (the
+// latent and the shared roped key), whose first kv_lora_rank values are also
+// the attended values.
+KvCache make_kv_cache(const ModelConfig& c, const RankPlan& plan, DType type, int64_t n_seq, int64_t n_ctx) {
+  const int64_t kv_heads = plan.kv_heads.size();
+  return KvCache(plan.layers.size(), n_seq, n_ctx, kv_heads * c.head_dim_k, kv_heads * c.head_dim_v, type,
+                 c.latent_attention());
+}
+
+}  // namespace
+
 Model::Model(const gguf::File& file, ModelOptions options)
     : config_(ModelConfig::from_gguf(file)),
       opt_(std::move(options)),
       plan_(opt_.plan.value_or(RankPlan::whole(config_))),
       weights_(ModelWeights::map(file, config_, plan_)),
-      kv_(plan_.layers.size(), opt_.n_seq, opt_.n_ctx, plan_.kv_heads.size() * config_.head_dim_k,
-          plan_.kv_heads.size() * config_.head_dim_v, opt_.kv_type) {
+      kv_(make_kv_cache(config_, plan_, opt_.kv_type, opt_.n_seq, opt_.n_ctx)) {
   const auto& c = config_;
   weights_.pack_column_slices();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
@@ -39,13 +51,38 @@ Model::Model(const gguf::File& file, ModelOptions options)
   const auto rows = [&](int64_t width) { return size_t(opt_.n_batch * width); };
   x_.resize(rows(c.n_embd));
   xn_.resize(rows(c.n_embd));
-  q_.resize(rows(n_head_ * c.head_dim_k));
-  k_.resize(rows(n_head_kv_ * c.head_dim_k));
-  v_.resize(rows(n_head_kv_ * c.head_dim_v));
-  attn_.resize(rows(n_head_ * c.head_dim_v));
   proj_.resize(rows(c.n_embd));
-  gate_.resize(rows(n_ff_));
-  up_.resize(rows(n_ff_));
+  if (c.latent_attention()) {
+    const auto& a = c.attention.latent;
+    q_lora_.resize(rows(a.q_lora_rank));
+    q_.resize(rows(n_head_ * a.qk_dim()));
+    kv_latent_.resize(rows(c.head_dim_k));
+    q_absorbed_.resize(rows(n_head_ * c.head_dim_k));
+    out_latent_.resize(rows(n_head_ * c.head_dim_v));
+    head_in_.resize(rows(std::max(a.qk_nope_dim, a.kv_lora_rank)));
+    head_out_.resize(rows(std::max(a.kv_lora_rank, a.v_dim)));
+    attn_.resize(rows(n_head_ * a.v_dim));
+  } else {
+    q_.resize(rows(n_head_ * c.head_dim_k));
+    k_.resize(rows(n_head_kv_ * c.head_dim_k));
+    v_.resize(rows(n_head_kv_ * c.head_dim_v));
+    attn_.resize(rows(n_head_ * c.head_dim_v));
+  }
+  int64_t ff_width = n_ff_;
+  if (c.has_experts()) {
+    const auto& m = c.moe;
+    router_.emplace(m);
+    router_logits_.resize(rows(m.n_expert));
+    expert_ids_.resize(rows(m.n_expert_used));
+    expert_weights_.resize(rows(m.n_expert_used));
+    expert_in_.resize(rows(c.n_embd));
+    expert_gate_.resize(rows(m.n_ff_expert));
+    expert_up_.resize(rows(m.n_ff_expert));
+    expert_out_.resize(rows(c.n_embd));
+    ff_width = std::max(ff_width, m.n_shared * m.n_ff_expert);
+  }
+  gate_.resize(rows(ff_width));
+  up_.resize(rows(ff_width));
   // Per thread: the scores of one KV head's query heads (at most a group).
   scores_.resize(size_t(n_threads_ * opt_.n_ctx * std::min(c.n_group(), n_head_)));
   if (plan_.last_stage(c)) {
@@ -98,10 +135,37 @@ void Model::embed(const Batch& batch) {
 void Model::attention_block(int64_t l, const Batch& batch) {
   const auto& c = config_;
   const auto& L = weights_.layers[size_t(l)];
-  const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
-                vd = n_head_kv_ * c.head_dim_v;
+  const int64_t n = n_tokens_;
   for (int64_t t = 0; t < n; ++t)
     ops::rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  if (c.latent_attention())
+    latent_attention(l, batch);
+  else
+    multi_head_attention(l, batch);
+  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
+  all_reduce(proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
+}
+
+void Model::ffn_block(int64_t l) {
+  const auto& c = config_;
+  const auto& L = weights_.layers[size_t(l)];
+  const int64_t n = n_tokens_;
+  for (int64_t t = 0; t < n; ++t)
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  if (c.layer_has_experts(plan_.layers.begin + l))
+    expert_ffn(L);
+  else
+    dense_ffn(L);
+  all_reduce(proj_.data(), n * c.n_embd);
+  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
+}
+
+void Model::multi_head_attention(int64_t l, const Batch& batch) {
+  const auto& c = config_;
+  const auto& L = weights_.layers[size_t(l)];
+  const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
+                vd = n_head_kv_ * c.head_dim_v;
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
   matmul(L.wq, normed, q_.data(), opt_.pool);
   matmul(L.wk, normed, k_.data(), opt_.pool);
@@ -119,36 +183,38 @@ void Model::attention_block(int64_t l, const Batch& batch) {
     for (int64_t h = 0; h < n * n_head_kv_; ++h)
       ops::rms_norm(&k_[size_t(h * c.head_dim_k)], L.k_norm, c.head_dim_k, c.rms_eps, &k_[size_t(h * c.head_dim_k)]);
   }
-  rope(batch);
+  const auto rp = rope_params(int(c.head_dim_k));
   for (int64_t t = 0; t < n; ++t) {
     const auto& e = batch.entries[size_t(t)];
+    ops::rope(&q_[size_t(t * qd)], int(n_head_), rp, e.pos);
+    ops::rope(&k_[size_t(t * kd)], int(n_head_kv_), rp, e.pos);
     kv_.store(l, e.seq, e.pos, &k_[size_t(t * kd)], &v_[size_t(t * vd)]);
   }
-  attend(l, batch);
-  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
-  all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
+  attend(l, batch, q_.data(), attn_.data(), 1.0f / std::sqrt(float(c.head_dim_k)));
 }
 
-void Model::rope(const Batch& batch) {
-  const auto& c = config_;
+ops::RopeParams Model::rope_params(int head_dim) const {
+  const auto& r = config_.rope;
   ops::RopeParams p;
-  p.head_dim = int(c.head_dim_k);
-  p.n_rot = int(c.rope_dims);
-  p.freq_base = c.rope_freq_base;
-  p.freq_scale = c.rope_freq_scale;
+  p.head_dim = head_dim;
+  p.n_rot = int(r.dims);
+  p.freq_base = r.freq_base;
+  p.freq_scale = r.freq_scale;
   p.freq_factors = weights_.rope_freq_factors;
-  p.style = c.rope_style == RopeStyle::NeoxHalves ? ops::RopeStyle::Neox : ops::RopeStyle::Normal;
-  for (int64_t t = 0; t < n_tokens_; ++t) {
-    const int64_t pos = batch.entries[size_t(t)].pos;
-    ops::rope(&q_[size_t(t * n_head_ * c.head_dim_k)], int(n_head_), p, pos);
-    ops::rope(&k_[size_t(t * n_head_kv_ * c.head_dim_k)], int(n_head_kv_), p, pos);
+  p.style = r.style == RopeStyle::NeoxHalves ? ops::RopeStyle::Neox : ops::RopeStyle::Normal;
+  if (r.yarn) {
+    p.yarn = true;
+    ops::yarn_correction_range(p.n_rot, r.yarn_orig_ctx, r.freq_base, r.yarn_beta_fast, r.yarn_beta_slow,
+                               &p.yarn_corr_low, &p.yarn_corr_high);
+    // YaRN's magnitude correction; latent attention moves it into its score scale instead.
+    p.magnitude = config_.latent_attention() ? 1.0f
+                                             : r.yarn_attn_factor * (1.0f + 0.1f * std::log(1.0f / r.freq_scale));
   }
+  return p;
 }
 
-void Model::attend(int64_t l, const Batch& batch) {
+void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, float scale) {
   const auto& c = config_;
-  const float scale = 1.0f / std::sqrt(float(c.head_dim_k));
   const int64_t group = c.n_group();
   const int64_t elem = kv_.type() == DType::F32 ? 4 : 2;
   // Runs of this rank's query heads that share a KV head, attended together
@@ -193,26 +259,21 @@ void Model::attend(int64_t l, const Batch& batch) {
       head.dim_k = c.head_dim_k;
       head.dim_v = c.head_dim_v;
       head.f16 = kv_.type() == DType::F16;
-      ops::attend_tokens(&q_[size_t((t * n_head_ + h0) * c.head_dim_k)], n_head_ * c.head_dim_k, n_tok, n_q, head,
-                         e.pos + 1, scale, scores, &attn_[size_t((t * n_head_ + h0) * c.head_dim_v)],
+      ops::attend_tokens(&q[size_t((t * n_head_ + h0) * c.head_dim_k)], n_head_ * c.head_dim_k, n_tok, n_q, head,
+                         e.pos + 1, scale, scores, &out[size_t((t * n_head_ + h0) * c.head_dim_v)],
                          n_head_ * c.head_dim_v);
     }
   });
 }
 
-void Model::ffn_block(int64_t l) {
+void Model::dense_ffn(const LayerWeights& L) {
   const auto& c = config_;
-  const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
-  for (int64_t t = 0; t < n; ++t)
-    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
   matmul(L.w_gate, normed, gate_.data(), opt_.pool);
   matmul(L.w_up, normed, up_.data(), opt_.pool);
   ops::swiglu(gate_.data(), up_.data(), gate_.data(), n * n_ff_);
   matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
-  all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
 }
 
 void Model::compute_logits(const Batch& batch) {

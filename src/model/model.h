@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ops.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/plan.h"
+#include "model/router.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,10 +78,20 @@ class Model {
  private:
   void check(const Batch& batch, const float* hidden_in) const;
   void embed(const Batch& batch);
+  // Each block: RMS norm of x_ into xn_, the block's product into proj_,
+  // all-reduced over tensor-parallel ranks, added to x_.
   void attention_block(int64_t layer, const Batch& batch);
   void ffn_block(int64_t layer);
-  void rope(const Batch& batch);
-  void attend(int64_t layer, const Batch& batch);
+  // xn_ → attn_ (n × this rank's heads × v dim), the cache filled for the batch.
+  void multi_head_attention(int64_t layer, const Batch& batch);
+  void latent_attention(int64_t layer, const Batch& batch);   // model_latent_attention.cpp
+  // xn_ → proj_.
+  void dense_ffn(const LayerWeights& L);
+  void expert_ffn(const LayerWeights& L);                     // model_experts.cpp
+  ops::RopeParams rope_params(int head_dim) const;
+  // Attention of queries q (n × heads × head_dim_k) over the cached rows into
+  // out (n × heads × head_dim_v).
+  void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale);
   void all_reduce(float* data, int64_t n);
   void compute_logits(const Batch& batch);
   void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn);
@@ -97,6 +109,12 @@ class Model {
   // Scratch, n_batch rows each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
   std::vector<float> scores_, out_in_, logits_;
+  // Latent attention: q-LoRA, latent + rope key, absorbed queries, latent outputs, one head's gathered rows.
+  std::vector<float> q_lora_, kv_latent_, q_absorbed_, out_latent_, head_in_, head_out_;
+  // Experts: router logits, choices, one expert's gathered tokens and products, shared expert products.
+  std::vector<float> router_logits_, expert_weights_, expert_in_, expert_gate_, expert_up_, expert_out_;
+  std::vector<int32_t> expert_ids_;
+  std::optional<ExpertRouter> router_;
 };
 
 }  // namespace shardlm

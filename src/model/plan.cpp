@@ -30,6 +30,9 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("kv-head", kv_heads, c.n_head_kv);
   check("ffn-row", ff_rows, c.n_ff);
   check("vocab-row", vocab_rows, c.n_vocab);
+  const RankPlan all = whole(c);
+  if (layers != all.layers || heads != all.heads || ff_rows != all.ff_rows || vocab_rows != all.vocab_rows)
+    check_splittable(c);
   const int64_t g = c.n_group();
   // A head range may cut a KV group (tensor parallel wider than n_head_kv):
   // then both ranks hold that KV head, a replica computed from the same weights.
@@ -37,6 +40,13 @@ void RankPlan::validate(const ModelConfig& c) const {
     throw Error(fmt::format("rank plan: heads [{}, {}) need kv-heads [{}, {}) with {} query heads per KV head, not [{}, {})",
                             heads.begin, heads.end, heads.begin / g, (heads.end + g - 1) / g, g, kv_heads.begin,
                             kv_heads.end));
+}
+
+void check_splittable(const ModelConfig& c) {
+  if (c.has_experts() || c.latent_attention())
+    throw Error(fmt::format("{} models with {} cannot be split over ranks yet (no expert or latent-attention "
+                            "parallelism); run them on one node",
+                            c.arch_name, c.has_experts() ? "experts" : "latent attention"));
 }
 
 std::string RankPlan::to_string() const {

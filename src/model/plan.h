@@ -36,6 +36,10 @@ struct RankPlan {
   std::string to_string() const;
 };
 
+// Throws Error when the forward pass cannot split this model over ranks yet
+// (mixture-of-experts and latent-attention models run on one node only).
+void check_splittable(const ModelConfig& c);
+
 struct ForwardHooks {
   // Sums `count` partial values in place across the tensor-parallel ranks.
   // Called after the attention output projection and after the FFN down

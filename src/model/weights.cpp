@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/quant.h"
 #include "gguf/gguf.h"
 
 namespace shardlm {
@@ -35,43 +36,117 @@ class TensorMapper {
     return m;
   }
 
-  MatrixView matrix(const std::string& name, int64_t cols, int64_t rows) const {
+  // A [cols, rows, n] tensor as one matrix of n · rows rows.
+  MatrixView matrix(const std::string& name, int64_t cols, int64_t rows, int64_t n = 1) const {
     const auto& t = f_.require_tensor(name);
-    check_shape(t, cols, rows);
+    check_shape(t, cols, rows, n);
     if (!traits(t.type).compute)
       throw Error(fmt::format("{}: tensor '{}' has type {}, which this engine cannot compute with", f_.path(), name,
                               dtype_name(t.type)));
     MatrixView m;
     m.type = t.type;
     m.data = t.data;
-    m.rows = rows;
+    m.rows = rows * n;
     m.cols = cols;
     m.row_stride = t.row_size();
     return m;
   }
 
+  ExpertStack experts(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {
+    return {matrix(name, cols, rows, n), rows};
+  }
+
   // A 1-D f32 tensor of n values, restricted to [r.begin, r.end).
   const float* vector(const std::string& name, int64_t n, Range r) const {
     const auto& t = f_.require_tensor(name);
-    check_shape(t, n, 1);
+    check_shape(t, n, 1, 1);
     if (t.type != DType::F32)
       throw Error(fmt::format("{}: tensor '{}' has type {}, expected F32", f_.path(), name, dtype_name(t.type)));
     return reinterpret_cast<const float*>(t.data) + r.begin;
   }
   const float* vector(const std::string& name, int64_t n) const { return vector(name, n, Range{0, n}); }
 
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
  private:
-  void check_shape(const gguf::TensorInfo& t, int64_t ne0, int64_t ne1) const {
-    if (t.ne[0] != ne0 || t.ne[1] != ne1 || t.ne[2] != 1 || t.ne[3] != 1)
-      throw Error(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}]", f_.path(), t.name, t.shape_string(),
-                              ne0, ne1));
+  void check_shape(const gguf::TensorInfo& t, int64_t ne0, int64_t ne1, int64_t ne2) const {
+    if (t.ne[0] != ne0 || t.ne[1] != ne1 || t.ne[2] != ne2 || t.ne[3] != 1)
+      throw Error(fmt::format("{}: tensor '{}' has shape {}, expected [{}, {}{}]", f_.path(), t.name,
+                              t.shape_string(), ne0, ne1, ne2 > 1 ? fmt::format(", {}", ne2) : ""));
   }
   const gguf::File& f_;
 };
 
 Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
 
-size_t matrix_bytes(const MatrixView& m) { return size_t(m.rows) * row_bytes(m.type, m.cols); }
+size_t matrix_bytes(const MatrixView& m) { return m.data ? size_t(m.rows) * row_bytes(m.type, m.cols) : 0; }
+
+// The rows [first, first + n) of m as an f32 matrix transposed: n columns, m.cols rows.
+std::vector<float> transposed_rows(const MatrixView& m, int64_t first, int64_t n) {
+  std::vector<float> row(size_t(m.cols)), out(size_t(n * m.cols));
+  for (int64_t r = 0; r < n; ++r) {
+    dequantize_row(m.type, m.row(first + r), row.data(), m.cols);
+    for (int64_t c = 0; c < m.cols; ++c) out[size_t(c * n + r)] = row[size_t(c)];
+  }
+  return out;
+}
+
+MatrixView f32_matrix(const std::vector<float>& v, int64_t cols, int64_t rows) {
+  return {DType::F32, v.data(), rows, cols, size_t(cols) * sizeof(float)};
+}
+
+void map_latent_attention(const TensorMapper& t, const std::string& p, const ModelConfig& c, const RankPlan& plan,
+                          ModelWeights& w, LayerWeights& L) {
+  const auto& s = c.attention.latent;
+  auto& a = L.latent;
+  const Range q_rows = scaled(plan.heads, s.qk_dim());
+  if (s.q_lora_rank > 0) {
+    a.wq_a = t.matrix(p + "attn_q_a.weight", c.n_embd, s.q_lora_rank);
+    a.q_a_norm = t.vector(p + "attn_q_a_norm.weight", s.q_lora_rank);
+    a.wq = t.row_slice(p + "attn_q_b.weight", s.q_lora_rank, c.n_head * s.qk_dim(), q_rows);
+  } else {
+    a.wq = t.row_slice(p + "attn_q.weight", c.n_embd, c.n_head * s.qk_dim(), q_rows);
+  }
+  a.wkv_a = t.matrix(p + "attn_kv_a_mqa.weight", c.n_embd, s.kv_lora_rank + s.qk_rope_dim);
+  a.kv_a_norm = t.vector(p + "attn_kv_a_norm.weight", s.kv_lora_rank);
+  if (s.joined_kv_b) {
+    // Head h's rows: qk_nope rows of k_nope, then v_dim rows of v, each over the latent.
+    const int64_t per_head = s.qk_nope_dim + s.v_dim;
+    const MatrixView kv_b = t.matrix(p + "attn_kv_b.weight", s.kv_lora_rank, c.n_head * per_head);
+    for (int64_t h = plan.heads.begin; h < plan.heads.end; ++h) {
+      w.derived.push_back(transposed_rows(kv_b, h * per_head, s.qk_nope_dim));
+      a.k_b.push_back(f32_matrix(w.derived.back(), s.qk_nope_dim, s.kv_lora_rank));
+      MatrixView v = kv_b;
+      v.data = kv_b.row(h * per_head + s.qk_nope_dim);
+      v.rows = s.v_dim;
+      a.v_b.push_back(v);
+    }
+  } else {
+    const ExpertStack k_b = t.experts(p + "attn_k_b.weight", s.qk_nope_dim, s.kv_lora_rank, c.n_head);
+    const ExpertStack v_b = t.experts(p + "attn_v_b.weight", s.kv_lora_rank, s.v_dim, c.n_head);
+    for (int64_t h = plan.heads.begin; h < plan.heads.end; ++h) {
+      a.k_b.push_back(k_b.expert(h));
+      a.v_b.push_back(v_b.expert(h));
+    }
+  }
+}
+
+void map_experts(const TensorMapper& t, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+  const auto& m = c.moe;
+  auto& e = L.experts;
+  e.router = t.matrix(p + "ffn_gate_inp.weight", c.n_embd, m.n_expert);
+  if (m.selection_bias) e.selection_bias = t.vector(p + "exp_probs_b.bias", m.n_expert);
+  e.gate = t.experts(p + "ffn_gate_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert);
+  e.up = t.experts(p + "ffn_up_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert);
+  e.down = t.experts(p + "ffn_down_exps.weight", m.n_ff_expert, c.n_embd, m.n_expert);
+  e.n_used = m.n_expert_used;
+  if (m.n_shared > 0) {
+    const int64_t ff = m.n_shared * m.n_ff_expert;
+    e.shared_gate = t.matrix(p + "ffn_gate_shexp.weight", c.n_embd, ff);
+    e.shared_up = t.matrix(p + "ffn_up_shexp.weight", c.n_embd, ff);
+    e.shared_down = t.matrix(p + "ffn_down_shexp.weight", ff, c.n_embd);
+  }
+}
 
 }  // namespace
 
@@ -80,34 +155,43 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
   const TensorMapper t(file);
   ModelWeights w;
   w.token_embd = t.matrix("token_embd.weight", c.n_embd, c.n_vocab);
-  if (c.rope_has_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.rope_dims / 2);
+  if (c.rope.has_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.rope.dims / 2);
 
-  const Range q_rows = scaled(plan.heads, c.head_dim_k);
-  const Range k_rows = scaled(plan.kv_heads, c.head_dim_k);
-  const Range v_rows = scaled(plan.kv_heads, c.head_dim_v);
-  const Range o_cols = scaled(plan.heads, c.head_dim_v);
+  const int64_t v_head = c.latent_attention() ? c.attention.latent.v_dim : c.head_dim_v;
+  const Range o_cols = scaled(plan.heads, v_head);
   for (int64_t l = plan.layers.begin; l < plan.layers.end; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     LayerWeights L;
     L.attn_norm = t.vector(p + "attn_norm.weight", c.n_embd);
-    L.wq = t.row_slice(p + "attn_q.weight", c.n_embd, c.q_dim(), q_rows);
-    L.wk = t.row_slice(p + "attn_k.weight", c.n_embd, c.kv_dim_k(), k_rows);
-    L.wv = t.row_slice(p + "attn_v.weight", c.n_embd, c.kv_dim_v(), v_rows);
-    if (c.has_qkv_bias) {
-      L.bq = t.vector(p + "attn_q.bias", c.q_dim(), q_rows);
-      L.bk = t.vector(p + "attn_k.bias", c.kv_dim_k(), k_rows);
-      L.bv = t.vector(p + "attn_v.bias", c.kv_dim_v(), v_rows);
+    if (c.latent_attention()) {
+      map_latent_attention(t, p, c, plan, w, L);
+    } else {
+      const Range q_rows = scaled(plan.heads, c.head_dim_k);
+      const Range k_rows = scaled(plan.kv_heads, c.head_dim_k);
+      const Range v_rows = scaled(plan.kv_heads, c.head_dim_v);
+      L.wq = t.row_slice(p + "attn_q.weight", c.n_embd, c.q_dim(), q_rows);
+      L.wk = t.row_slice(p + "attn_k.weight", c.n_embd, c.kv_dim_k(), k_rows);
+      L.wv = t.row_slice(p + "attn_v.weight", c.n_embd, c.kv_dim_v(), v_rows);
+      if (c.attention.qkv_bias) {
+        L.bq = t.vector(p + "attn_q.bias", c.q_dim(), q_rows);
+        L.bk = t.vector(p + "attn_k.bias", c.kv_dim_k(), k_rows);
+        L.bv = t.vector(p + "attn_v.bias", c.kv_dim_v(), v_rows);
+      }
+      if (c.attention.qk_norm) {
+        L.q_norm = t.vector(p + "attn_q_norm.weight", c.head_dim_k);
+        L.k_norm = t.vector(p + "attn_k_norm.weight", c.head_dim_k);
+      }
     }
-    if (c.has_qk_norm) {
-      L.q_norm = t.vector(p + "attn_q_norm.weight", c.head_dim_k);
-      L.k_norm = t.vector(p + "attn_k_norm.weight", c.head_dim_k);
-    }
-    L.wo = t.col_slice(p + "attn_output.weight", c.n_head * c.head_dim_v, c.n_embd, o_cols);
+    L.wo = t.col_slice(p + "attn_output.weight", c.n_head * v_head, c.n_embd, o_cols);
     L.ffn_norm = t.vector(p + "ffn_norm.weight", c.n_embd);
-    L.w_gate = t.row_slice(p + "ffn_gate.weight", c.n_embd, c.n_ff, plan.ff_rows);
-    L.w_up = t.row_slice(p + "ffn_up.weight", c.n_embd, c.n_ff, plan.ff_rows);
-    L.w_down = t.col_slice(p + "ffn_down.weight", c.n_ff, c.n_embd, plan.ff_rows);
-    w.layers.push_back(L);
+    if (c.layer_has_experts(l)) {
+      map_experts(t, p, c, L);
+    } else {
+      L.w_gate = t.row_slice(p + "ffn_gate.weight", c.n_embd, c.n_ff, plan.ff_rows);
+      L.w_up = t.row_slice(p + "ffn_up.weight", c.n_embd, c.n_ff, plan.ff_rows);
+      L.w_down = t.col_slice(p + "ffn_down.weight", c.n_ff, c.n_embd, plan.ff_rows);
+    }
+    w.layers.push_back(std::move(L));
   }
   if (plan.last_stage(c)) {
     w.output_norm = t.vector("output_norm.weight", c.n_embd);
@@ -117,11 +201,32 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
   return w;
 }
 
-size_t ModelWeights::matrix_bytes_per_token() const {
+namespace {
+
+// Bytes of the matrices every token reads, experts aside.
+size_t dense_bytes(const LayerWeights& L) {
   size_t n = 0;
-  for (const auto& L : layers)
-    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) n += matrix_bytes(*m);
-  if (output.data) n += matrix_bytes(output);
+  for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
+                              &L.latent.wq, &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate,
+                              &L.experts.shared_up, &L.experts.shared_down})
+    n += matrix_bytes(*m);
+  for (const auto* heads : {&L.latent.k_b, &L.latent.v_b})
+    for (const auto& m : *heads) n += matrix_bytes(m);
+  return n;
+}
+
+size_t one_expert_bytes(const ExpertWeights& e) {
+  size_t n = 0;
+  for (const ExpertStack* s : {&e.gate, &e.up, &e.down})
+    if (s->all.data) n += matrix_bytes(s->expert(0));
+  return n;
+}
+
+}  // namespace
+
+size_t ModelWeights::matrix_bytes_per_token() const {
+  size_t n = matrix_bytes(output);
+  for (const auto& L : layers) n += dense_bytes(L) + size_t(L.experts.n_used) * one_expert_bytes(L.experts);
   return n;
 }
 

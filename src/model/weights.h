@@ -15,15 +15,50 @@ namespace shardlm::gguf { class File; }
 
 namespace shardlm {
 
+// The experts of one 3-D tensor [cols, rows, n_expert]: expert e is the
+// contiguous row range [e·rows, (e+1)·rows).
+struct ExpertStack {
+  MatrixView all;  // rows = n_expert · rows_per_expert
+  int64_t rows_per_expert = 0;
+  MatrixView expert(int64_t e) const {
+    MatrixView m = all;
+    m.data = all.row(e * rows_per_expert);
+    m.rows = rows_per_expert;
+    return m;
+  }
+};
+
+// Multi-head latent attention (see AttentionSpec::Latent); per-head matrices
+// for this rank's heads.
+struct LatentAttentionWeights {
+  MatrixView wq_a;                     // [n_embd → q_lora_rank], empty without q-LoRA
+  const float* q_a_norm = nullptr;     // [q_lora_rank]
+  MatrixView wq;                       // attn_q_b (or attn_q): → heads × (nope + rope)
+  MatrixView wkv_a;                    // attn_kv_a_mqa: [n_embd → kv_lora_rank + rope]
+  const float* kv_a_norm = nullptr;    // [kv_lora_rank]
+  std::vector<MatrixView> k_b;         // per head: [qk_nope → kv_lora_rank], takes q_nope into the latent space
+  std::vector<MatrixView> v_b;         // per head: [kv_lora_rank → v_dim]
+};
+
+struct ExpertWeights {
+  MatrixView router;                    // ffn_gate_inp: [n_embd → n_expert]
+  const float* selection_bias = nullptr;  // exp_probs_b [n_expert] or null
+  ExpertStack gate, up, down;
+  int64_t n_used = 0;                   // experts each token runs (for the bytes read per token)
+  MatrixView shared_gate, shared_up, shared_down;  // data null without shared experts
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;                // [n_embd]
-  MatrixView wq, wk, wv;                           // rows: this rank's heads
+  MatrixView wq, wk, wv;                           // rows: this rank's heads (multi-head attention)
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // qwen2 biases, same slices
   const float *q_norm = nullptr, *k_norm = nullptr;         // qwen3, [head_dim_k]
+  LatentAttentionWeights latent;                   // latent attention only
   MatrixView wo;                                   // columns: this rank's heads
   const float* ffn_norm = nullptr;                 // [n_embd]
-  MatrixView w_gate, w_up;                         // rows: this rank's FFN rows
+  MatrixView w_gate, w_up;                         // dense FFN, rows: this rank's FFN rows
   MatrixView w_down;                               // columns: this rank's FFN rows
+  ExpertWeights experts;                           // MoE layers only
 };
 
 struct ModelWeights {
@@ -32,12 +67,16 @@ struct ModelWeights {
   const float* output_norm = nullptr;   // last stage only
   MatrixView output;                    // last stage: rows = plan.vocab_rows
   const float* rope_freq_factors = nullptr;  // [rope_dims / 2] or null
+  // Matrices the file does not hold in the form the forward pass reads
+  // (attn_k_b made from an older file's attn_kv_b), owned here.
+  std::vector<std::vector<float>> derived;
 
   // Throws Error("<path>: tensor '<name>' ...") for a missing tensor, a wrong
   // shape or a type this engine cannot compute with.
   static ModelWeights map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan);
 
-  // Bytes of weight matrices read to decode one token (the bandwidth bound's denominator).
+  // Bytes of weight matrices read to decode one token (the bandwidth bound's
+  // denominator): of the experts, only the n_expert_used chosen ones.
   size_t matrix_bytes_per_token() const;
 
   // Copies the column-sliced matrices (wo and w_down of a tensor-parallel

@@ -249,6 +249,7 @@ SplitUnits split_units(const gguf::File& file, const ModelConfig& c) {
 
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& req) {
   const ModelConfig c = ModelConfig::from_gguf(file);
+  check_splittable(c);
   const int n = int(nodes.size());
   if (n < 1) throw Error("plan: no nodes");
   if (req.tp < 0 || req.pp < 0) throw Error("plan: --tp and --pp must be positive");

@@ -248,6 +248,35 @@ TEST(Rope, PartialRotationFactorsAndScale) {
   EXPECT_EQ(x[11], 10.f);
 }
 
+// YaRN, with DeepSeek-V3's settings on 8 rotated dims: the correction range
+// is pairs [1, 3], so pairs 0-1 keep their original angle, pair 2 is half
+// way, pair 3 is scaled by freq_scale; cos and sin carry the magnitude.
+TEST(Rope, YarnMixesOriginalAndScaledAngles) {
+  float low = 0, high = 0;
+  yarn_correction_range(8, 4096, 10000.f, 32.f, 1.f, &low, &high);
+  EXPECT_EQ(low, 1.f);
+  EXPECT_EQ(high, 3.f);
+  RopeParams p;
+  p.head_dim = 8;
+  p.n_rot = 8;
+  p.freq_base = 10000.f;
+  p.freq_scale = 1.f / 40;
+  p.yarn = true;
+  p.yarn_corr_low = low;
+  p.yarn_corr_high = high;
+  p.magnitude = 2.f;
+  std::vector<float> x = {1, 0, 1, 0, 1, 0, 1, 0};
+  const int64_t pos = 7;
+  rope(x.data(), 1, p, pos);
+  const double ramp[4] = {1, 1, 0.5, 0};
+  for (int i = 0; i < 4; ++i) {
+    const double theta = pos * std::pow(10000.0, -2.0 * i / 8);
+    const double angle = ramp[i] * theta + (1 - ramp[i]) * theta / 40;
+    EXPECT_NEAR(x[size_t(2 * i)], 2 * std::cos(angle), 1e-5) << "pair " << i;
+    EXPECT_NEAR(x[size_t(2 * i + 1)], 2 * std::sin(angle), 1e-5) << "pair " << i;
+  }
+}
+
 // Attention scores depend only on the distance between positions, and
 // rotations keep lengths: the properties RoPE exists for.
 TEST(Rope, ScoresDependOnRelativePosition) {

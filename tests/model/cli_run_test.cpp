@@ -104,7 +104,7 @@ TEST(CliRun, BadInputIsOneErrorLine) {
   };
   const std::vector<Case> cases{
       {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, "/nonexistent.gguf"},
-      {{"run", "-m", model_path("tiny-random-qwen3moe.gguf"), "-p", "x"}, "unsupported architecture 'qwen3moe'"},
+      {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, "unsupported architecture 'gpt2'"},
       {{"run", "-m", model_path("stories260K.gguf"), "-p", "x", "--kv-type", "q4"}, "--kv-type"},
       {{"run", "-m", model_path("stories260K.gguf"), "-p", "Once upon a time", "--ctx", "3"}, "--ctx"},
       {{"bench", "-m", model_path("stories260K.gguf"), "-t", "1,x"}, "-t: 'x'"},

@@ -44,6 +44,9 @@ const GoldenCase kCases[] = {
     {"tiny-random-qwen3-Q8_0", 1e-4, 0.6},
     {"tiny-random-qwen3-kq-Q4_K_M", 1e-4, 0.6},
     {"tiny-random-llama31", 1e-4, 0},
+    {"tiny-random-mixtral", 1e-4, 0},
+    {"tiny-random-qwen3moe", 1e-4, 0},
+    {"tiny-random-deepseek2", 1e-4, 0},
 };
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {

@@ -1,0 +1,28 @@
+// A chat request's messages → prompt text → tokens. Rendering is the one
+// place a chat template applies; until the GGUF's tokenizer.chat_template is
+// rendered by chat::Template it is a built-in ChatML prompt.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm::serve {
+
+// Checks `messages` (a non-empty array of {role, content}) and renders them;
+// throws RequestError naming the field that is wrong.
+std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                               const nlohmann::ordered_json& template_kwargs);
+
+// The text of a message's content: a string, an array of {"type":"text","text":...} parts, or null.
+std::string message_text(const nlohmann::ordered_json& message, size_t index);
+
+// Tokens of a rendered prompt: the template's own special-token text becomes
+// special tokens, the same text inside a message's content does not. BOS is
+// added when the vocabulary asks for it and the template did not write it.
+std::vector<TokenId> tokenize_chat_prompt(const Tokenizer& tok, const std::string& rendered,
+                                          const nlohmann::ordered_json& messages);
+
+}  // namespace shardlm::serve

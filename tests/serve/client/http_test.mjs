@@ -180,6 +180,12 @@ test('a client that disconnects mid-stream frees its slot', async () => {
   assert.equal(busy, 0, 'the slot is still busy 2 s after the client left');
 });
 
+test('apply-template renders the chat prompt', async () => {
+  const r = await raw('/apply-template', { body: JSON.stringify({ messages: userMessages }) });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(JSON.parse(r.text).prompt, '<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n');
+});
+
 test('metrics', async () => {
   const r = await raw('/metrics', { method: 'GET' });
   assert.equal(r.status, 200);

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config git
-  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libpcre2-dev libssl-dev
+  libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev libspdlog-dev libpcre2-dev libssl-dev
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev   # libFuzzer harness (scripts/fuzz.sh)
@@ -15,11 +15,20 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# The serve HTTP test's client: the official openai npm package, pinned by
+# tests/serve/client/package-lock.json (needs Node 18+ and npm).
+client="$(dirname "$0")/../tests/serve/client"
+if command -v npm >/dev/null; then
+  (cd "$client" && npm ci --no-audit --no-fund)
+else
+  echo "install-deps: npm not found; the serve HTTP test will be skipped" >&2
+fi

@@ -9,6 +9,7 @@ namespace shardlm::cli {
 void add_inspect(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_run(CLI::App& app);
+void add_serve(CLI::App& app);  // shardlm serve: OpenAI-compatible HTTP server
 void add_worker(CLI::App& app);  // shardlm worker: serve cluster jobs
 void add_plan(CLI::App& app);
 void add_template(CLI::App& app);  // shardlm template: render a chat template  // shardlm plan: a layout over nodes, no network

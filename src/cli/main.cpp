@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   shardlm::cli::add_inspect(app);
   shardlm::cli::add_synth(app);
   shardlm::cli::add_run(app);
+  shardlm::cli::add_serve(app);
   shardlm::cli::add_worker(app);
   shardlm::cli::add_plan(app);
   shardlm::cli::add_bench(app);

@@ -28,6 +28,7 @@ struct SamplerParams {
   float min_p = 0.05f;            // <= 0: off; keeps p >= min_p · p_max
   float repeat_penalty = 1.0f;    // 1: off; divides positive logits, multiplies negative ones
   float presence_penalty = 0.0f;  // 0: off; subtracted from the logit of every recent token
+  float frequency_penalty = 0.0f; // 0: off; subtracted once per occurrence among the recent tokens
   int32_t penalty_window = 64;    // how many recent tokens the penalties look at
   uint64_t seed = 0;
 };

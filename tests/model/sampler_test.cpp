@@ -154,6 +154,17 @@ TEST(Sampler, PresencePenaltyAndItsWindow) {
   EXPECT_EQ(s.sample(logits), 0);
 }
 
+TEST(Sampler, FrequencyPenaltyCountsOccurrences) {
+  SamplerParams p = greedy();
+  p.frequency_penalty = 0.4f;
+  Sampler s(p, 3);
+  const std::vector<float> logits{2.0f, 1.5f, 0.0f};
+  s.accept(0);
+  EXPECT_EQ(s.sample(logits), 0);  // 2 - 0.4 > 1.5
+  s.accept(0);
+  EXPECT_EQ(s.sample(logits), 1);  // 2 - 0.8 < 1.5
+}
+
 TEST(Sampler, LowTemperatureIsAlmostGreedy) {
   Sampler s(plain(0.01f, 11), 4);
   const std::vector<float> logits{1.0f, 2.0f, 1.5f, 0.5f};

@@ -1,0 +1,147 @@
+// shardlm serve: one model behind the OpenAI-compatible HTTP server, with
+// continuous batching over --parallel KV slots (src/serve).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "chat/errors.h"
+#include "chat/model_template.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "serve/http_server.h"
+#include "serve/local_engine.h"
+#include "serve/scheduler.h"
+#include "tokenizer/vocab.h"
+
+namespace shardlm::cli {
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int64_t ctx = 2048;
+  int parallel = 4;
+  int threads = 0;
+  int64_t prefill_budget = 256;
+  int max_waiting = 64;
+  size_t max_body = 8 << 20;
+  std::string api_key_file;
+  std::string alias;
+  std::string chat_template_file;
+};
+
+// The model's chat template, or none (ChatML) when the GGUF has none and no
+// file is given; a template that does not parse is an error at start, not a
+// 400 on every request.
+std::optional<chat::ModelTemplate> load_chat_template(const gguf::File& file, const std::string& override_path) {
+  std::optional<std::string> source;
+  if (!override_path.empty()) {
+    std::ifstream in(override_path, std::ios::binary);
+    if (!in) throw Error(fmt::format("--chat-template-file {}: cannot open", override_path));
+    source = std::string(std::istreambuf_iterator<char>(in), {});
+  } else if (!file.find("tokenizer.chat_template")) {
+    spdlog::warn("serve: the model has no tokenizer.chat_template; chat requests use ChatML");
+    return std::nullopt;
+  }
+  const tok::Vocabulary vocab = tok::Vocabulary::load(file);
+  try {
+    return chat::ModelTemplate(file, vocab, source);
+  } catch (const chat::ParseError& e) {
+    throw Error(fmt::format("chat template{}: {}", override_path.empty() ? "" : " " + override_path, e.what()));
+  }
+}
+
+std::set<std::string> read_api_keys(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("--api-key-file {}: cannot open", path));
+  std::set<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    line.erase(0, line.find_first_not_of(" \t\r"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (!line.empty() && line[0] != '#') keys.insert(line);
+  }
+  if (keys.empty()) throw Error(fmt::format("--api-key-file {}: no keys (one per line)", path));
+  return keys;
+}
+
+serve::HttpServer* g_server = nullptr;
+
+void serve(const ServeOptions& o) {
+  if (o.parallel < 1 || o.parallel > 256) throw Error(fmt::format("--parallel {} must be in [1, 256]", o.parallel));
+  if (o.ctx < 8) throw Error(fmt::format("--ctx {} is too small", o.ctx));
+  std::set<std::string> keys;
+  if (!o.api_key_file.empty()) keys = read_api_keys(o.api_key_file);
+  auto file = gguf::File::open(o.model);
+  auto tok = Tokenizer::from_gguf(*file);
+  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  ModelOptions mo;
+  mo.n_ctx = o.ctx;
+  mo.n_seq = o.parallel;
+  mo.n_batch = o.prefill_budget + o.parallel;
+  mo.pool = pool.get();
+  serve::LocalEngine engine(*file, mo);
+  serve::Metrics metrics;
+  serve::SchedulerOptions so;
+  so.prefill_budget = o.prefill_budget;
+  so.max_waiting = o.max_waiting;
+  serve::Scheduler scheduler(engine, *tok, so, &metrics);
+
+  const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
+  serve::ServerOptions http;
+  http.chat_template = chat_template ? &*chat_template : nullptr;
+  http.host = o.host;
+  http.port = o.port;
+  http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+  http.api_keys = std::move(keys);
+  http.max_body_bytes = o.max_body;
+  http.connection_threads = o.parallel + o.max_waiting + 8;
+  serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
+  const int port = server.bind();
+  scheduler.start();
+  g_server = &server;
+  std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
+  std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+  std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
+              o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
+  std::fflush(stdout);
+  server.listen();
+  g_server = nullptr;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("-c,--ctx", o->ctx, "positions per sequence (prompt + completion)")->capture_default_str();
+  cmd->add_option("--parallel", o->parallel, "sequences decoded together (KV slots)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "compute threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--prefill-budget", o->prefill_budget, "prompt tokens per step (chunked prefill)")->capture_default_str()->check(CLI::Range(1, 8192));
+  cmd->add_option("--queue", o->max_waiting, "requests that may wait for a slot; more get 429")->capture_default_str()->check(CLI::Range(0, 100000));
+  cmd->add_option("--max-body", o->max_body, "largest request body in bytes; larger get 413")->capture_default_str();
+  cmd->add_option("--api-key-file", o->api_key_file, "file of accepted API keys, one per line (Authorization: Bearer KEY)");
+  cmd->add_option("--chat-template-file", o->chat_template_file,
+                  "Jinja chat template to use instead of the model's tokenizer.chat_template")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
+  cmd->callback([o] { serve(*o); });
+}
+
+}  // namespace shardlm::cli

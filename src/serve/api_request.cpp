@@ -1,0 +1,145 @@
+#include "serve/api_request.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <random>
+
+#include "serve/request_error.h"
+
+namespace shardlm::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+[[noreturn]] void wrong(const std::string& field, const std::string& what) {
+  throw RequestError(400, fmt::format("'{}' {}", field, what), field);
+}
+
+// A field that is absent or null gives nullopt.
+const Json* field(const Json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const Json& body, const char* name, double lo, double hi) {
+  const Json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) wrong(name, "must be a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) wrong(name, fmt::format("must be in [{}, {}]", lo, hi));
+  return x;
+}
+
+std::optional<int64_t> integer(const Json& body, const char* name, int64_t lo, int64_t hi) {
+  const Json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) wrong(name, "must be an integer");
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) wrong(name, fmt::format("must be in [{}, {}]", lo, hi));
+  return x;
+}
+
+std::optional<bool> boolean(const Json& body, const char* name) {
+  const Json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) wrong(name, "must be a boolean");
+  return v->get<bool>();
+}
+
+void parse_common(const Json& body, ApiRequest& r) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object");
+  if (const Json* m = field(body, "model")) {
+    if (!m->is_string()) wrong("model", "must be a string");
+    r.model = m->get<std::string>();
+  }
+  r.stream = boolean(body, "stream").value_or(false);
+  if (const Json* so = field(body, "stream_options")) {
+    if (!so->is_object()) wrong("stream_options", "must be an object");
+    r.include_usage = boolean(*so, "include_usage").value_or(false);
+  }
+  if (const auto n = integer(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
+    wrong("n", "must be 1: one choice per request is supported");
+  const Json* logprobs = field(body, "logprobs");
+  if (logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>()) && !(logprobs->is_number() && logprobs->get<double>() == 0))
+    wrong("logprobs", "is not supported: the sampler returns no log-probabilities");
+  if (field(body, "top_logprobs")) wrong("top_logprobs", "is not supported: the sampler returns no log-probabilities");
+
+  SamplerParams& s = r.sampling;
+  s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = float(number(body, "top_p", 0, 1).value_or(1.0));
+  s.top_k = int32_t(integer(body, "top_k", -1, std::numeric_limits<int32_t>::max()).value_or(0));
+  s.min_p = float(number(body, "min_p", 0, 1).value_or(0.0));
+  s.presence_penalty = float(number(body, "presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = float(number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  if (const Json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) wrong("seed", "must be an integer");
+    s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
+  } else {
+    s.seed = std::random_device{}();
+  }
+
+  const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+  if (const auto m = integer(body, "max_completion_tokens", 0, kMaxTokens)) r.max_tokens = *m;
+  else if (const auto m2 = integer(body, "max_tokens", 0, kMaxTokens)) r.max_tokens = *m2;
+  if (r.max_tokens == 0) r.max_tokens = -1;  // llama-server's reading of 0: no limit
+
+  if (const Json* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      r.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const auto& s2 : *stop) {
+        if (!s2.is_string()) wrong("stop", "must be a string or an array of strings");
+        r.stop.push_back(s2.get<std::string>());
+      }
+    } else {
+      wrong("stop", "must be a string or an array of strings");
+    }
+  }
+}
+
+}  // namespace
+
+ApiRequest parse_chat_request(const Json& body) {
+  ApiRequest r;
+  parse_common(body, r);
+  const Json* messages = field(body, "messages");
+  if (!messages) throw RequestError(400, "'messages' is required", "messages");
+  if (!messages->is_array()) wrong("messages", "must be an array");
+  r.messages = *messages;
+  r.add_generation_prompt = boolean(body, "add_generation_prompt").value_or(true);
+  if (const Json* tools = field(body, "tools")) {
+    if (!tools->is_array()) wrong("tools", "must be an array");
+    r.tools = *tools;
+  }
+  if (const Json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) wrong("chat_template_kwargs", "must be an object");
+    r.template_kwargs = *kw;
+  }
+  return r;
+}
+
+ApiRequest parse_completion_request(const Json& body) {
+  ApiRequest r;
+  parse_common(body, r);
+  const Json* prompt = field(body, "prompt");
+  if (!prompt) throw RequestError(400, "'prompt' is required", "prompt");
+  if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    std::vector<TokenId> ids;
+    for (const auto& t : *prompt) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<TokenId>::max())
+        wrong("prompt", "must be a string or an array of token ids");
+      ids.push_back(TokenId(t.get<int64_t>()));
+    }
+    r.prompt_ids = std::move(ids);
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    r.prompt_text = (*prompt)[0].get<std::string>();
+  } else {
+    wrong("prompt", "must be a string or an array of token ids (one prompt per request)");
+  }
+  return r;
+}
+
+}  // namespace shardlm::serve

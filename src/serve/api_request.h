@@ -1,0 +1,38 @@
+// The fields of OpenAI /v1/chat/completions and /v1/completions bodies that
+// shardlm uses, checked: a wrong type is a RequestError naming the field,
+// unknown fields are ignored as OpenAI does.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm::serve {
+
+struct ApiRequest {
+  std::optional<std::string> model;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  SamplerParams sampling;
+  int64_t max_tokens = -1;     // -1: until the context is full
+  std::vector<std::string> stop;
+  // Chat.
+  nlohmann::ordered_json messages;
+  bool add_generation_prompt = true;
+  nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
+  nlohmann::ordered_json tools;  // null, or the request's array of tool definitions
+  // Completions: text, or token ids when prompt_ids is set.
+  std::string prompt_text;
+  std::optional<std::vector<TokenId>> prompt_ids;
+};
+
+// Throws RequestError (400) for a body that is not an object, a field of the
+// wrong type or out of range, n != 1, or logprobs (the sampler gives none).
+ApiRequest parse_chat_request(const nlohmann::ordered_json& body);
+ApiRequest parse_completion_request(const nlohmann::ordered_json& body);
+
+}  // namespace shardlm::serve

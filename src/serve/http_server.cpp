@@ -1,0 +1,200 @@
+#include "serve/http_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "serve/api_request.h"
+#include "serve/chat_prompt.h"
+#include "serve/openai_format.h"
+#include "serve/request_error.h"
+
+namespace shardlm::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr auto kStreamPoll = std::chrono::milliseconds(100);
+
+void send_json(httplib::Response& res, int status, const Json& j) {
+  res.status = status;
+  res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
+  send_json(res, status, error_json(message, status, param));
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::atomic<uint64_t> g_next_id{1};
+
+// State a streamed response's content provider keeps between calls.
+struct StreamState {
+  std::shared_ptr<RequestStream> stream;
+  ResponseHead head;
+  bool include_usage = false;
+  bool started = false;
+};
+
+bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+}  // namespace
+
+HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options)
+    : scheduler_(scheduler), tok_(tok), metrics_(metrics), n_ctx_(n_ctx), opt_(std::move(options)),
+      server_(std::make_unique<httplib::Server>()) {
+  const int threads = opt_.connection_threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  server_->set_payload_max_length(opt_.max_body_bytes);
+  routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  const int port = opt_.port == 0 ? server_->bind_to_any_port(opt_.host) : (server_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port <= 0) throw Error(fmt::format("serve: cannot listen on {}:{}", opt_.host, opt_.port));
+  return port;
+}
+
+void HttpServer::listen() { server_->listen_after_bind(); }
+void HttpServer::stop() { server_->stop(); }
+
+void HttpServer::routes() {
+  auto& s = *server_;
+  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) == 0 && opt_.api_keys.count(auth.substr(prefix.size()))) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "invalid API key");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors the library answers itself (404, 413, 400 for a broken request line) get an OpenAI error object too.
+  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string message = res.status == 404   ? fmt::format("no route for {} {}", req.method, req.path)
+                                : res.status == 413 ? "the request body is too large"
+                                                    : fmt::format("HTTP {}", res.status);
+    send_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.count_request(res.status);
+    spdlog::debug("serve: {} {} → {}", req.method, req.path, res.status);
+  });
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, 500, what);
+  });
+
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const Gauges g = scheduler_.gauges();
+    send_json(res, 200, Json{{"status", "ok"}, {"slots_idle", g.kv_slots - g.kv_slots_used}, {"slots_processing", g.kv_slots_used}});
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(scheduler_.gauges()), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, Json{{"object", "list"},
+                             {"data", Json::array({Json{{"id", opt_.model_id}, {"object", "model"}, {"created", unix_now()},
+                                                        {"owned_by", "shardlm"}, {"meta", {{"n_ctx", n_ctx_}}}}})}});
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, ApiKind::Chat); });
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, ApiKind::Completion); });
+  s.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      const ApiRequest a = parse_chat_request(parse_body(req.body));
+      send_json(res, 200, Json{{"prompt", render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools)}});
+    } catch (const RequestError& e) {
+      send_error(res, e.status(), e.what(), e.param());
+    }
+  });
+}
+
+nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw RequestError(400, "the request body is not valid JSON");
+  return j;
+}
+
+std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind) const {
+  std::vector<TokenId> tokens;
+  const char* field = kind == ApiKind::Chat ? "messages" : "prompt";
+  if (kind == ApiKind::Chat) {
+    tokens = tokenize_chat_prompt(tok_, render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools), a.messages);
+  } else if (a.prompt_ids) {
+    tokens = *a.prompt_ids;
+    for (const TokenId t : tokens)
+      if (t >= tok_.n_vocab()) throw RequestError(400, fmt::format("'{}': token id {} is outside the vocabulary of {}", field, t, tok_.n_vocab()), field);
+  } else {
+    tokens = tok_.encode(a.prompt_text, true, true);
+  }
+  if (tokens.empty()) throw RequestError(400, fmt::format("'{}': the prompt is empty", field), field);
+  if (int64_t(tokens.size()) >= n_ctx_)
+    throw RequestError(400, fmt::format("'{}': the prompt has {} tokens; the context holds {} (prompt and completion)", field, tokens.size(), n_ctx_), field);
+  return tokens;
+}
+
+void HttpServer::generate(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+  std::shared_ptr<StreamState> state = std::make_shared<StreamState>();
+  ApiRequest a;
+  try {
+    a = kind == ApiKind::Chat ? parse_chat_request(parse_body(req.body)) : parse_completion_request(parse_body(req.body));
+    if (a.model && *a.model != opt_.model_id)
+      throw RequestError(400, fmt::format("model '{}' is not served here; this server serves '{}'", *a.model, opt_.model_id), "model");
+    GenerationRequest g{prompt_tokens(a, kind), a.sampling, a.max_tokens, a.stop};
+    state->stream = scheduler_.submit(std::move(g));
+  } catch (const RequestError& e) {
+    return send_error(res, e.status(), e.what(), e.param());
+  } catch (const QueueFull& e) {
+    return send_error(res, 429, e.what());
+  } catch (const Error& e) {
+    return send_error(res, 400, e.what());
+  }
+  state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
+  state->include_usage = a.include_usage;
+
+  if (!a.stream) {
+    const auto c = state->stream->wait_all();
+    if (c.finish == FinishReason::Error) return send_error(res, 500, c.error);
+    return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage()));
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [state](size_t, httplib::DataSink& sink) {
+        if (!state->started) {
+          state->started = true;
+          if (state->head.kind == ApiKind::Chat && !write(sink, sse(chunk_json(state->head, "", FinishReason::None, true))))
+            return false;
+        }
+        const auto c = state->stream->next(kStreamPoll);
+        if (!c.text.empty() && !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None)))) return false;
+        if (!c.done) return true;
+        if (c.finish == FinishReason::Error) {
+          if (!write(sink, sse(error_json(c.error, 500)))) return false;
+        } else {
+          if (!write(sink, sse(chunk_json(state->head, "", c.finish)))) return false;
+          if (state->include_usage && !write(sink, sse(usage_chunk_json(state->head, state->stream->usage())))) return false;
+        }
+        if (!write(sink, "data: [DONE]\n\n")) return false;
+        sink.done();
+        return true;
+      },
+      [state](bool) { state->stream->cancel(); });  // a no-op once the sequence ended; frees the slot when the client left
+}
+
+}  // namespace shardlm::serve

@@ -1,0 +1,59 @@
+// The OpenAI-compatible HTTP front of a Scheduler (cpp-httplib): /v1/models,
+// /v1/chat/completions, /v1/completions, /apply-template, /health, /metrics.
+// Handlers parse and tokenize on the connection's thread and wait on their
+// RequestStream; only the scheduler's thread touches the engine.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+
+#include "serve/api_request.h"
+#include "serve/metrics.h"
+#include "serve/openai_format.h"
+#include "serve/scheduler.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace shardlm::chat { class ModelTemplate; }
+
+namespace shardlm::serve {
+
+struct ServerOptions {
+  const chat::ModelTemplate* chat_template = nullptr;  // null: ChatML
+  std::string host = "127.0.0.1";
+  int port = 8080;                 // 0: any free port
+  std::string model_id;            // what /v1/models lists and requests may name
+  std::set<std::string> api_keys;  // empty: no authentication
+  size_t max_body_bytes = 8 << 20;
+  int connection_threads = 32;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options);
+  ~HttpServer();
+  // Binds the socket; returns the port (the chosen one when options.port is 0). Throws Error.
+  int bind();
+  // Serves until stop() (from another thread or a signal handler's thread).
+  void listen();
+  void stop();
+
+ private:
+  void routes();
+  void generate(const httplib::Request& req, httplib::Response& res, ApiKind kind);
+  static nlohmann::ordered_json parse_body(const std::string& body);
+  std::vector<TokenId> prompt_tokens(const ApiRequest& a, ApiKind kind) const;  // throws RequestError
+  Scheduler& scheduler_;
+  const Tokenizer& tok_;
+  Metrics& metrics_;
+  int64_t n_ctx_;
+  ServerOptions opt_;
+  std::unique_ptr<httplib::Server> server_;
+};
+
+}  // namespace shardlm::serve

@@ -1,0 +1,56 @@
+// What one request's client sees of its sequence: text as it is generated,
+// then how it ended. The scheduler writes, one client thread reads; cancel()
+// (a client gone) frees the slot at the scheduler's next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace shardlm::serve {
+
+enum class FinishReason { None, Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);  // OpenAI's "stop" / "length"; ours otherwise
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, reused from a slot's cache
+  int64_t completion_tokens = 0;
+};
+
+class RequestStream {
+ public:
+  struct Chunk {
+    std::string text;
+    bool done = false;
+    FinishReason finish = FinishReason::None;
+    std::string error;  // when finish == Error
+  };
+  // Text produced since the last call, waiting up to `timeout` for some (or the end).
+  Chunk next(std::chrono::milliseconds timeout);
+  // Blocks until the end; all the text.
+  Chunk wait_all();
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  Usage usage() const;
+
+  // Scheduler side.
+  void append(const std::string& text, int64_t completion_tokens);
+  void set_prompt(int64_t prompt_tokens, int64_t cached_tokens);
+  void finish(FinishReason reason, std::string error = {});
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  Usage usage_;
+  bool done_ = false;
+  FinishReason finish_ = FinishReason::None;
+  std::string error_;
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace shardlm::serve

@@ -1,0 +1,107 @@
+// Continuous batching over an Engine. Each step: drop cancelled requests,
+// admit waiting ones into free KV slots (prefix reuse: PrefixSlots), give
+// every decoding sequence one entry, then fill the step's prompt budget with
+// prompt chunks in arrival order (chunked prefill, so running streams keep
+// producing tokens while a long prompt is read), run the engine and hand each
+// sampled token to its request. A sequence ends on max tokens, the end of the
+// context, an end-of-generation token, a stop string or cancellation.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "serve/engine.h"
+#include "serve/metrics.h"
+#include "serve/prefix_slots.h"
+#include "serve/request_stream.h"
+#include "serve/stop_text.h"
+
+namespace shardlm::serve {
+
+struct GenerationRequest {
+  std::vector<TokenId> prompt;  // not empty, shorter than the context
+  SamplerParams sampling;
+  int64_t max_tokens = -1;      // < 0: until the context is full
+  std::vector<std::string> stop;
+};
+
+struct SchedulerOptions {
+  int max_waiting = 64;          // submit() beyond this throws QueueFull
+  int64_t prefill_budget = 256;  // prompt tokens per step, over all prefilling sequences
+};
+
+class QueueFull : public Error {
+ public:
+  using Error::Error;
+};
+
+class Scheduler {
+ public:
+  // `engine` and `tok` must outlive the scheduler; metrics may be null.
+  Scheduler(Engine& engine, const Tokenizer& tok, SchedulerOptions options, Metrics* metrics = nullptr);
+  ~Scheduler();
+
+  // Throws Error for an empty or too long prompt, QueueFull when the queue is full.
+  std::shared_ptr<RequestStream> submit(GenerationRequest request);
+
+  // Runs steps on a thread of its own until the scheduler is destroyed.
+  void start();
+  // One step, for callers driving the scheduler themselves (tests); false when idle.
+  bool step();
+  // Entries of the last step: (prompt entries, decode entries).
+  std::pair<int64_t, int64_t> last_step_entries() const { return last_step_; }
+  Gauges gauges() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Waiting {
+    GenerationRequest request;
+    std::shared_ptr<RequestStream> stream;
+    Clock::time_point arrival;
+  };
+  struct Running {
+    std::shared_ptr<RequestStream> stream;
+    GenerationRequest request;
+    SlotId slot = 0;
+    int64_t cached = 0;      // prompt tokens reused from the slot's cache
+    int64_t n_past = 0;      // positions in the cache
+    int64_t generated = 0;
+    TokenId next = -1;       // sampled, to be fed at position n_past
+    StopText text;
+    Clock::time_point arrival, last_token;
+  };
+
+  void drop_cancelled();
+  void admit();
+  void on_token(Running& r, TokenId token);
+  void end(Running& r, FinishReason reason, std::string error = {});
+  void loop();
+
+  Engine& engine_;
+  const Tokenizer& tok_;
+  SchedulerOptions opt_;
+  Metrics* metrics_;
+  PrefixSlots slots_;
+
+  mutable std::mutex mu_;  // guards waiting_, stopping_ and the gauges' copies
+  std::condition_variable cv_;
+  std::deque<Waiting> waiting_;
+  bool stopping_ = false;
+  int64_t n_running_ = 0;
+
+  std::vector<std::unique_ptr<Running>> running_;  // only the stepping thread touches these
+  std::vector<StepEntry> entries_;
+  std::vector<Running*> entry_owner_;
+  std::pair<int64_t, int64_t> last_step_{0, 0};
+  std::thread thread_;
+};
+
+}  // namespace shardlm::serve

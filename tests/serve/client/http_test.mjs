@@ -1,0 +1,210 @@
+// Starts `shardlm serve` on a free loopback port and drives it with the
+// official openai client and raw fetch: chat and completions, streamed and
+// whole, the models list, typed client errors, a table of malformed bodies
+// and headers, metrics, and a client that disconnects mid-stream.
+// Usage: node http_test.mjs SHARDLM_BINARY MODEL.gguf
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, basename } from 'node:path';
+import OpenAI from 'openai';
+
+const [binary, modelPath] = process.argv.slice(2);
+const KEY = 'test-key-123';
+const keyFile = join(mkdtempSync(join(tmpdir(), 'shardlm-serve-')), 'keys');
+writeFileSync(keyFile, `# test keys\n${KEY}\n`);
+const MODEL = basename(modelPath);
+
+function startServer() {
+  const child = spawn(binary, ['serve', '-m', modelPath, '--port', '0', '--parallel', '4', '-c', '256', '-t', '1',
+    '--api-key-file', keyFile, '--max-body', '65536', '--prefill-budget', '32'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.on('exit', (code) => reject(new Error(`shardlm serve exited with ${code}: ${out}`)));
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/http:\/\/[\d.]+:(\d+)/);
+      if (m) resolve({ child, base: `http://127.0.0.1:${m[1]}` });
+    });
+  });
+}
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+
+const { child, base } = await startServer();
+const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0, timeout: 20000 });
+const userMessages = [{ role: 'user', content: 'Once upon a time' }];
+
+async function raw(path, { method = 'POST', body, headers = {} } = {}) {
+  const res = await fetch(base + path, {
+    method, body,
+    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', ...headers },
+  });
+  const text = await res.text();
+  return { status: res.status, text };
+}
+
+async function streamText(stream) {
+  let text = '';
+  let finish = null;
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta ? (c.delta.content ?? '') : c.text;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, finish, usage };
+}
+
+test('models list', async () => {
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+});
+
+test('chat: whole and streamed agree, usage and cached tokens', async () => {
+  const whole = await client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 16, temperature: 0 });
+  const msg = whole.choices[0];
+  assert.equal(msg.message.role, 'assistant');
+  assert.ok(msg.message.content.length > 0);
+  assert.equal(msg.finish_reason, 'length');
+  assert.equal(whole.usage.completion_tokens, 16);
+  assert.ok(whole.usage.prompt_tokens > 4);
+  const stream = await client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 16,
+    temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const s = await streamText(stream);
+  assert.equal(s.text, msg.message.content);
+  assert.equal(s.finish, 'length');
+  assert.equal(s.usage.completion_tokens, 16);
+  assert.equal(s.usage.prompt_tokens_details.cached_tokens, whole.usage.prompt_tokens - 1, 'the same prompt again reuses its prefix');
+});
+
+test('completions: text and token-id prompts, streamed, stop strings', async () => {
+  const a = await client.completions.create({ model: MODEL, prompt: 'The little dog', max_tokens: 24, temperature: 0 });
+  const full = a.choices[0].text;
+  assert.ok(full.length > 20, full);
+  const s = await streamText(await client.completions.create({ model: MODEL, prompt: 'The little dog', max_tokens: 24,
+    temperature: 0, stream: true }));
+  assert.equal(s.text, full);
+  const stop = full.slice(10, 15);
+  const b = await client.completions.create({ model: MODEL, prompt: 'The little dog', max_tokens: 24, temperature: 0, stop: [stop] });
+  assert.equal(b.choices[0].text, full.slice(0, full.indexOf(stop)));
+  assert.equal(b.choices[0].finish_reason, 'stop');
+  const ids = await client.completions.create({ model: MODEL, prompt: [1, 100, 200], max_tokens: 4, temperature: 0 });
+  assert.equal(ids.usage.prompt_tokens, 3);
+  assert.equal(ids.usage.completion_tokens, 4);
+});
+
+test('concurrent greedy streams equal the same requests one at a time', async () => {
+  const prompts = ['Lily went', 'The sun', 'Tom had a ball', 'A big bird', 'Mom said', 'The cat'];
+  const one = (p) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: p }],
+    max_tokens: 20, temperature: 0, stream: true }).then(streamText);
+  const alone = [];
+  for (const p of prompts) alone.push(await one(p));
+  const together = await Promise.all(prompts.map(one));
+  assert.deepEqual(together.map((r) => r.text), alone.map((r) => r.text));
+});
+
+test('typed client errors', async () => {
+  const bad = new OpenAI({ apiKey: 'wrong', baseURL: `${base}/v1`, maxRetries: 0 });
+  await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  const cases = [
+    [{ model: 'no-such-model' }, 'model'],
+    [{ n: 2 }, 'n'],
+    [{ logprobs: true }, 'logprobs'],
+    [{ temperature: 'hot' }, 'temperature'],
+    [{ messages: [{ role: 'user', content: 'dog '.repeat(400) }] }, 'messages'],
+  ];
+  for (const [override, field] of cases) {
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 2, ...override }),
+      (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.message.includes(field),
+      `${JSON.stringify(override).slice(0, 60)} → 400 naming ${field}`);
+  }
+});
+
+test('malformed bodies and headers get the right 4xx, the server keeps serving', async () => {
+  const chat = '/v1/chat/completions';
+  const msgs = JSON.stringify(userMessages);
+  const table = [
+    [chat, '{not json', {}, 400],
+    [chat, '[]', {}, 400],
+    [chat, '{}', {}, 400],
+    [chat, '{"messages": "hi"}', {}, 400],
+    [chat, '{"messages": []}', {}, 400],
+    [chat, '{"messages": [{"role": 1, "content": "x"}]}', {}, 400],
+    [chat, '{"messages": [{"role": "user", "content": 5}]}', {}, 400],
+    [chat, `{"messages": ${msgs}, "max_tokens": "5"}`, {}, 400],
+    [chat, `{"messages": ${msgs}, "max_tokens": -1}`, {}, 400],
+    [chat, `{"messages": ${msgs}, "stop": 5}`, {}, 400],
+    [chat, `{"messages": ${msgs}, "stream": "yes"}`, {}, 400],
+    [chat, `{"messages": ${msgs}, "top_p": 7}`, {}, 400],
+    ['/v1/completions', '{"prompt": [1, "a"]}', {}, 400],
+    ['/v1/completions', '{"prompt": [99999999]}', {}, 400],
+    ['/v1/completions', '{}', {}, 400],
+    [chat, `{"messages": ${msgs}, "pad": "${'x'.repeat(70000)}"}`, {}, 413],
+    [chat, `{"messages": ${msgs}}`, { Authorization: '' }, 401],
+    [chat, `{"messages": ${msgs}}`, { Authorization: 'Basic abc' }, 401],
+    [chat, `{"messages": ${msgs}}`, { Authorization: 'Bearer nope' }, 401],
+    ['/v1/nothing', '{}', {}, 404],
+  ];
+  for (const [path, body, headers, status] of table) {
+    const r = await raw(path, { body, headers });
+    assert.equal(r.status, status, `${path} ${body.slice(0, 60)} ${JSON.stringify(headers)}: ${r.text.slice(0, 200)}`);
+    const err = JSON.parse(r.text).error;
+    assert.ok(err && typeof err.message === 'string', r.text.slice(0, 200));
+  }
+  const health = await raw('/health', { method: 'GET', headers: { Authorization: '' } });
+  assert.equal(health.status, 200);
+  const ok = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "unknown_field": {"a": 1}}` });
+  assert.equal(ok.status, 200, ok.text);
+});
+
+test('a client that disconnects mid-stream frees its slot', async () => {
+  const controller = new AbortController();
+  const stream = await client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 200,
+    temperature: 0.8, stream: true }, { signal: controller.signal });
+  let n = 0;
+  try {
+    for await (const _ of stream) if (++n === 3) controller.abort();
+  } catch (e) {
+    assert.ok(e.name === 'APIUserAbortError' || e.name === 'AbortError', e.name);
+  }
+  let busy = 1;
+  for (let i = 0; i < 40 && busy > 0; ++i) {
+    await new Promise((r) => setTimeout(r, 50));
+    busy = JSON.parse((await raw('/health', { method: 'GET' })).text).slots_processing;
+  }
+  assert.equal(busy, 0, 'the slot is still busy 2 s after the client left');
+});
+
+test('apply-template renders the chat prompt', async () => {
+  const r = await raw('/apply-template', { body: JSON.stringify({ messages: userMessages }) });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(JSON.parse(r.text).prompt, '<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n');
+});
+
+test('metrics', async () => {
+  const r = await raw('/metrics', { method: 'GET' });
+  assert.equal(r.status, 200);
+  for (const needle of ['shardlm_requests_total{status="200"}', 'shardlm_requests_total{status="400"}',
+    'shardlm_time_to_first_token_seconds_count', 'shardlm_inter_token_latency_seconds_bucket',
+    'shardlm_generation_tokens_total', 'shardlm_prompt_cached_tokens_total', 'shardlm_kv_slots 4'])
+    assert.ok(r.text.includes(needle), needle);
+});
+
+let failed = 0;
+for (const t of tests) {
+  const t0 = Date.now();
+  try {
+    await t.fn();
+    console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    ++failed;
+    console.log(`FAIL ${t.name}: ${e.stack || e}`);
+  }
+}
+child.kill('SIGTERM');
+process.exit(failed ? 1 : 0);

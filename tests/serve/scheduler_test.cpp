@@ -1,0 +1,207 @@
+// The scheduler over a LocalEngine on stories260K: batching does not change
+// greedy outputs, stop strings are held back, prompts are read in chunks
+// beside running streams, cancellation frees the slot, prefixes are reused.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "serve/local_engine.h"
+#include "serve/scheduler.h"
+
+namespace shardlm::serve {
+namespace {
+
+const std::string kStories = std::string(SHARDLM_SHARED_MODELS) + "/stories260K.gguf";
+
+struct Fixture {
+  std::unique_ptr<gguf::File> file = gguf::File::open(kStories);
+  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
+  std::unique_ptr<LocalEngine> engine;
+  std::unique_ptr<Scheduler> sched;
+
+  Fixture(int slots, int64_t prefill_budget = 64, int64_t n_ctx = 256, int max_waiting = 64) {
+    ModelOptions o;
+    o.n_ctx = n_ctx;
+    o.n_seq = slots;
+    o.n_batch = prefill_budget + slots;
+    engine = std::make_unique<LocalEngine>(*file, o);
+    SchedulerOptions so;
+    so.prefill_budget = prefill_budget;
+    so.max_waiting = max_waiting;
+    sched = std::make_unique<Scheduler>(*engine, *tok, so);
+  }
+  GenerationRequest greedy(const std::string& text, int64_t max_tokens, std::vector<std::string> stop = {}) const {
+    GenerationRequest r;
+    r.prompt = tok->encode(text, true, false);
+    r.sampling.temperature = 0;
+    r.max_tokens = max_tokens;
+    r.stop = std::move(stop);
+    return r;
+  }
+  void drain() {
+    for (int i = 0; i < 100000 && sched->step(); ++i) {
+    }
+  }
+};
+
+struct Result {
+  std::string text;
+  FinishReason finish;
+  Usage usage;
+};
+
+Result collect(RequestStream& s) {
+  auto c = s.wait_all();
+  return {c.text, c.finish, s.usage()};
+}
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a big bird",
+    "The sun was", "Tim had a red ball", "Mom said", "There was a cat who liked",
+    "A boy named Sam", "The tree was very tall and", "She looked at the sky", "They played all day",
+    "The fish swam", "Ben wanted a new toy", "In the garden there", "The old man smiled"};
+
+TEST(Scheduler, GreedyOutputsDoNotDependOnBatching) {
+  std::vector<Result> alone;
+  {
+    Fixture f(1);
+    for (const auto& p : kPrompts) {
+      auto s = f.sched->submit(f.greedy(p, 40));
+      f.drain();
+      alone.push_back(collect(*s));
+    }
+  }
+  Fixture f(16, 7);  // a small prompt budget: prompt chunks mix with decode entries
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : kPrompts) streams.push_back(f.sched->submit(f.greedy(p, 40)));
+  f.drain();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const Result r = collect(*streams[i]);
+    EXPECT_EQ(r.text, alone[i].text) << "prompt " << i << ": " << kPrompts[i];
+    EXPECT_EQ(r.finish, alone[i].finish);
+    EXPECT_EQ(r.usage.completion_tokens, alone[i].usage.completion_tokens);
+  }
+  EXPECT_GT(alone[0].text.size(), 20u);
+}
+
+TEST(Scheduler, StopStringEndsGenerationAndIsNeverSent) {
+  Fixture f(1);
+  auto s = f.sched->submit(f.greedy("Once upon a time", 40));
+  f.drain();
+  const std::string full = collect(*s).text;
+  ASSERT_GT(full.size(), 30u);
+  const std::string stop = full.substr(15, 6);  // spans several tokens
+  const size_t at = full.find(stop);
+
+  auto s2 = f.sched->submit(f.greedy("Once upon a time", 40, {"never appears", stop}));
+  std::string streamed;
+  while (f.sched->step()) {
+    auto c = s2->next(std::chrono::milliseconds(0));
+    streamed += c.text;
+    EXPECT_EQ(full.compare(0, streamed.size(), streamed), 0) << "sent text is not a prefix of the full text";
+    EXPECT_LE(streamed.size(), at) << "part of the stop string was sent";
+  }
+  const auto c = s2->wait_all();
+  streamed += c.text;
+  EXPECT_EQ(streamed, full.substr(0, at));
+  EXPECT_EQ(c.finish, FinishReason::Stop);
+}
+
+TEST(Scheduler, StopTextHoldsBackAPossibleStart) {
+  Fixture f(1);
+  StopText t(*f.tok, {"big dog"});
+  std::string sent;
+  for (const TokenId id : f.tok->encode("a big cat and a big dog ran", false, false)) {
+    const auto out = t.push(id);
+    sent += out.text;
+    if (out.stopped) break;
+    EXPECT_EQ(sent.find("big d"), std::string::npos);
+  }
+  EXPECT_EQ(sent, " a big cat and a ");
+}
+
+TEST(Scheduler, ChunkedPrefillKeepsRunningStreamsDecoding) {
+  Fixture f(2, 16, 512);
+  auto a = f.sched->submit(f.greedy("Once upon a time", 200));
+  while (a->usage().completion_tokens == 0) f.sched->step();
+  std::string long_prompt;
+  for (int i = 0; i < 30; ++i) long_prompt += "The little dog ran to the park. ";
+  auto b = f.sched->submit(f.greedy(long_prompt, 4));
+  const int64_t b_len = int64_t(f.tok->encode(long_prompt, true, false).size());
+  ASSERT_GT(b_len, 100);
+  int prefill_steps = 0;
+  for (;;) {
+    const int64_t before = a->usage().completion_tokens;
+    f.sched->step();
+    const auto [prompt_entries, decode_entries] = f.sched->last_step_entries();
+    if (prompt_entries == 0) break;
+    ++prefill_steps;
+    EXPECT_LE(prompt_entries, 16);
+    EXPECT_EQ(decode_entries, 1);
+    EXPECT_EQ(a->usage().completion_tokens, before + 1) << "the running stream stalled during a prefill step";
+  }
+  EXPECT_EQ(prefill_steps, (b_len + 15) / 16);
+  f.drain();
+  EXPECT_EQ(b->wait_all().finish, FinishReason::Length);
+}
+
+TEST(Scheduler, CancellationFreesTheSlotWithinOneStep) {
+  Fixture f(1);
+  auto a = f.sched->submit(f.greedy("Once upon a time", 200));
+  for (int i = 0; i < 3; ++i) f.sched->step();
+  auto b = f.sched->submit(f.greedy("The little dog", 3));
+  f.sched->step();
+  EXPECT_EQ(f.sched->gauges().waiting, 1) << "one slot: b waits while a runs";
+  a->cancel();
+  f.sched->step();
+  EXPECT_EQ(a->next(std::chrono::milliseconds(0)).finish, FinishReason::Cancelled);
+  EXPECT_EQ(f.sched->gauges().waiting, 0);
+  EXPECT_EQ(b->usage().prompt_tokens, int64_t(f.tok->encode("The little dog", true, false).size()));
+  f.drain();
+  EXPECT_EQ(b->wait_all().finish, FinishReason::Length);
+}
+
+TEST(Scheduler, PrefixOfAFreeSlotIsReused) {
+  Fixture f(2);
+  const std::string first = "Lily and Tom went to the park. They saw a big tree";
+  auto a = f.sched->submit(f.greedy(first, 8));
+  f.drain();
+  EXPECT_EQ(collect(*a).usage.cached_tokens, 0);
+  const auto first_tokens = f.tok->encode(first, true, false);
+  const std::string second = first + " and a dog";
+  auto b = f.sched->submit(f.greedy(second, 12));
+  f.drain();
+  const Result reused = collect(*b);
+  EXPECT_GE(reused.usage.cached_tokens, int64_t(first_tokens.size()) - 1);
+
+  Fixture fresh(1);
+  auto c = fresh.sched->submit(fresh.greedy(second, 12));
+  fresh.drain();
+  const Result recomputed = collect(*c);
+  EXPECT_EQ(recomputed.usage.cached_tokens, 0);
+  EXPECT_EQ(reused.text, recomputed.text);
+}
+
+TEST(Scheduler, FullQueueAndOversizedPromptsAreRefused) {
+  Fixture f(1, 64, 64, 2);
+  f.sched->submit(f.greedy("a", 4));
+  f.sched->submit(f.greedy("b", 4));
+  EXPECT_THROW(f.sched->submit(f.greedy("c", 4)), QueueFull);
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "dog ran ";
+  EXPECT_THROW(f.sched->submit(f.greedy(long_prompt, 4)), Error);
+}
+
+TEST(Scheduler, RunsOnItsOwnThread) {
+  Fixture f(4);
+  f.sched->start();
+  std::vector<std::shared_ptr<RequestStream>> s;
+  for (int i = 0; i < 6; ++i) s.push_back(f.sched->submit(f.greedy(kPrompts[size_t(i)], 10)));
+  for (auto& x : s) EXPECT_EQ(x->wait_all().finish, FinishReason::Length);
+}
+
+}  // namespace
+}  // namespace shardlm::serve

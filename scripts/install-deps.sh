@@ -8,7 +8,10 @@ packages=(
   openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev   # libFuzzer harness (scripts/fuzz.sh)
   iproute2 procps
+  nodejs   # the serve test's openai client (tests/serve/client)
 )
+# npm comes with some Node builds (nodesource) and is a package of its own in Debian.
+command -v npm >/dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,8 +30,4 @@ fi
 # The serve HTTP test's client: the official openai npm package, pinned by
 # tests/serve/client/package-lock.json (needs Node 18+ and npm).
 client="$(dirname "$0")/../tests/serve/client"
-if command -v npm >/dev/null; then
-  (cd "$client" && npm ci --no-audit --no-fund)
-else
-  echo "install-deps: npm not found; the serve HTTP test will be skipped" >&2
-fi
+(cd "$client" && npm ci --no-audit --no-fund)

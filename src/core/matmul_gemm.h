@@ -415,7 +415,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
   const int64_t nb = F::panels(m.cols);
   thread_local std::vector<typename F::Panel> panel;
   panel.resize(size_t(nb));
-  const typename F::Session session;  // AMX: tile configuration for this thread
+  [[maybe_unused]] const typename F::Session session;  // AMX: tile configuration for this thread
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);

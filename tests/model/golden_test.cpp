@@ -15,6 +15,7 @@ struct GoldenCase {
   const char* name;        // golden/<name>.{logits,generate}.json
   double logits_abs_tol;   // |ours − llama.cpp| allowed for every compared logit
   double dequant_abs_tol;  // |ours − llama.cpp on the all-F32 copy|, 0: not a quantized model
+  double near_tie = 0.02;  // quantized models: greedy steps with a smaller top-2 margin are not compared
 };
 
 void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
@@ -34,7 +35,7 @@ void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 const GoldenCase kCases[] = {
     {"stories260K", 1e-4, 0},
     {"stories260K-Q8_0", 1e-4, 0.6},
-    {"stories260K-Q4_0", 1e-4, 0.6},
+    {"stories260K-Q4_0", 1e-4, 0.6, 0.15},
     {"llama-2-tiny-random", 1e-4, 0},
     {"tiny-random-llama-bpe", 1e-4, 0.6},
     {"tiny-random-llama-kq-Q4_K_M", 1e-4, 0.6},
@@ -110,10 +111,13 @@ TEST_P(Golden, PromptLogitsMatchLlamaCpp) {
 TEST_P(Golden, GreedyContinuationsMatchLlamaCpp) {
   const auto j = generate_json();
   // With quantized activations, a difference of one f32 ulp anywhere can flip
-  // an 8-bit rounding and move later logits by ~0.01 (seen at step 58 of
-  // qwen3-kq-Q4_K_M in the sanitizer build), so their near-tie band is wider.
+  // an 8-bit rounding and move that step's logits: by ~0.01 on qwen3-kq-Q4_K_M
+  // (step 58, sanitizer build), by up to 0.12 on the 64-wide stories260K-Q4_0
+  // (VNNI prefill: the prompt's logits equal llama.cpp's within 2e-6, later
+  // steps are off by 0 or by 0.02-0.12 as roundings flip and flip back), so
+  // their near-tie band is wider, and widest where the model is narrowest.
   const bool quantized = GetParam().dequant_abs_tol > 0;
-  const double near_tie = std::max(2 * GetParam().logits_abs_tol, quantized ? 0.02 : 0.0);
+  const double near_tie = std::max(2 * GetParam().logits_abs_tol, quantized ? GetParam().near_tie : 0.0);
   Loaded m(model_path(j["model_file"]), 1);
   size_t checked = 0;
   for (const auto& c : j["cases"]) {

@@ -11,8 +11,11 @@
 // communicator family (world and its splits) is failed and every later call
 // throws at once. Results are bit-identical on every rank: sums are done in a
 // fixed order (one-shot: rank order 0..n-1; ring: each segment's owner in
-// ring order, then its bits are copied), f16/bf16 are reduced in f32 and
-// rounded.
+// ring order, then its bits are copied; chain: rank 0's bits; native: the
+// backend's, see shm_collectives.h and mpi_transport.h), f16/bf16 are
+// reduced in f32 and rounded. Which algorithm runs depends on the tuning
+// table (comm/tuning.h), so the bits are reproducible for one table, group
+// size and message size.
 //
 // Async forms queue the operation on the communicator family's progress
 // thread (started on first use) and return a Work handle; the caller must

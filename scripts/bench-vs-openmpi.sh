@@ -7,13 +7,17 @@
 # Prints every table, then one comparison table per rank count (time in us,
 # then busbw in GB/s). Extra flags for shardlm bench comm:
 # $SHARDLM_BENCH_FLAGS (e.g. --spin-us 1000).
-# Example (issue #4 sizes): scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
+# $ROUNDS (default 1): run every implementation that many times, interleaved
+# (round 1 of all, then round 2 of all, ...), and report each size's best
+# round: on a shared machine the best round is the least disturbed one.
+# Example (issue #4 sizes): ROUNDS=2 scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 min=${2:-4}
 max=${3:-256M}
 nps=${4:-"2 4"}
+rounds=${ROUNDS:-1}
 shardlm="$build/shardlm"
 [ -x "$shardlm" ] || { echo "no $shardlm: build it first (scripts/build.sh $build)" >&2; exit 1; }
 command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: mpicc/mpirun not found" >&2; exit 0; }
@@ -31,11 +35,11 @@ ompi_info 2>/dev/null | grep -q "MCA pml: ucx" && has_ucx=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# run NAME COMMAND...: prints the table and keeps it as $out/NAME.
+# run NAME COMMAND...: prints the table and keeps it as $out/NAME.$round.
 run() {
   local name=$1
   shift
-  "$@" | tee "$out/$name"
+  "$@" | tee "$out/$name.$round"
 }
 
 # The comparison: one row per size, one column per implementation; column
@@ -43,7 +47,7 @@ run() {
 summary() {
   local np=$1 names=() name
   for name in ompi-vader ompi-tcp ompi-ucx shardlm-shm shardlm-tcp shardlm-mpi tcp-floor; do
-    [ -s "$out/$np-$name" ] && names+=("$name")
+    [ -s "$out/$np-$name.1" ] && names+=("$name")
   done
   for what in "time(us)" "busbw(GB/s)"; do
     echo "## $np ranks, f32 all_reduce, $what"
@@ -51,9 +55,14 @@ summary() {
       # MPI tables: size count time algbw busbw wrong; shardlm: size count
       # type op algo time algbw busbw wrong; the floor: size time (its busbw
       # is that of a 2-rank all_reduce taking this long: size / time).
-      awk -v w="$what" '/^ *[0-9]/ { t = NF == 6 ? $3 : NF == 2 ? $2 : $6;
-                                     b = NF == 6 ? $5 : NF == 2 ? sprintf("%.3f", $1 / ($2 * 1e3)) : $8;
-                                     print $1, (w == "time(us)" ? t : b) }' "$out/$np-$name" > "$out/$np-$name.col"
+      # Each round's column, then per size the best round (least time, most busbw).
+      for f in "$out/$np-$name".[0-9]*; do
+        awk -v w="$what" '/^ *[0-9]/ { t = NF == 6 ? $3 : NF == 2 ? $2 : $6;
+                                       b = NF == 6 ? $5 : NF == 2 ? sprintf("%.3f", $1 / ($2 * 1e3)) : $8;
+                                       print $1, (w == "time(us)" ? t : b) }' "$f"
+      done | awk -v w="$what" '!($1 in best) { order[n++] = $1; best[$1] = $2; next }
+                               { if (w == "time(us)" ? $2 < best[$1] : $2 > best[$1]) best[$1] = $2 }
+                               END { for (i = 0; i < n; i++) print order[i], best[order[i]] }' > "$out/$np-$name.col"
     done
     printf '%12s' "size(B)"
     for name in "${names[@]}"; do printf ' %12s' "$name"; done
@@ -64,15 +73,16 @@ summary() {
   done
 }
 
+for round in $(seq 1 "$rounds"); do
 for np in $nps; do
-  echo "## $np ranks"
+  echo "## $np ranks, round $round"
   run "$np-ompi-vader" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl vader,self "$bench_bin" "$min" "$max" "ob1+vader"
   run "$np-ompi-tcp" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
     "$bench_bin" "$min" "$max" "ob1+tcp loopback"
   if [ "$has_ucx" = 1 ]; then
     # ompi_info may list a ucx pml that cannot start (no usable UCX transport).
     run "$np-ompi-ucx" env UCX_TLS=sm,self "${mpirun[@]}" -x UCX_TLS -np "$np" --mca pml ucx "$bench_bin" \
-      "$min" "$max" "ucx sm" || { echo "# pml ucx failed to start, skipped"; rm -f "$out/$np-ompi-ucx"; }
+      "$min" "$max" "ucx sm" || { echo "# pml ucx failed to start, skipped"; rm -f "$out/$np-ompi-ucx".*; }
   else
     echo "# pml ucx: not in this OpenMPI build (ompi_info), skipped"
   fi
@@ -86,6 +96,7 @@ for np in $nps; do
     --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
   # The raw loopback exchange under a 2-rank all_reduce (no framing, no sum).
   if [ "$np" = 2 ]; then run "$np-tcp-floor" "$floor_bin" "$min" "$max"; fi
+done
 done
 echo
 for np in $nps; do summary "$np"; done

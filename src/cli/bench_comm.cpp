@@ -2,6 +2,8 @@
 // --np N it starts N-1 more copies of this binary (internal --rank/--size/
 // --coordinator flags) and is rank 0 itself; with --rank it joins a world;
 // with --backend mpi the ranks come from mpirun. Rank 0 prints the table.
+// --tune times every all-reduce candidate at each size instead and writes the
+// fastest as the tuning table the communicator reads (comm/tuning.h).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,12 +18,16 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <fstream>
+
 #include <fmt/core.h>
 
 #include "cli/commands.h"
 #include "comm/communicator.h"
 #include "comm/reduce.h"
 #include "comm/tcp_socket.h"
+#include "comm/tuning.h"
 #include "core/error.h"
 
 extern char** environ;
@@ -44,6 +50,7 @@ struct CommBenchOptions {
   int iters = 0;     // 0: by size
   int timeout_ms = 30000;
   int spin_us = -1;  // -1: the transport's default
+  bool tune = false;
 };
 
 size_t parse_bytes(const std::string& text, const char* flag) {
@@ -90,6 +97,7 @@ std::vector<pid_t> spawn_ranks(const CommBenchOptions& o, const std::string& coo
                                      "--timeout-ms", std::to_string(o.timeout_ms),
                                      "--spin-us", std::to_string(o.spin_us)};
     if (!o.algo.empty()) args.insert(args.end(), {"--algo", o.algo});
+    if (o.tune) args.push_back("--tune");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -193,6 +201,108 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
   return row;
 }
 
+// The candidates --tune times at a size: the backend's own all-reduce, the
+// latency algorithms while they can win, ring and chain with three piece sizes.
+std::vector<comm::AllReduceChoice> tune_candidates(std::string_view backend, size_t bytes) {
+  using comm::AllReduceAlgo;
+  std::vector<comm::AllReduceChoice> out;
+  if (backend != "tcp") out.push_back({AllReduceAlgo::Native, 0});
+  if (bytes <= (size_t(1) << 20)) out.push_back({AllReduceAlgo::OneShot, 0});
+  if (bytes <= (size_t(4) << 20)) out.push_back({AllReduceAlgo::RecursiveDoubling, 0});
+  for (size_t chunk : {size_t(128) << 10, size_t(512) << 10, size_t(2) << 20}) {
+    if (chunk > 2 * bytes) break;  // a larger piece would be the same run
+    out.push_back({AllReduceAlgo::Ring, chunk});
+    out.push_back({AllReduceAlgo::Chain, chunk});
+  }
+  return out;
+}
+
+// Median over a few iterations of the slowest rank, in us.
+double time_choice(Communicator& c, size_t bytes, comm::AllReduceChoice choice) {
+  const size_t count = bytes / 4;
+  std::vector<float> buf(count, 1.0f);
+  const int iters = int(std::clamp<size_t>((size_t(32) << 20) / bytes, 3, 40));
+  std::vector<float> times;
+  for (int i = -1; i < iters; ++i) {  // one warm-up
+    auto t0 = std::chrono::steady_clock::now();
+    c.all_reduce(buf.data(), count, DType::F32, comm::ReduceOp::Sum, choice);
+    float us = float(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (i >= 0) times.push_back(us);
+  }
+  c.all_reduce(times.data(), times.size(), DType::F32, comm::ReduceOp::Max);
+  std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+// Times every candidate at each size from lo to hi, keeps the fastest, and
+// (rank 0) merges the rows into the tuning file.
+void tune_all_reduce(Communicator& c, size_t lo, size_t hi) {
+  lo = std::max<size_t>(lo, 4);
+  const bool loopback = c.loopback_links();
+  std::vector<comm::TuningRow> rows;
+  if (c.rank() == 0)
+    fmt::print("# shardlm bench comm --tune: backend {}, {} ranks, links {}; f32 sum, median us of the slowest rank\n",
+               c.backend(), c.size(), loopback ? "loopback" : "other");
+  comm::AllReduceChoice prev;
+  for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
+    // Two passes in opposite orders, best of both: a burst of load on a
+    // shared machine then hurts one pass of a candidate, not its verdict.
+    const auto candidates = tune_candidates(c.backend(), bytes);
+    std::vector<double> us(candidates.size(), 0);
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t k = 0; k < candidates.size(); ++k) {
+        const size_t i = pass == 0 ? k : candidates.size() - 1 - k;
+        const double t = time_choice(c, bytes, candidates[i]);
+        us[i] = pass == 0 ? t : std::min(us[i], t);
+      }
+    size_t best_i = size_t(std::min_element(us.begin(), us.end()) - us.begin());
+    // The previous size's choice stays unless another is clearly faster, so
+    // noise does not cut the table into alternating rows.
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates[i].algo == prev.algo && candidates[i].chunk_bytes == prev.chunk_bytes &&
+          us[i] <= us[best_i] * 1.1)
+        best_i = i;
+    const comm::AllReduceChoice best = candidates[best_i];
+    prev = best;
+    std::string line = fmt::format("{:>10}", bytes);
+    for (size_t i = 0; i < candidates.size(); ++i)
+      line += fmt::format("  {}/{}K {:.1f}", comm::algo_name(candidates[i].algo), candidates[i].chunk_bytes >> 10, us[i]);
+    if (c.rank() == 0) fmt::print("{}  -> {}/{}K\n", line, comm::algo_name(best.algo), best.chunk_bytes >> 10);
+    // A row covers its size and up to halfway (geometrically) to the next one.
+    const size_t up_to = bytes * 2 > hi ? SIZE_MAX : bytes + bytes / 2 - 1;
+    auto same = [&](const comm::TuningRow& r) {
+      return r.choice.algo == best.algo && r.choice.chunk_bytes == best.chunk_bytes;
+    };
+    if (!rows.empty() && same(rows.back())) rows.back().up_to_bytes = up_to;
+    else rows.push_back({std::string(c.backend()), c.size(), loopback, up_to, best});
+  }
+  if (c.rank() != 0) return;
+  const std::string path = comm::TuningTable::default_path();
+  if (path.empty()) throw Error("bench comm --tune: no place for the tuning file (set $SHARDLM_COMM_TUNING or $HOME)");
+  comm::TuningTable table;
+  if (std::ifstream f(path); f) {  // keep the rows of other backends and group sizes
+    std::stringstream text;
+    text << f.rdbuf();
+    try {
+      const comm::TuningTable old = comm::TuningTable::parse(text.str(), path);
+      for (const auto& r : old.rows())
+        if (r.backend != c.backend() || r.ranks != c.size() || r.loopback != loopback) table.add(r);
+    } catch (const Error& e) {
+      fmt::print(stderr, "shardlm: warning: replacing the unreadable tuning file: {}\n", e.what());
+    }
+  }
+  for (auto& r : rows) table.add(r);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << table.to_text();
+    if (!out) throw Error(fmt::format("bench comm --tune: cannot write {}", tmp));
+  }
+  std::filesystem::rename(tmp, path);
+  fmt::print("# wrote {}\n{}", path, table.to_text());
+}
+
 void run_bench(const CommBenchOptions& o) {
   auto dt = dtype_from_name(o.dtype);
   if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16))
@@ -238,7 +348,10 @@ void run_bench(const CommBenchOptions& o) {
   std::string error;
   try {
     auto c = Communicator::connect(co, config);
-    if (c->rank() == 0) {
+    if (o.tune) {
+      tune_all_reduce(*c, lo, hi);
+      ops.clear();
+    } else if (c->rank() == 0) {
       fmt::print("# shardlm bench comm: backend {}, {} ranks, dtype {}, all_reduce algo {}\n",
                  c->backend(), c->size(), o.dtype, algo_name(config.algo));
       fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests\n");
@@ -283,7 +396,11 @@ void add_bench_comm(CLI::App& bench) {
   cmd->add_option("--min-bytes", opts->min_bytes, "smallest size (4, 16K, 1M ...)")->capture_default_str();
   cmd->add_option("--max-bytes", opts->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("--dtype", opts->dtype, "f32|f16|bf16")->capture_default_str();
-  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring|chain");
+  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring|chain|native");
+  // mpirun claims --tune for itself: under it, say --autotune.
+  cmd->add_flag("--tune,--autotune", opts->tune,
+                "time every all_reduce algorithm and piece size from --min-bytes to --max-bytes and write "
+                "the fastest to the tuning file ($SHARDLM_COMM_TUNING, else ~/.cache/shardlm/comm-tuning.txt)");
   cmd->add_option("--iters", opts->iters, "timed iterations per size (0: by size)")->capture_default_str();
   cmd->add_option("--timeout-ms", opts->timeout_ms, "per-operation timeout")->capture_default_str();
   cmd->add_option("--spin-us", opts->spin_us, "busy-poll this long before sleeping (-1: default)");

@@ -12,6 +12,7 @@
 #include "comm/communicator.h"
 #include "comm/engine.h"
 #include "comm/reduce.h"
+#include "comm/tuning.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -20,23 +21,26 @@ namespace {
 using Op = std::function<void()>;
 
 Op all_reduce_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t count, DType dtype,
-                 ReduceOp op, AllReduceAlgo algo) {
+                 ReduceOp op, AllReduceChoice choice, bool loopback) {
   return [=] {
     if (g.size() == 1 || count == 0) return;
     Deadline d = e->deadline();
-    if (e->config().allow_fast_paths && e->transport().all_reduce(g, buf, count, dtype, op, d))
-      return;
+    AllReduceChoice c = choice;
+    if (c.algo == AllReduceAlgo::Native || c.algo == AllReduceAlgo::Auto) {
+      if (e->config().allow_fast_paths && e->transport().all_reduce(g, buf, count, dtype, op, d))
+        return;
+      c = sized_all_reduce(e->config(), g.size(), loopback, count * reduce_elem_bytes(dtype));
+    }
+    const size_t chunk = c.chunk_bytes ? c.chunk_bytes : e->config().ring_chunk_bytes;
     Links links(e->transport(), g, tag, d);
-    switch (algo) {
+    switch (c.algo) {
       case AllReduceAlgo::OneShot: OneShotAllReduce(links, buf, count, dtype, op).run(); break;
       case AllReduceAlgo::RecursiveDoubling:
         RecursiveDoublingAllReduce(links, buf, count, dtype, op).run();
         break;
-      case AllReduceAlgo::Chain:
-        ChainAllReduce(links, buf, count, dtype, op, e->config().ring_chunk_bytes).run();
-        break;
+      case AllReduceAlgo::Chain: ChainAllReduce(links, buf, count, dtype, op, chunk).run(); break;
       default: {
-        Ring ring(links, buf, count, reduce_elem_bytes(dtype), e->config().ring_chunk_bytes);
+        Ring ring(links, buf, count, reduce_elem_bytes(dtype), chunk);
         ring.reduce_scatter(dtype, op);
         ring.all_gather();
       }
@@ -116,15 +120,20 @@ void check_root(const Group& g, int root) {
 }  // namespace
 
 void Communicator::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op) {
-  size_t bytes = count * reduce_elem_bytes(dtype);
+  all_reduce(buf, count, dtype, op, choose_all_reduce_choice(count * reduce_elem_bytes(dtype)));
+}
+
+void Communicator::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op,
+                              AllReduceChoice choice) {
+  reduce_elem_bytes(dtype);
   engine_->run(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count, dtype, op,
-                             choose_all_reduce(bytes)));
+                             choice, loopback_links()));
 }
 
 Work Communicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
   size_t bytes = count * reduce_elem_bytes(dtype);
   return engine_->submit(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count,
-                                       dtype, op, choose_all_reduce(bytes)));
+                                       dtype, op, choose_all_reduce_choice(bytes), loopback_links()));
 }
 
 void Communicator::all_gather(const void* send, void* recv, size_t bytes_per_rank) {

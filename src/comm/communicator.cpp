@@ -1,6 +1,7 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "comm/algorithms.h"
 #include "comm/engine.h"
 #include "comm/reduce.h"
+#include "comm/tuning.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -43,6 +45,7 @@ std::string_view algo_name(AllReduceAlgo a) {
     case AllReduceAlgo::RecursiveDoubling: return "recdbl";
     case AllReduceAlgo::Ring: return "ring";
     case AllReduceAlgo::Chain: return "chain";
+    case AllReduceAlgo::Native: return "native";
     default: return "auto";
   }
 }
@@ -50,18 +53,17 @@ std::string_view algo_name(AllReduceAlgo a) {
 CommConfig CommConfig::from_env() {
   CommConfig c;
   if (const char* a = std::getenv("SHARDLM_ALLREDUCE_ALGO"); a && *a) {
-    std::string v = a;
-    if (v == "oneshot") c.algo = AllReduceAlgo::OneShot;
-    else if (v == "recdbl") c.algo = AllReduceAlgo::RecursiveDoubling;
-    else if (v == "ring") c.algo = AllReduceAlgo::Ring;
-    else if (v == "chain") c.algo = AllReduceAlgo::Chain;
-    else if (v == "auto") c.algo = AllReduceAlgo::Auto;
-    else throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, chain, auto)", v));
+    auto algo = algo_from_name(a);
+    if (!algo)
+      throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, chain, native, auto)", a));
+    c.algo = *algo;
   }
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
   c.ring_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_BYTES", c.ring_bytes);
   c.chain_bytes = env_bytes("SHARDLM_ALLREDUCE_CHAIN_BYTES", c.chain_bytes);
   c.ring_chunk_bytes = std::max<size_t>(env_bytes("SHARDLM_RING_CHUNK_BYTES", c.ring_chunk_bytes), 4096);
+  c.tuning = TuningTable::load_default();
+  c.tuning_from_file = true;
   return c;
 }
 
@@ -70,8 +72,26 @@ std::shared_ptr<Communicator> Communicator::create(std::unique_ptr<Transport> tr
   Group world;
   world.my_index = transport->rank();
   for (int r = 0; r < transport->size(); ++r) world.ranks.push_back(r);
+  const bool check_tuning = config.tuning_from_file && transport->size() > 1;
   auto engine = std::make_shared<Engine>(std::move(transport), config);
-  return std::make_shared<Communicator>(std::move(engine), std::move(world));
+  auto comm = std::make_shared<Communicator>(std::move(engine), std::move(world));
+  if (check_tuning) comm->agree_on_tuning();
+  return comm;
+}
+
+// Ranks that chose different algorithms for one all_reduce would wait on
+// each other until the timeout: every rank must use the same table.
+void Communicator::agree_on_tuning() {
+  const std::string text = config().tuning ? config().tuning->to_text() : std::string();
+  uint64_t mine = text.empty() ? 0 : 0xcbf29ce484222325ull;  // FNV-1a
+  for (unsigned char ch : text) mine = (mine ^ ch) * 0x100000001b3ull;
+  std::vector<uint64_t> all(static_cast<size_t>(size()));
+  all_gather(&mine, all.data(), sizeof mine);
+  if (std::all_of(all.begin(), all.end(), [&](uint64_t h) { return h == all[0]; })) return;
+  if (rank() == 0)
+    std::fprintf(stderr, "shardlm: warning: the ranks hold different comm tuning tables (%s); using the defaults\n",
+                 TuningTable::default_path().c_str());
+  engine_->drop_tuning();
 }
 
 std::shared_ptr<Communicator> Communicator::connect(const ConnectOptions& options,
@@ -99,15 +119,23 @@ uint64_t Communicator::user_tag(uint32_t tag) const {
   return (uint64_t(group_.context) << 32) | tag;
 }
 
-AllReduceAlgo Communicator::choose_all_reduce(size_t bytes) const {
+bool Communicator::loopback_links() const {
+  for (int r = 0; r < size(); ++r)
+    if (r != rank() && !engine_->transport().shares_host(world_rank(r))) return false;
+  return size() > 1;
+}
+
+AllReduceChoice Communicator::choose_all_reduce_choice(size_t bytes) const {
   const CommConfig& c = config();
-  if (c.algo != AllReduceAlgo::Auto) return c.algo;
-  if (bytes < c.small_bytes) return AllReduceAlgo::OneShot;
-  if (bytes < c.ring_bytes) return AllReduceAlgo::RecursiveDoubling;
-  if (bytes >= c.chain_bytes && size() == 2 &&
-      engine_->transport().shares_host(world_rank(1 - rank())))
-    return AllReduceAlgo::Chain;
-  return AllReduceAlgo::Ring;
+  if (c.algo != AllReduceAlgo::Auto) return {c.algo, 0};
+  const bool loopback = loopback_links();
+  if (c.tuning)
+    if (auto row = c.tuning->lookup(backend(), size(), loopback, bytes)) return *row;
+  return default_all_reduce(c, backend(), size(), loopback, bytes);
+}
+
+AllReduceAlgo Communicator::choose_all_reduce(size_t bytes) const {
+  return choose_all_reduce_choice(bytes).algo;
 }
 
 // ---- point to point ----------------------------------------------------------

@@ -11,8 +11,11 @@
 // communicator family (world and its splits) is failed and every later call
 // throws at once. Results are bit-identical on every rank: sums are done in a
 // fixed order (one-shot: rank order 0..n-1; ring: each segment's owner in
-// ring order, then its bits are copied), f16/bf16 are reduced in f32 and
-// rounded.
+// ring order, then its bits are copied; chain: rank 0's bits; native: the
+// backend's, see shm_collectives.h and mpi_transport.h), f16/bf16 are
+// reduced in f32 and rounded. Which algorithm runs depends on the tuning
+// table (comm/tuning.h), so the bits are reproducible for one table, group
+// size and message size.
 //
 // Async forms queue the operation on the communicator family's progress
 // thread (started on first use) and return a Work handle; the caller must
@@ -31,17 +34,29 @@
 
 namespace shardlm::comm {
 
-enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring, Chain };
-// "auto", "oneshot", "recdbl", "ring", "chain"
+// Native: the backend's own all-reduce (Transport::all_reduce: shm slots,
+// MPI_Allreduce); where it declines (e.g. f16 over MPI), the size default.
+enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring, Chain, Native };
+// "auto", "oneshot", "recdbl", "ring", "chain", "native"
 std::string_view algo_name(AllReduceAlgo a);
+
+struct AllReduceChoice {
+  AllReduceAlgo algo = AllReduceAlgo::Auto;
+  size_t chunk_bytes = 0;  // ring/chain pieces; 0: CommConfig::ring_chunk_bytes
+};
+
+class TuningTable;  // comm/tuning.h
 
 struct CommConfig {
   Timeouts timeouts;
-  // Auto picks one-shot below `small_bytes`, recursive doubling below
+  // Auto takes the tuning table's row for this backend, group size, link
+  // kind and size (comm/tuning.h; `shardlm bench comm --tune` writes it).
+  // Without one: the backend's own all-reduce where it has one (shm, mpi),
+  // else one-shot below `small_bytes`, recursive doubling below
   // `ring_bytes`, ring above; but chain from `chain_bytes` on for two ranks
-  // on one host (their link's two directions share the same CPUs). All
-  // crossovers measured by `shardlm bench comm` (docs/BENCHMARKS.md).
-  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|auto,
+  // on one host (their link's two directions share the same CPUs).
+  // A forced algorithm (not Auto) runs as asked, without the backend's own.
+  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|native|auto,
   // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_BYTES,
   // SHARDLM_ALLREDUCE_CHAIN_BYTES.
   AllReduceAlgo algo = AllReduceAlgo::Auto;
@@ -52,8 +67,13 @@ struct CommConfig {
   // that sending, receiving and reducing overlap.
   size_t ring_chunk_bytes = 512 << 10;
   bool allow_fast_paths = true;  // let the backend's collective overrides run
+  std::shared_ptr<const TuningTable> tuning;  // null: the defaults above
+  // The table came from this rank's own file (from_env): create() checks that
+  // every rank holds the same one and drops it (with a warning) if not.
+  bool tuning_from_file = false;
 
-  // Defaults, then the SHARDLM_ALLREDUCE_* environment variables.
+  // Defaults, then the SHARDLM_ALLREDUCE_* environment variables and the
+  // tuning file (TuningTable::load_default).
   static CommConfig from_env();
 };
 
@@ -99,6 +119,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   // ---- collectives ---------------------------------------------------------
   void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
+  // With this algorithm and piece size instead of the configured choice
+  // (tuning and tests); every rank must pass the same.
+  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, AllReduceChoice choice);
   // recv = size() blocks of bytes_per_rank, block i from rank i.
   void all_gather(const void* send, void* recv, size_t bytes_per_rank);
   // send = size() blocks of count_per_rank elements; rank i gets the reduced block i.
@@ -123,10 +146,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   // Which algorithm all_reduce would use for this many bytes (after overrides).
   AllReduceAlgo choose_all_reduce(size_t bytes) const;
+  AllReduceChoice choose_all_reduce_choice(size_t bytes) const;
+  // Every peer of this communicator is reached over this host's network stack.
+  bool loopback_links() const;
 
  private:
   uint64_t next_collective_tag();
   uint64_t user_tag(uint32_t tag) const;
+  void agree_on_tuning();
 
   std::shared_ptr<Engine> engine_;
   Group group_;

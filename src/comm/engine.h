@@ -31,6 +31,8 @@ class Engine {
 
   Transport& transport() { return *transport_; }
   const CommConfig& config() const { return config_; }
+  // Only at creation, before any operation (Communicator::agree_on_tuning).
+  void drop_tuning() { config_.tuning.reset(); }
   Deadline deadline() const { return Clock::now() + config_.timeouts.op; }
 
   // Runs `op` now, in order after all submitted work. An Error fails the

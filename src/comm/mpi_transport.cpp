@@ -92,8 +92,6 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
   if ((options.rank >= 0 && options.rank != rank_) || (options.size >= 0 && options.size != size_))
     throw Error("mpi: --rank " + std::to_string(options.rank) + " / --size " + std::to_string(options.size) +
                 " disagree with mpirun's rank " + std::to_string(rank_) + " of " + std::to_string(size_));
-  const char* native = std::getenv("SHARDLM_MPI_NATIVE");
-  native_allreduce_ = native && std::string(native) == "1";
   MPI_Comm node = MPI_COMM_NULL;
   int ranks_on_host = size_;
   if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
@@ -280,7 +278,7 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
 }
 
 bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
-  if (!native_allreduce_ || dtype != DType::F32 || g.size() != size_ || count > size_t(INT_MAX)) return false;
+  if (dtype != DType::F32 || g.size() != size_ || count > size_t(INT_MAX)) return false;
   for (int i = 0; i < g.size(); ++i)
     if (g.ranks[size_t(i)] != i) return false;
   throw_if_failed();

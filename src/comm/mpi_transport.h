@@ -7,8 +7,19 @@
 // (kPayload), or, when small, as one kInline message holding both. Envelopes
 // are probed in arrival order and matched here, like the other backends do.
 //
-// SHARDLM_MPI_NATIVE=1 makes f32 all_reduce of the world call MPI_Allreduce,
-// for comparison with OpenMPI's own algorithms (no deadline inside it).
+// all_reduce (the Communicator's "native" choice, its default here) of f32 over
+// the world calls MPI_Allreduce; it has no deadline inside. Reproducibility:
+// the MPI standard only advises that every process get the same result;
+// OpenMPI's coll/tuned (and basic) all-reduce algorithms (recursive doubling,
+// ring, segmented ring, Rabenseifner) combine the partials in an order fixed
+// by the algorithm, the process count and the message size, and copy one
+// result to every rank, so for a fixed process count, size and selection the
+// bits are the same on every rank and on every run. The selection itself is
+// OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set;
+// pin it with OMPI_MCA_coll_tuned_use_dynamic_rules=1 and
+// OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
+// between OpenMPI versions. f16/bf16 (no MPI type) and split groups fall back
+// to the project's algorithms over the links.
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -58,7 +69,6 @@ class MpiTransport final : public Transport {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
-  bool native_allreduce_ = false;
   WaitRule wait_rule_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::list<std::shared_ptr<SendReq>> sends_;

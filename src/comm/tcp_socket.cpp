@@ -121,9 +121,17 @@ void set_nonblocking(int fd) {
 void tune_stream(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  // Deep buffers let a whole ring piece sit in the kernel while the receiver
-  // is descheduled (2 vCPUs, many processes); autotuning grows too slowly for
-  // a handful of large collectives. The kernel caps this at rmem_max/wmem_max.
+}
+
+// Deep buffers let a whole ring piece sit in the kernel while the receiver is
+// descheduled (2 vCPUs, many processes). Only before listen()/connect(): the
+// window the SYN announces and its growth follow the receive buffer then. A
+// receive buffer fixed on a connected socket leaves its advertised window
+// where the handshake put it (~126 KiB on loopback: `ss -tmi` shows
+// rcv_ssthresh:129024, the peer rwnd_limited), so every larger message
+// waits for window updates, i.e. for the receiver to be scheduled, several
+// times. The kernel caps the size at rmem_max/wmem_max.
+static void size_buffers_before_connecting(int fd) {
   int bytes = 4 << 20;
   setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
@@ -141,6 +149,7 @@ Fd listen_on(const HostPort& where, int backlog) {
     }
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    size_buffers_before_connecting(fd.get());  // accepted sockets inherit them
     if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), backlog) == 0) {
       set_nonblocking(fd.get());
       return fd;
@@ -191,6 +200,7 @@ Fd connect_to(const HostPort& where, Deadline deadline) {
         last_err = errno;
         continue;
       }
+      size_buffers_before_connecting(fd.get());
       tune_stream(fd.get());
       int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
       if (rc != 0 && errno == EINPROGRESS) {

@@ -354,12 +354,15 @@ void TcpTransport::progress(int timeout_ms) {
 
 // poll(2) without a timeout costs as much as a recv that finds nothing, so
 // while polling a waiter reads the peers it waits for directly (and flushes
-// every queued send, which those peers may be waiting for).
+// every queued send, which those peers may be waiting for). A peer we wait
+// to send to is read as well: it may be stuck sending to us, and if both
+// only pushed, each would wait for the other's buffer until the poll phase
+// ended.
 void TcpTransport::progress_pending(std::span<const RequestPtr> requests) {
   for (auto& p : peers_)
     if (p && p->fd && !p->sendq.empty()) flush_sends(*p);
   for (const RequestPtr& r : requests) {
-    if (r->done() || r->is_send()) continue;
+    if (r->done()) continue;
     Peer& p = *peers_[size_t(r->peer())];
     if (p.read == Peer::Read::Stalled) route_payload(p);
     if (p.fd && p.read != Peer::Read::Stalled) read_ready(p);

@@ -3,6 +3,7 @@
 // Every rank runs the same tests; MPI is initialised by the transport.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 
 #include "comm/mpi_transport.h"
@@ -39,13 +40,28 @@ TEST(MpiTransport, EveryCollectiveOverMpiLinks) {
 }
 
 TEST(MpiTransport, NativeAllReduceMatches) {
-  setenv("SHARDLM_MPI_NATIVE", "1", 1);  // read when the transport is made
   auto comm = mpi_world(true);
-  unsetenv("SHARDLM_MPI_NATIVE");
+  ASSERT_EQ(comm->choose_all_reduce(4 << 20), AllReduceAlgo::Native);
   std::vector<float> buf(5000);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = testing::input_value(comm->rank(), i);
   comm->all_reduce(buf.data(), buf.size(), DType::F32);
   for (size_t i = 0; i < buf.size(); ++i) ASSERT_EQ(buf[i], testing::expected(comm->size(), i, ReduceOp::Sum)) << i;
+}
+
+// Inexact sums (magnitudes over many decades): every rank must still hold the
+// same bits, at sizes where OpenMPI picks different algorithms.
+TEST(MpiTransport, NativeAllReduceGivesEveryRankTheSameBits) {
+  auto comm = mpi_world(true);
+  for (size_t count : {size_t(3), size_t(1000), size_t(70'001), size_t(600'000)}) {
+    std::vector<float> buf(count);
+    for (size_t i = 0; i < count; ++i)
+      buf[i] = float(((i * 2654435761u + unsigned(comm->rank()) * 40503u) % 2001) - 1000) *
+               float(1 << (i % 24)) * 1e-3f;
+    comm->all_reduce(buf.data(), count, DType::F32);
+    std::vector<float> rank0(buf);
+    comm->broadcast(rank0.data(), count * sizeof(float), 0);
+    ASSERT_EQ(std::memcmp(rank0.data(), buf.data(), count * sizeof(float)), 0) << count;
+  }
 }
 
 TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {

@@ -10,7 +10,8 @@ void add_inspect(CLI::App& app);
 void add_synth(CLI::App& app);
 void add_run(CLI::App& app);
 void add_worker(CLI::App& app);  // shardlm worker: serve cluster jobs
-void add_plan(CLI::App& app);  // shardlm plan: a layout over nodes, no network
+void add_plan(CLI::App& app);  // shardlm plan: a layout over nodes (live workers asked)
+void add_status(CLI::App& app);  // shardlm status: how each worker is
 void add_bench(CLI::App& app);  // bench [model options] | bench kernels | bench comm
 void add_bench_kernels(CLI::App& bench);
 void add_bench_comm(CLI::App& bench);

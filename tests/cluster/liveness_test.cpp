@@ -128,6 +128,30 @@ TEST_F(ClusterTest, OneWorkerTwiceInTheNodeListIsAnImmediateError) {
   }
 }
 
+// Consecutive runs on three workers: one stopped, one killed, one restarted.
+TEST_F(ClusterTest, ThreeWorkersStoppedKilledRestarted) {
+  const std::vector<std::string> slow = {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"};
+  const std::string a = start_worker({}, slow), b = start_worker({}, slow), c = start_worker({}, slow);
+  auto first = start_run({"-n", "400", "--nodes", a + "," + b + "," + c, "--pp", "3", "--tp", "1"});
+  wait_for_output(*first, 40);
+  workers_[2]->signal_group(SIGSTOP);
+  EXPECT_EQ(first->wait(std::chrono::seconds(20)), 1);
+  EXPECT_NE(error_line(first->err()).find("worker " + c + " (rank 3) not responding"), std::string::npos)
+      << first->err();
+  auto second = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(second.out, single_node());
+  workers_[1]->kill9();
+  auto third = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
+  EXPECT_EQ(third.status, 1);
+  EXPECT_NE(error_line(third.err).find("worker " + b + ": cannot connect"), std::string::npos) << third.err;
+  const std::string restarted = start_worker();
+  auto fourth = run({"-n", "40", "--nodes", a + "," + restarted, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(fourth.status, 0) << fourth.err;
+  EXPECT_EQ(fourth.out, single_node());
+  workers_[2]->signal_group(SIGCONT);
+}
+
 TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {
   const auto t0 = Clock::now();
   auto r = run({"-n", "8", "--nodes", "127.0.0.1:1"});

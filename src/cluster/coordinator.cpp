@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -30,7 +31,11 @@ std::string with_port(const std::string& ip, uint16_t port) {
 
 class Progress {
  public:
-  Progress(uint64_t total, bool on) : total_(total), on_(on && total > 0) {}
+  // Frames only on a terminal: a log file gets one summary line instead.
+  Progress(uint64_t total, bool on) : total_(total), on_(on && total > 0 && ::isatty(STDERR_FILENO)) {}
+  ~Progress() {
+    if (!on_ && total_ > 0) spdlog::info("sent {:.1f} MiB of slices", double(done_) / (1 << 20));
+  }
   void add(uint64_t n) {
     done_ += n;
     const int pct = int(done_ * 100 / std::max<uint64_t>(total_, 1));

@@ -29,6 +29,9 @@ TEST_F(ClusterTest, TwoWorkersTellTheSameStoryAsSingleNode) {
               std::string::npos)
         << r.err;
     EXPECT_EQ(r.err.find("slices sent 0.0 MiB"), std::string::npos) << r.err;  // streamed, no cache
+    // stderr is a file here: one summary line, no progress-bar frames.
+    EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("] sent "), std::string::npos) << r.err;
   }
   // A hostfile and uneven stages given with --layers.
   const fs::path hostfile = dir_ / "hosts";

@@ -1,11 +1,18 @@
 // shardlm plan: the layout a model would get over some nodes, with memory and
-// a speed prediction, computed without touching the network.
+// a speed prediction. With --nodes/--hostfile the workers are asked for their
+// figures, as `run` does (so both choose the same layout); --describe FILE
+// plans over hypothetical nodes without any network.
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <sstream>
 
+#include "cli/cluster_token.h"
 #include "cli/commands.h"
+#include "cli/node_list.h"
+#include "cli/run_cluster.h"
+#include "cli/usage.h"
+#include "cluster/ask.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "parallel/planner.h"
@@ -15,8 +22,9 @@ namespace shardlm::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model, nodes, hostfile, describe, layers, kv_type = "f32", wire_type;
+  std::string model, nodes, hostfile, describe, layers, kv_type = "f32", token_file, wire_type;
   parallel::PlanRequest request;
+  PlanOptions() { request.n_ctx = kDefaultCtx; }
 };
 
 std::vector<int64_t> parse_layers(const std::string& text) {
@@ -30,7 +38,7 @@ std::vector<int64_t> parse_layers(const std::string& text) {
       if (used != item.size()) throw std::invalid_argument(item);
       out.push_back(v);
     } catch (const std::exception&) {
-      throw Error(fmt::format("--layers: '{}' is not a number (expected e.g. 10,12,10)", item));
+      throw UsageError(fmt::format("--layers: '{}' is not a number (expected e.g. 10,12,10)", item));
     }
   }
   return out;
@@ -38,13 +46,18 @@ std::vector<int64_t> parse_layers(const std::string& text) {
 
 void plan(PlanOptions o) {
   const int sources = !o.nodes.empty() + !o.hostfile.empty() + !o.describe.empty();
-  if (sources != 1) throw Error("plan: give exactly one of --nodes, --hostfile, --describe");
-  const auto nodes = !o.nodes.empty()      ? parallel::nodes_from_list(o.nodes)
-                     : !o.hostfile.empty() ? parallel::nodes_from_hostfile(o.hostfile)
-                                           : parallel::nodes_from_json_file(o.describe);
+  if (sources != 1) throw UsageError("plan: give exactly one of --nodes, --hostfile, --describe");
+  std::vector<parallel::NodeSpec> nodes;
+  if (!o.describe.empty()) {
+    nodes = parallel::nodes_from_json_file(o.describe);
+  } else {
+    const auto addresses = node_addresses(o.nodes, o.hostfile);
+    const std::string token = cluster_token(o.token_file);
+    for (const auto& address : addresses)
+      nodes.push_back(cluster::node_from_info(address, cluster::ask_worker(address, token)));
+  }
   if (!o.layers.empty()) o.request.layers = parse_layers(o.layers);
   if (o.kv_type == "f16") o.request.kv_type = DType::F16;
-  else if (o.kv_type != "f32") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", o.kv_type));
   if (!o.wire_type.empty()) o.request.wire_type = parallel::wire_type_from_name(o.wire_type);
   auto file = gguf::File::open(o.model);
   const auto p = parallel::make_plan(*file, nodes, o.request);
@@ -57,16 +70,26 @@ void add_plan(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* cmd = app.add_subcommand("plan", "print the tp × pp layout, memory and predicted speed over some nodes");
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
-  cmd->add_option("--nodes", o->nodes, "host:port,host:port,... (default node figures)");
-  cmd->add_option("--hostfile", o->hostfile, "one host[:port] per line");
-  cmd->add_option("--describe", o->describe, "JSON description of (hypothetical) nodes");
-  cmd->add_option("--tp", o->request.tp, "tensor-parallel ranks per stage (default: automatic)");
-  cmd->add_option("--pp", o->request.pp, "pipeline stages (default: automatic)");
+  cmd->add_option("--nodes", o->nodes, "live workers host:port,... (asked for their memory, cores, bandwidth)");
+  cmd->add_option("--hostfile", o->hostfile, "live workers, one host:port per line");
+  cmd->add_option("--describe", o->describe,
+                  "FILE: JSON description of hypothetical nodes, no network; e.g. {\"nodes\": [{\"name\": \"a\", "
+                  "\"memory_gb\": 16, \"bandwidth_gbs\": 40, \"cores\": 8, \"link_latency_us\": 50, "
+                  "\"link_bandwidth_gbs\": 1.25, \"count\": 2}]} (README: Planning)");
+  cmd->add_option("--token-file", o->token_file, "cluster token file (wins over $SHARDLM_TOKEN)");
+  cmd->add_option("--tp", o->request.tp, "tensor-parallel ranks per stage (default: automatic)")
+      ->check(integer_in(1, 4096));
+  cmd->add_option("--pp", o->request.pp, "pipeline stages (default: automatic)")->check(integer_in(1, 4096));
   cmd->add_option("--layers", o->layers, "layers per stage, e.g. 10,12,10");
-  cmd->add_option("--ctx", o->request.n_ctx, "KV cache positions per sequence")->capture_default_str();
-  cmd->add_option("--seqs", o->request.n_seq, "sequences decoded together")->capture_default_str();
-  cmd->add_option("--kv-type", o->kv_type, "f32|f16")->capture_default_str();
-  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0 (default: by link speed)");
+  cmd->add_option("-c,--ctx", o->request.n_ctx, "KV cache positions per sequence")
+      ->capture_default_str()
+      ->check(integer_in(1, int64_t(1) << 24));
+  cmd->add_option("--seqs", o->request.n_seq, "sequences decoded together")
+      ->capture_default_str()
+      ->check(integer_in(1, 4096));
+  cmd->add_option("--kv-type", o->kv_type, "f32|f16")->capture_default_str()->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0 (default: by link speed)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd->add_flag("--force", o->request.force, "plan even when a node's memory is too small");
   cmd->callback([o] { plan(*o); });
 }

@@ -11,8 +11,9 @@ void add_synth(CLI::App& app);
 void add_run(CLI::App& app);
 void add_serve(CLI::App& app);  // shardlm serve: OpenAI-compatible HTTP server
 void add_worker(CLI::App& app);  // shardlm worker: serve cluster jobs
-void add_plan(CLI::App& app);
-void add_template(CLI::App& app);  // shardlm template: render a chat template  // shardlm plan: a layout over nodes, no network
+void add_plan(CLI::App& app);  // shardlm plan: a layout over nodes (live workers asked)
+void add_status(CLI::App& app);  // shardlm status: how each worker is
+void add_template(CLI::App& app);  // shardlm template: render a chat template
 void add_bench(CLI::App& app);  // bench [model options] | bench kernels | bench comm
 void add_bench_kernels(CLI::App& bench);
 void add_bench_comm(CLI::App& bench);

@@ -1,10 +1,14 @@
 #include "cli/run_cluster.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdio>
 
+#include "cli/cluster_token.h"
+#include "cli/generated_text.h"
+#include "cli/node_list.h"
 #include "cluster/logging.h"
 #include "comm/transport.h"
 #include "core/error.h"
@@ -16,6 +20,16 @@
 
 namespace shardlm::cli {
 
+void warn_if_beyond_training(const ModelConfig& config, int64_t ctx) {
+  if (config.n_ctx_train > 0 && ctx > config.n_ctx_train)
+    spdlog::warn("--ctx {} is beyond the {} positions the model was trained for; expect worse text past them", ctx,
+                 config.n_ctx_train);
+}
+
+void note_context_full(int64_t ctx) {
+  std::fprintf(stderr, "note: generation stopped at the end of the context (--ctx %lld)\n", static_cast<long long>(ctx));
+}
+
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--nodes", o.nodes, "run on these workers (host:port,...) as a cluster");
   cmd.add_option("--hostfile", o.hostfile, "run on the workers listed in this file (host:port per line)");
@@ -23,19 +37,21 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--pp", o.pp, "pipeline stages; default: planner's choice")->check(CLI::Range(1, 4096));
   cmd.add_option("--layers", o.layers, "layers per pipeline stage, e.g. 10,12,10")->delimiter(',');
   cmd.add_option("--worker-model", o.worker_model, "workers map their own copy of the model at this path");
-  cmd.add_option("--token-file", o.token_file, "cluster token file (or $SHARDLM_TOKEN)");
+  cmd.add_option("--token-file", o.token_file, "cluster token file (wins over $SHARDLM_TOKEN)");
   cmd.add_option("--wire-type", o.wire_type,
                  "activations on the wire (all-reduces, stage hand-offs): f32|f16|bf16|q8_0; default: by link speed");
   cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
+  cmd.add_option("--peer-timeout", o.peer_timeout,
+                 "seconds of silence after which a worker is declared dead (heartbeats; a long step is not silence)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
 }
 
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
                                              const std::string& kv_type, int threads) {
-  if (!c.nodes.empty() && !c.hostfile.empty()) throw Error("--nodes and --hostfile: give one of them");
   cluster::ClusterOptions o;
-  for (const auto& n : c.nodes.empty() ? parallel::nodes_from_hostfile(c.hostfile) : parallel::nodes_from_list(c.nodes))
-    o.nodes.push_back(n.name);
-  o.token = comm::load_token(c.token_file);
+  o.nodes = node_addresses(c.nodes, c.hostfile);
+  o.token = cluster_token(c.token_file);
   o.plan.tp = c.tp;
   o.plan.pp = c.pp;
   o.plan.layers = c.layers;
@@ -47,6 +63,7 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   o.n_batch = batch;
   o.threads = threads;
   o.worker_model = c.worker_model;
+  o.peer_timeout = c.peer_timeout;
   return o;
 }
 
@@ -62,31 +79,25 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   if (int64_t(prompt.size()) >= r.ctx)
     throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
 
+  warn_if_beyond_training(ModelConfig::from_gguf(*file), r.ctx);
+
   cluster::ClusterJob job(*file, o);
   const auto& plan = job.plan();
-  std::fputs(r.prompt.c_str(), stdout);
-  std::fflush(stdout);
-
-  StreamDecoder text(*tokenizer, /*at_sequence_start=*/false);
-  bool ended = false;
+  GeneratedText text(*tokenizer, r.stops, r.display_prompt);
+  text.begin(r.prompt);
   int n_generated = 0;
   const auto t0 = Clock::now();
-  const int32_t n_predict = int32_t(std::min<int64_t>(r.n_predict, r.ctx - int64_t(prompt.size())));
+  const int64_t room = r.ctx - int64_t(prompt.size());
+  const int32_t n_predict = int32_t(r.n_predict < 0 ? room : std::min<int64_t>(r.n_predict, room));
   job.generate(prompt, n_predict, r.sampling, tokenizer->eos(), [&](TokenId t) {
-    if (ended) return;
+    if (text.ended()) return;  // the workers finish the request; nothing more is shown
     ++n_generated;
-    if (tokenizer->is_end_of_generation(t)) {
-      ended = true;
-      return;
-    }
-    std::fputs(text.push(t).c_str(), stdout);
-    std::fflush(stdout);
+    text.push(t);
   });
   job.finish();
   const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  std::fputs(text.flush().c_str(), stdout);
-  std::fputs("\n", stdout);
-  std::fflush(stdout);
+  text.end();
+  if (!text.ended() && n_generated == room && (r.n_predict < 0 || r.n_predict > room)) note_context_full(r.ctx);
 
   const auto& st = job.stats();
   std::fprintf(stderr, "\n%s\n", ModelConfig::from_gguf(*file).summary().c_str());

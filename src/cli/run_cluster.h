@@ -10,9 +10,17 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "model/config.h"
 #include "model/sampler.h"
 
 namespace shardlm::cli {
+
+// The context length run, bench and plan assume when --ctx is not given.
+constexpr int64_t kDefaultCtx = 2048;
+// A warning on stderr when `ctx` exceeds the length the model was trained for.
+void warn_if_beyond_training(const ModelConfig& config, int64_t ctx);
+// The note on stderr when generation stopped because the context was full.
+void note_context_full(int64_t ctx);
 
 struct ClusterRunOptions {
   std::string nodes;      // host:port,...
@@ -23,6 +31,7 @@ struct ClusterRunOptions {
   std::string token_file;
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
+  double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
   bool enabled() const { return !nodes.empty() || !hostfile.empty(); }
 };
 
@@ -37,6 +46,8 @@ struct ClusterRunRequest {
   int n_predict = 0, threads = 0;
   int64_t ctx = 0, batch = 0;
   SamplerParams sampling;  // seed already chosen
+  std::vector<std::string> stops;
+  bool display_prompt = true;
 };
 void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r);
 

@@ -4,10 +4,16 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
+#include "cluster/ask.h"
+#include "cluster/dial.h"
 #include "cluster/job_wire.h"
 #include "comm/tcp_handshake.h"
 #include "core/error.h"
@@ -25,7 +31,11 @@ std::string with_port(const std::string& ip, uint16_t port) {
 
 class Progress {
  public:
-  Progress(uint64_t total, bool on) : total_(total), on_(on && total > 0) {}
+  // Frames only on a terminal: a log file gets one summary line instead.
+  Progress(uint64_t total, bool on) : total_(total), on_(on && total > 0 && ::isatty(STDERR_FILENO)) {}
+  ~Progress() {
+    if (!on_ && total_ > 0) spdlog::info("sent {:.1f} MiB of slices", double(done_) / (1 << 20));
+  }
   void add(uint64_t n) {
     done_ += n;
     const int pct = int(done_ * 100 / std::max<uint64_t>(total_, 1));
@@ -52,38 +62,7 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
 
   // 1. Connect and authenticate; each worker describes its machine.
   std::vector<parallel::NodeSpec> nodes;
-  for (const auto& address : opt_.nodes) {
-    const std::string who = "worker " + address;
-    auto where = comm::tcp::parse_host_port(address, "--nodes");
-    comm::tcp::Fd fd;
-    try {
-      fd = comm::tcp::connect_to(where, after_seconds(5));
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: cannot connect: {}", who, e.what()));
-    }
-    comm::tcp::set_nonblocking(fd.get());
-    comm::tcp::tune_stream(fd.get());
-    comm::tcp::HandshakeParams hp;
-    hp.token = opt_.token;
-    hp.cluster_id = kClusterId;
-    comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
-    workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
-    const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
-    parallel::NodeSpec n = parallel::default_node(address);
-    try {
-      n.memory_bytes = info.at("memory_bytes").get<int64_t>();
-      n.cores = std::max(1, info.at("cores").get<int>());
-      const double bw = info.at("bandwidth_gbs").get<double>();
-      if (bw > 0) n.memory_bandwidth_gbs = bw;
-      // Absent from workers older than the kernel-rate speed model.
-      if (info.contains("kernel_rates")) n.kernel_rates = parallel::KernelRates::from_json(info.at("kernel_rates"), who);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("{}: malformed Info message: {}", who, e.what()));
-    }
-    spdlog::info("{}: {} cores, {:.0f} MiB available, {:.1f} GB/s", who, n.cores, double(n.memory_bytes) / (1 << 20),
-                 n.memory_bandwidth_gbs);
-    nodes.push_back(n);
-  }
+  connect_workers(nodes);
 
   // 2. Plan; a worker's own copy of the model is planned like a streamed one.
   plan_ = parallel::make_plan(file, nodes, opt_.plan);
@@ -123,7 +102,7 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
         {"plan", plan_to_json(plan_)},
         {"options",
          {{"n_ctx", opt_.plan.n_ctx}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
-          {"kv_type", opt_.plan.kv_type == DType::F16 ? "f16" : "f32"}}},
+          {"kv_type", opt_.plan.kv_type == DType::F16 ? "f16" : "f32"}, {"peer_timeout", opt_.peer_timeout}}},
         {"model", model},
         {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
     workers_[i]->send_json(MsgType::Job, job, after_seconds(30));
@@ -155,10 +134,40 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   } catch (const Error& e) {
     fail_job(e.what());
   }
+  std::vector<Channel*> channels;
+  for (auto& w : workers_) channels.push_back(w.get());
+  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
   stats_.setup_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 ClusterJob::~ClusterJob() = default;
+
+void ClusterJob::connect_workers(std::vector<parallel::NodeSpec>& nodes) {
+  // Two names for one worker would wait for each other: refuse before connecting.
+  std::map<std::string, std::string> seen;
+  for (const auto& address : opt_.nodes) {
+    const std::string resolved = resolve_address(address, "--nodes");
+    const auto [at, fresh] = seen.emplace(resolved, address);
+    if (!fresh)
+      throw Error(fmt::format("--nodes: '{}' and '{}' are the same worker ({})", at->second, address, resolved));
+  }
+  for (const auto& address : opt_.nodes) {
+    const std::string who = "worker " + address;
+    comm::tcp::Fd fd = dial(address, 5, who);
+    comm::tcp::HandshakeParams hp;
+    hp.token = opt_.token;
+    hp.cluster_id = kClusterId;
+    comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+    workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
+    const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
+    // A busy worker follows its Info with a Status error saying whose job it serves.
+    if (info.value("state", "idle") == "busy") workers_.back()->expect_json(MsgType::Status, after_seconds(10));
+    const parallel::NodeSpec n = node_from_info(address, info);
+    spdlog::info("{}: {} cores, {:.0f} MiB available, {:.1f} GB/s", who, n.cores, double(n.memory_bytes) / (1 << 20),
+                 n.memory_bandwidth_gbs);
+    nodes.push_back(n);
+  }
+}
 
 void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vector<ByteRange>>& ranges,
                              const std::vector<bool>& need) {
@@ -200,33 +209,71 @@ void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict,
                           TokenId eos, const std::function<void(TokenId)>& on_token) {
   if (finished_) throw Error("cluster: the job is finished");
   if (prompt.empty()) throw Error("cluster: a request needs at least one prompt token");
+  WireRequest r;
+  r.n_predict = n_predict;
+  r.eos = eos;
+  r.sampling = s;
+  r.n_tokens = int32_t(prompt.size());
+  std::vector<uint8_t> payload(sizeof r + prompt.size() * sizeof(TokenId));
+  std::memcpy(payload.data(), &r, sizeof r);
+  std::memcpy(payload.data() + sizeof r, prompt.data(), prompt.size() * sizeof(TokenId));
   try {
-    WireRequest r;
-    r.n_predict = n_predict;
-    r.eos = eos;
-    r.sampling = s;
-    r.n_tokens = int32_t(prompt.size());
-    world_->send(1, kTagRequest, &r, sizeof r);
-    world_->send(1, kTagRequest, prompt.data(), prompt.size() * sizeof(TokenId));
-    for (;;) {
-      WireToken t;
-      if (world_->recv(1, kTagToken, &t, sizeof t) != sizeof t) throw Error("worker rank 1: short token message");
-      if (t.seq < 0) break;
-      on_token(t.token);
-    }
+    workers_[0]->send(MsgType::Request, payload.data(), payload.size(), after_seconds(opt_.peer_timeout));
   } catch (const Error& e) {
-    fail_job(e.what());
+    fail_worker(0, Fault::Lost, e.what());
+  }
+
+  // Nothing was read since the last request: what is buffered counts from now.
+  last_heard_.assign(workers_.size(), Clock::now());
+  std::vector<pollfd> fds(workers_.size());
+  for (;;) {
+    for (size_t i = 0; i < workers_.size(); ++i) fds[i] = {workers_[i]->fd(), POLLIN, 0};
+    ::poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (!fds[i].revents) continue;
+      Message m;
+      try {
+        m = workers_[i]->recv(after_seconds(opt_.peer_timeout));
+      } catch (const Error& e) {
+        fail_worker(i, Fault::Lost, e.what());
+      }
+      last_heard_[i] = Clock::now();
+      if (m.type == MsgType::Heartbeat) continue;
+      if (m.type == MsgType::Token && i == 0) {
+        if (m.payload.size() % sizeof(WireToken) != 0)
+          fail_worker(i, Fault::Reported, fmt::format("Token message of {} bytes", m.payload.size()));
+        for (size_t at = 0; at < m.payload.size(); at += sizeof(WireToken)) {
+          WireToken t;
+          std::memcpy(&t, m.payload.data() + at, sizeof t);
+          if (t.seq < 0) return;
+          on_token(t.token);
+        }
+        continue;
+      }
+      std::string what = fmt::format("unexpected {} message", type_name(m.type));
+      if (m.type == MsgType::Status) {
+        try {
+          what = m.json().value("message", "unspecified error");
+        } catch (const Error& e) {
+          what = e.what();
+        }
+      }
+      fail_worker(i, Fault::Reported, what);
+    }
+    for (size_t i = 0; i < workers_.size(); ++i)
+      if (Clock::now() - last_heard_[i] > std::chrono::duration<double>(opt_.peer_timeout))
+        fail_worker(i, Fault::Silent, "");
   }
 }
 
 std::vector<std::vector<RequestStats>> ClusterJob::finish() {
   if (finished_) throw Error("cluster: the job is finished");
   finished_ = true;
+  const WireRequest end;  // no prompt: the job is over
   try {
-    const WireRequest end;  // no prompt: the job is over
-    world_->send(1, kTagRequest, &end, sizeof end);
+    workers_[0]->send(MsgType::Request, &end, sizeof end, after_seconds(opt_.peer_timeout));
   } catch (const Error& e) {
-    fail_job(e.what());
+    fail_worker(0, Fault::Lost, e.what());
   }
   std::vector<std::vector<RequestStats>> stats(workers_.size());
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -239,7 +286,51 @@ std::vector<std::vector<RequestStats>> ClusterJob::finish() {
       spdlog::warn("{}", e.what());
     }
   }
+  beats_.reset();
   return stats;
+}
+
+void ClusterJob::fail_worker(size_t i, Fault fault, const std::string& what) {
+  const std::string who = fmt::format("{} (rank {})", opt_.nodes[i], i + 1);
+  if (fault == Fault::Reported) {
+    // A worker's report of a comm error may come before the EOF of the worker
+    // whose death caused it: look for that one a moment before blaming.
+    const auto deadline = after_seconds(std::min(1.5, opt_.peer_timeout));
+    for (size_t j = 0; j < workers_.size(); ++j) {
+      if (j == i) continue;
+      try {
+        for (;;) {
+          Message m = workers_[j]->recv_skipping_heartbeats(deadline);
+          if (m.type == MsgType::Status) break;
+        }
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("closed") != std::string::npos) fail_worker(j, Fault::Lost, e.what());
+      }
+    }
+  }
+  std::string message;
+  switch (fault) {
+    case Fault::Lost:
+      message = fmt::format("worker {} failed (connection lost); the job was stopped: {}", who, what);
+      break;
+    case Fault::Silent:
+      message = fmt::format("worker {} not responding for {:g} s (--peer-timeout); the job was stopped", who,
+                            opt_.peer_timeout);
+      break;
+    case Fault::Reported: message = fmt::format("worker {}: {}", opt_.nodes[i], what); break;
+  }
+  // The others may be blocked waiting for the failed one: tell them to give up.
+  beats_.reset();
+  for (size_t j = 0; j < workers_.size(); ++j) {
+    if (j == i) continue;
+    try {
+      workers_[j]->send_json(MsgType::Abort, {{"reason", message}}, after_seconds(0.5));
+    } catch (const Error&) {
+    }
+  }
+  world_.reset();
+  finished_ = true;
+  throw Error(message);
 }
 
 // Which worker failed: a live one reports its own error on the control
@@ -250,7 +341,7 @@ void ClusterJob::fail_job(const std::string& what) {
   const auto deadline = after_seconds(3);
   for (size_t i = 0; i < workers_.size(); ++i) {
     try {
-      Message m = workers_[i]->recv(deadline);
+      Message m = workers_[i]->recv_skipping_heartbeats(deadline);
       if (m.type == MsgType::Status) {
         auto j = m.json();
         if (j.value("status", "") == "error") errors.push_back(fmt::format("{}: {}", opt_.nodes[i], j.value("message", "")));

@@ -5,7 +5,11 @@
 // of the job's communicator. It holds no layers itself: the coordinator may be
 // a laptop, and keeping it out of the plan means every rank of the plan is a
 // worker with the same code path. It tokenizes, sends each request to the
-// workers' rank 0, and receives the generated tokens (8 bytes each).
+// workers' rank 0 on its control connection, and receives the generated
+// tokens there (8 bytes each). While it waits it watches every worker's
+// heartbeats (cluster/heartbeat.h): a worker silent for peer_timeout, or
+// whose connection closes, is named in the error and the others are told to
+// give the job up, so they are idle again at once.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/heartbeat.h"
 #include "cluster/protocol.h"
 #include "cluster/shard.h"
 #include "comm/communicator.h"
@@ -32,6 +37,7 @@ struct ClusterOptions {
   int threads = 0;                 // per worker; 0: all its cores
   std::string worker_model;        // non-empty: workers map this path instead of receiving slices
   bool progress = true;            // progress bar on stderr
+  double peer_timeout = kDefaultPeerTimeoutSeconds;  // silence that makes a worker dead
 };
 
 struct ClusterStats {
@@ -59,7 +65,12 @@ class ClusterJob {
   std::vector<std::vector<RequestStats>> finish();
 
  private:
+  // A worker was found dead, silent or reporting an error while the job ran.
+  enum class Fault { Lost, Silent, Reported };
+  [[noreturn]] void fail_worker(size_t i, Fault fault, const std::string& what);
+  // Something failed where no worker is known to be at fault yet.
   [[noreturn]] void fail_job(const std::string& what);
+  void connect_workers(std::vector<parallel::NodeSpec>& nodes);
   void send_slices(const gguf::File& file, const std::vector<std::vector<ByteRange>>& ranges,
                    const std::vector<bool>& need);
 
@@ -69,6 +80,8 @@ class ClusterJob {
   std::shared_ptr<comm::Communicator> world_;
   ClusterStats stats_;
   bool finished_ = false;
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  std::unique_ptr<HeartbeatSender> beats_;  // declared after workers_: stops before they close
 };
 
 }  // namespace shardlm::cluster

@@ -1,5 +1,6 @@
-// What the coordinator (world rank 0) and the driving worker (world rank 1 =
-// rank 0 of the workers' communicator) exchange over the job's communicator.
+// What the coordinator and the driving worker (world rank 1 = rank 0 of the
+// workers' communicator) exchange on the driver's control connection, as
+// Request and Token frames (cluster/protocol.h).
 #pragma once
 
 #include <cstddef>
@@ -10,9 +11,8 @@
 namespace shardlm::cluster {
 
 // A job runs requests until one with n_tokens == 0 (no prompt follows it).
-constexpr uint32_t kTagRequest = 7001;  // coordinator → driver: WireRequest, then the prompt tokens
-constexpr uint32_t kTagToken = 7002;    // driver → coordinator: WireToken per generated token
 constexpr int32_t kMaxPromptTokens = 1 << 24;
+constexpr size_t kMaxTokensPerFrame = 4096;
 constexpr size_t kMaxReportedRequests = 1024;  // per-request stats a worker keeps for its Status done
 
 struct WireRequest {

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <ctime>
+
+#include "cluster/job_wire.h"
 
 #include "core/error.h"
 #include "parallel/wire_format.h"
@@ -25,23 +28,16 @@ size_t max_length(MsgType t) {
     case MsgType::Job:
     case MsgType::Status: return kMaxJsonBytes;
     case MsgType::Data: return kMaxDataBytes + 16;
-    case MsgType::DataEnd: return 0;
+    case MsgType::DataEnd:
+    case MsgType::Heartbeat: return 0;
+    case MsgType::Request: return sizeof(WireRequest) + size_t(kMaxPromptTokens) * sizeof(int32_t);
+    case MsgType::Token: return kMaxTokensPerFrame * sizeof(WireToken);
+    case MsgType::Abort: return 4096;
   }
   return 0;
 }
 
-bool known_type(uint32_t t) { return t >= uint32_t(MsgType::Info) && t <= uint32_t(MsgType::DataEnd); }
-
-const char* type_name(MsgType t) {
-  switch (t) {
-    case MsgType::Info: return "Info";
-    case MsgType::Job: return "Job";
-    case MsgType::Status: return "Status";
-    case MsgType::Data: return "Data";
-    case MsgType::DataEnd: return "DataEnd";
-  }
-  return "?";
-}
+bool known_type(uint32_t t) { return t >= uint32_t(MsgType::Info) && t <= uint32_t(MsgType::Abort); }
 
 Range range_from(const nlohmann::json& a, const std::string& who) {
   if (!a.is_array() || a.size() != 2 || !a[0].is_number_integer() || !a[1].is_number_integer())
@@ -52,6 +48,30 @@ Range range_from(const nlohmann::json& a, const std::string& who) {
 }
 
 }  // namespace
+
+const char* type_name(MsgType t) {
+  switch (t) {
+    case MsgType::Info: return "Info";
+    case MsgType::Job: return "Job";
+    case MsgType::Status: return "Status";
+    case MsgType::Data: return "Data";
+    case MsgType::DataEnd: return "DataEnd";
+    case MsgType::Heartbeat: return "Heartbeat";
+    case MsgType::Request: return "Request";
+    case MsgType::Token: return "Token";
+    case MsgType::Abort: return "Abort";
+  }
+  return "?";
+}
+
+std::string utc_time_text(std::chrono::system_clock::time_point t) {
+  const std::time_t s = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 comm::Deadline after_seconds(double s) {
   return comm::Clock::now() + std::chrono::duration_cast<comm::Clock::duration>(std::chrono::duration<double>(s));
@@ -64,6 +84,7 @@ nlohmann::json Message::json() const {
 }
 
 void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline) {
+  std::lock_guard lock(send_mu_);
   Header h;
   h.type = uint32_t(type);
   h.length = bytes;
@@ -91,8 +112,15 @@ Message Channel::recv(comm::Deadline deadline) {
   return m;
 }
 
+Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
+  for (;;) {
+    Message m = recv(deadline);
+    if (m.type != MsgType::Heartbeat) return m;
+  }
+}
+
 nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
-  Message m = recv(deadline);
+  Message m = recv_skipping_heartbeats(deadline);
   if (m.type != type)
     throw Error(fmt::format("{}: expected a {} message, got {}", peer_, type_name(type), type_name(m.type)));
   nlohmann::json j;

@@ -6,21 +6,31 @@
 // Frame = 16-byte header + payload:
 //   u32 magic "SLMW", u32 type, u64 length
 // Conversation (one job per connection):
-//   worker → Info {memory_bytes, cores, bandwidth_gbs, host, kernel_rates (optional:
-//            parallel/kernel_rates.h)}
+//   worker → Info {memory_bytes, cores, bandwidth_gbs, host, version, cpu,
+//                  state "idle"|"busy", serving, since, cached,
+//                  kernel_rates (optional: parallel/kernel_rates.h)}
+//            (busy: then Status error "worker busy (...)" and the worker closes;
+//            `shardlm status` reads the Info and closes)
 //   coord  → Job  {rank, size, comm address, plan, options, shard}
 //   worker → Status {"have"|"need"|"ready"|"error", message}
 //   coord  → Data* (records: u64 file offset, u64 length, bytes), DataEnd
 //   worker → Status ready | error
-//   ... the job runs over the comm layer (coordinator = world rank 0): one or
-//       more requests, ended by an empty one (cluster/job_wire.h) ...
+//   ... the job runs: the workers compute over the comm layer; the
+//       coordinator sends Request frames to the driving worker (rank 1) on
+//       this connection and gets Token frames back, until an empty Request
+//       ends the job (cluster/job_wire.h). Both sides send a Heartbeat every
+//       peer_timeout / 6 on every control connection of the job; a side that
+//       hears nothing for peer_timeout declares the other dead. The
+//       coordinator relays a worker's death to the others with Abort ...
 //   worker → Status done {requests: [RequestStats per request]} | error
 //            (then closes; the worker is idle again)
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +43,19 @@ namespace shardlm::cluster {
 
 constexpr const char* kClusterId = "shardlm-worker";
 
-enum class MsgType : uint32_t { Info = 1, Job = 2, Status = 3, Data = 4, DataEnd = 5 };
+constexpr const char* kVersion = "0.1.0";
+
+enum class MsgType : uint32_t {
+  Info = 1,
+  Job = 2,
+  Status = 3,
+  Data = 4,
+  DataEnd = 5,
+  Heartbeat = 6,  // empty
+  Request = 7,    // WireRequest, then its prompt tokens (i32 each)
+  Token = 8,      // WireToken records
+  Abort = 9,      // {"reason"}: the job is over, another member failed
+};
 
 constexpr size_t kMaxJsonBytes = size_t(16) << 20;  // a plan of many ranks fits easily
 constexpr size_t kMaxDataBytes = size_t(8) << 20;   // one Data frame
@@ -44,24 +66,34 @@ struct Message {
   nlohmann::json json() const;  // throws Error naming `who` on bad JSON
 };
 
+// A control connection. send() may be called from two threads at once (a
+// heartbeat thread and the job's thread); recv() from one at a time.
 class Channel {
  public:
   Channel(comm::tcp::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_.get(); }
+  void close() { fd_.reset(); }
 
   void send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline);
   void send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline);
   Message recv(comm::Deadline deadline);
-  // recv() that also insists on the type (a Status "error" becomes an Error with its message).
+  // The next message that is not a Heartbeat.
+  Message recv_skipping_heartbeats(comm::Deadline deadline);
+  // recv_skipping_heartbeats() that also insists on the type (a Status
+  // "error" becomes an Error with its message).
   nlohmann::json expect_json(MsgType type, comm::Deadline deadline);
 
  private:
+  std::mutex send_mu_;
   comm::tcp::Fd fd_;
   std::string peer_;
 };
 
 comm::Deadline after_seconds(double s);
+const char* type_name(MsgType t);
+// "2026-12-01T10:53:02Z"
+std::string utc_time_text(std::chrono::system_clock::time_point t);
 
 nlohmann::json plan_to_json(const parallel::Plan& plan);
 parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who);

@@ -31,6 +31,7 @@ class Process {
       : out_(out), err_(err) {
     pid_ = fork();
     if (pid_ == 0) {
+      setpgid(0, 0);  // its own group: signal_group() reaches the processes it starts too
       if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(127);
       for (auto& e : env) putenv(e.data());
       std::vector<char*> args;
@@ -42,7 +43,7 @@ class Process {
   }
   ~Process() {
     if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
+      kill(-pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
   }
@@ -52,6 +53,8 @@ class Process {
     waitpid(pid_, nullptr, 0);
     exited_ = true;
   }
+  // SIGSTOP / SIGCONT / ... to the process and every process it started.
+  void signal_group(int sig) { kill(-pid_, sig); }
   // Exit status, or -1 after `limit` (the process is then killed).
   int wait(std::chrono::seconds limit = std::chrono::seconds(60)) {
     const auto end = std::chrono::steady_clock::now() + limit;

@@ -29,14 +29,18 @@ std::string slurp(const std::string& path) {
 
 // Runs the binary with stdout on a pipe and stderr in a file. If
 // interrupt_after_bytes > 0, sends SIGINT once that much output has arrived.
-CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_bytes = 0) {
+CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_bytes = 0,
+                  const std::string& stdin_text = "") {
   // Per test process: ctest runs the tests of this file in parallel.
   const std::string err_path = ::testing::TempDir() + "shardlm_cli_stderr." + std::to_string(getpid()) + ".txt";
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe");
+  int fds[2], in[2];
+  if (pipe(fds) != 0 || pipe(in) != 0) throw std::runtime_error("pipe");
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 1);
+    dup2(in[0], 0);
+    close(in[0]);
+    close(in[1]);
     if (!freopen(err_path.c_str(), "w", stderr)) _exit(127);
     close(fds[0]);
     close(fds[1]);
@@ -47,6 +51,10 @@ CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_b
     _exit(127);
   }
   close(fds[1]);
+  close(in[0]);
+  if (!stdin_text.empty() && write(in[1], stdin_text.data(), stdin_text.size()) != ssize_t(stdin_text.size()))
+    throw std::runtime_error("write");
+  close(in[1]);
   CliResult r;
   char buf[4096];
   bool sent = false;
@@ -97,25 +105,127 @@ TEST(CliRun, SigintStopsGenerationAndStillPrintsStats) {
   EXPECT_NE(r.err.find("decode:"), std::string::npos) << r.err;
 }
 
+struct BadCase {
+  std::vector<std::string> args;
+  int status;  // 2: usage error, 1: runtime error
+  std::string expected;
+};
+
+void expect_one_error_line(const BadCase& c) {
+  const auto r = run_cli(c.args);
+  std::string joined;
+  for (const auto& a : c.args) joined += a + " ";
+  EXPECT_EQ(r.exit_code, c.status) << joined << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("shardlm: error: ", 0), 0u) << joined << "\n" << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\n" << r.err;
+  EXPECT_NE(r.err.find(c.expected), std::string::npos) << joined << "\n" << r.err;
+  EXPECT_EQ(r.out, "") << joined;
+}
+
 TEST(CliRun, BadInputIsOneErrorLine) {
-  struct Case {
-    std::vector<std::string> args;
-    std::string expected;
+  const std::string m = model_path("stories260K.gguf");
+  const std::vector<BadCase> cases{
+      {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, 1, "/nonexistent.gguf"},
+      {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, 1, "unsupported architecture 'gpt2'"},
+      {{"run", "-m", m, "-p", "Once upon a time", "--ctx", "3"}, 1, "--ctx"},
+      {{"bench", "-m", m, "-t", "1,x"}, 1, "-t: 'x'"},
   };
-  const std::vector<Case> cases{
-      {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, "/nonexistent.gguf"},
-      {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, "unsupported architecture 'gpt2'"},
-      {{"run", "-m", model_path("stories260K.gguf"), "-p", "x", "--kv-type", "q4"}, "--kv-type"},
-      {{"run", "-m", model_path("stories260K.gguf"), "-p", "Once upon a time", "--ctx", "3"}, "--ctx"},
-      {{"bench", "-m", model_path("stories260K.gguf"), "-t", "1,x"}, "-t: 'x'"},
+  for (const auto& c : cases) expect_one_error_line(c);
+}
+
+// Every value a flag cannot take, per subcommand: exit 2 and the flag named.
+TEST(CliRun, BadValuesAreUsageErrors) {
+  const std::string m = model_path("stories260K.gguf");
+  const std::vector<std::string> run = {"run", "-m", m, "-p", "x"};
+  auto with = [](std::vector<std::string> base, std::vector<std::string> more) {
+    base.insert(base.end(), more.begin(), more.end());
+    return base;
   };
-  for (const auto& c : cases) {
-    const auto r = run_cli(c.args);
-    EXPECT_EQ(r.exit_code, 1) << c.expected;
-    EXPECT_EQ(r.err.rfind("shardlm: error: ", 0), 0u) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
-  }
+  const std::vector<BadCase> cases{
+      {with(run, {"--temp", "-1"}), 2, "--temp"},
+      {with(run, {"--temp", "nan"}), 2, "--temp"},
+      {with(run, {"--temp", "inf"}), 2, "--temp"},
+      {with(run, {"--top-p", "2"}), 2, "--top-p"},
+      {with(run, {"--top-p", "-0.5"}), 2, "--top-p"},
+      {with(run, {"--min-p", "2"}), 2, "--min-p"},
+      {with(run, {"--top-k", "-1"}), 2, "--top-k"},
+      {with(run, {"--repeat-last-n", "-1"}), 2, "--repeat-last-n"},
+      {with(run, {"--repeat-penalty", "0"}), 2, "--repeat-penalty"},
+      {with(run, {"-n", "-2"}), 2, "-n"},
+      {with(run, {"-t", "1000"}), 2, "-t: 1000 threads"},
+      {with(run, {"--ctx", "0"}), 2, "--ctx"},
+      {with(run, {"-b", "0"}), 2, "--batch"},
+      {with(run, {"--kv-type", "q4"}), 2, "--kv-type"},
+      {with(run, {"--tp", "2"}), 2, "--tp: only with --nodes"},
+      {with(run, {"--pp", "2"}), 2, "--pp: only with --nodes"},
+      {with(run, {"--layers", "2,3"}), 2, "--layers: only with --nodes"},
+      {with(run, {"--nodes", "127.0.0.1:99999"}), 2, "--nodes: bad port"},
+      {with(run, {"--nodes", "127.0.0.1"}), 2, "is not host:port"},
+      {with(run, {"--nodes", "a:1", "--hostfile", "/dev/null"}), 2, "give one of them"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--peer-timeout", "0"}), 2, "--peer-timeout"},
+      {with(run, {"--temp", "0", "--temp", "1"}), 2, "--temp"},
+      {{"run", "-m", m, "-f", "/nonexistent/prompt.txt"}, 2, "-f: cannot read /nonexistent/prompt.txt"},
+      {{"run", "-m", m}, 2, "-p/-f"},
+      {{"frobnicate"}, 2, "subcommand"},
+      {{"--log-level", "loud", "run", "-m", m, "-p", "x"}, 2, "--log-level"},
+      {{"plan", "-m", m, "--nodes", "127.0.0.1:99999"}, 2, "--nodes: bad port"},
+      {{"plan", "-m", m, "--nodes", "a:1,a:1"}, 2, "listed twice"},
+      {{"plan", "-m", m}, 2, "give exactly one of"},
+      {{"plan", "-m", m, "--describe", "x.json", "--ctx", "-5"}, 2, "--ctx"},
+      {{"plan", "-m", m, "--describe", "x.json", "--kv-type", "q8"}, 2, "--kv-type"},
+      {{"worker", "--max-jobs", "0"}, 2, "--max-jobs"},
+      {{"worker", "--probe-mib", "-1"}, 2, "--probe-mib"},
+      {{"status"}, 2, "--nodes"},
+      {{"status", "--nodes", "x"}, 2, "is not host:port"},
+      {{"bench", "-m", m, "--gen", "-1"}, 2, "--gen"},
+  };
+  for (const auto& c : cases) expect_one_error_line(c);
+}
+
+TEST(CliRun, StdoutCarriesOnlyTheText) {
+  // Debug logging, a context beyond training and a warning go to stderr.
+  const auto r = run_cli({"--log-level", "debug", "run", "-m", model_path("stories260K.gguf"), "-p", "Once upon a time",
+                          "-n", "8", "--temp", "0", "-t", "1", "--no-display-prompt", "-c", "4096"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto golden = read_json(golden_path("stories260K.generate.json"))["cases"][0];
+  const std::string full = golden["generated_text_concat_pieces"].get<std::string>();
+  EXPECT_NE(r.err.find("[warning] --ctx 4096 is beyond"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("[warning]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.back(), '\n');
+  EXPECT_EQ(full.rfind(r.out.substr(0, r.out.size() - 1), 0), 0u) << r.out;  // a prefix of the golden text
+  EXPECT_EQ(r.out.find("Once upon a time"), std::string::npos) << r.out;
+}
+
+TEST(CliRun, PromptFromFileOrStdinAndStopStrings) {
+  const std::string m = model_path("stories260K.gguf");
+  const std::vector<std::string> common = {"-n", "64", "--temp", "0", "-t", "1"};
+  auto args = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), {"run", "-m", m});
+    a.insert(a.end(), common.begin(), common.end());
+    return a;
+  };
+  const auto reference = run_cli(args({"-p", "Once upon a time"}));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const std::string file = ::testing::TempDir() + "shardlm_prompt." + std::to_string(getpid()) + ".txt";
+  std::ofstream(file) << "Once upon a time";
+  const auto from_file = run_cli(args({"-f", file}));
+  std::remove(file.c_str());
+  EXPECT_EQ(from_file.out, reference.out) << from_file.err;
+  const auto from_stdin = run_cli(args({"-p", "-"}), 0, "Once upon a time");
+  EXPECT_EQ(from_stdin.out, reference.out) << from_stdin.err;
+  // A stop string taken from the middle of the reference: the text ends right before it.
+  const std::string text = reference.out.substr(std::string("Once upon a time").size());
+  const std::string stop = text.substr(text.size() / 2, 6);
+  const auto stopped = run_cli(args({"-p", "Once upon a time", "--stop", "zzzz", "--stop", stop}));
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(stopped.out, "Once upon a time" + text.substr(0, text.find(stop)) + "\n");
+}
+
+TEST(CliRun, MinusOneRunsToTheEndOfTheContextAndSaysSo) {
+  const auto r = run_cli({"run", "-m", model_path("stories260K.gguf"), "-p", "Once upon a time", "-n", "-1", "-c", "24",
+                          "--temp", "0", "-t", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: generation stopped at the end of the context (--ctx 24)"), std::string::npos) << r.err;
 }
 
 TEST(CliBench, PrintsOneRowPerThreadCount) {

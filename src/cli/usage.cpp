@@ -1,0 +1,35 @@
+#include "cli/usage.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+
+namespace shardlm::cli {
+
+CLI::Validator finite_in(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0') return fmt::format("'{}' is not a number", text);
+        if (!std::isfinite(v) || v < lo || v > hi) return fmt::format("{} is not in [{:g}, {:g}]", text, lo, hi);
+        return "";
+      },
+      fmt::format("in [{:g}, {:g}]", lo, hi));
+}
+
+CLI::Validator integer_in(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE) return fmt::format("'{}' is not an integer", text);
+        if (v < lo || v > hi) return fmt::format("{} is not in [{}, {}]", text, lo, hi);
+        return "";
+      },
+      fmt::format("in [{}, {}]", lo, hi));
+}
+
+}  // namespace shardlm::cli

@@ -1,0 +1,25 @@
+// Usage errors (a flag's value, a missing or conflicting flag) exit with 2,
+// runtime errors with 1, both as one `shardlm: error: ...` line (main.cpp).
+// The validators below give every numeric flag the same kind of message:
+// "--top-p: 2 is not in [0, 1]".
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace shardlm::cli {
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A finite number in [lo, hi] (NaN and infinities are refused).
+CLI::Validator finite_in(double lo, double hi);
+// An integer in [lo, hi].
+CLI::Validator integer_in(long long lo, long long hi);
+
+}  // namespace shardlm::cli

@@ -1,0 +1,40 @@
+#include "cluster/ask.h"
+
+#include <fmt/format.h>
+
+#include "cluster/dial.h"
+#include "cluster/protocol.h"
+#include "comm/tcp_handshake.h"
+#include "core/error.h"
+#include "parallel/nodes.h"
+
+namespace shardlm::cluster {
+
+nlohmann::json ask_worker(const std::string& address, const std::string& token) {
+  const std::string who = "worker " + address;
+  comm::tcp::Fd fd = dial(address, 5, who);
+  comm::tcp::HandshakeParams hp;
+  hp.token = token;
+  hp.cluster_id = kClusterId;
+  comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+  Channel ch(std::move(fd), who);
+  return ch.expect_json(MsgType::Info, after_seconds(10));
+}
+
+parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::json& info) {
+  parallel::NodeSpec n = parallel::default_node(address);
+  try {
+    n.memory_bytes = info.at("memory_bytes").get<int64_t>();
+    n.cores = std::max(1, info.at("cores").get<int>());
+    const double bw = info.at("bandwidth_gbs").get<double>();
+    if (bw > 0) n.memory_bandwidth_gbs = bw;
+    // Absent from workers older than the kernel-rate speed model.
+    if (info.contains("kernel_rates"))
+      n.kernel_rates = parallel::KernelRates::from_json(info.at("kernel_rates"), "worker " + address);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("worker {}: malformed Info message: {}", address, e.what()));
+  }
+  return n;
+}
+
+}  // namespace shardlm::cluster

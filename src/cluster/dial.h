@@ -1,0 +1,17 @@
+// Reaching a worker: one connection attempt per resolved address (a refused
+// port is reported at once, as refused), and the numeric address a node name
+// resolves to, so that two names for one worker are caught before connecting.
+#pragma once
+
+#include <string>
+
+#include "comm/tcp_socket.h"
+
+namespace shardlm::cluster {
+
+// "worker host:port" errors name `who`.
+comm::tcp::Fd dial(const std::string& address, double timeout_s, const std::string& who);
+// "ip:port" of the first address `address` ("host:port") resolves to.
+std::string resolve_address(const std::string& address, const std::string& what);
+
+}  // namespace shardlm::cluster

@@ -1,0 +1,66 @@
+#include "cluster/shard_cache.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace shardlm::cluster {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Entry {
+  fs::path path;
+  fs::file_time_type used;
+  uint64_t bytes;
+};
+
+bool is_shard_name(const fs::path& p) {
+  const std::string name = p.filename().string();
+  return name.size() == 64 + 5 && name.ends_with(".gguf") &&
+         name.find_first_not_of("0123456789abcdef") == 64;
+}
+
+// Most recently used first.
+std::vector<Entry> scan(const fs::path& dir) {
+  std::vector<Entry> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec) || !is_shard_name(e.path())) continue;
+    struct stat st{};
+    if (::stat(e.path().c_str(), &st) != 0) continue;
+    out.push_back({e.path(), e.last_write_time(ec), uint64_t(st.st_blocks) * 512});
+  }
+  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.used > b.used; });
+  return out;
+}
+
+}  // namespace
+
+void touch_cached_shard(const fs::path& shard) {
+  std::error_code ec;
+  fs::last_write_time(shard, fs::file_time_type::clock::now(), ec);
+}
+
+void evict_cached_shards(const fs::path& dir, uint64_t max_bytes, const fs::path& keep) {
+  uint64_t total = 0;
+  for (const auto& e : scan(dir)) {
+    total += e.bytes;
+    if (total <= max_bytes || e.path == keep) continue;
+    std::error_code ec;
+    if (fs::remove(e.path, ec)) {
+      spdlog::info("worker: cache over {:.1f} MiB: removed the least recently used shard {}",
+                   double(max_bytes) / (1 << 20), e.path.filename().string());
+      total -= e.bytes;
+    }
+  }
+}
+
+std::vector<CachedShard> list_cached_shards(const fs::path& dir) {
+  std::vector<CachedShard> out;
+  for (const auto& e : scan(dir)) out.push_back({e.path.stem().string(), e.bytes});
+  return out;
+}
+
+}  // namespace shardlm::cluster

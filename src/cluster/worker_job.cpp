@@ -1,0 +1,322 @@
+#include "cluster/worker_job.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <thread>
+
+#include "cluster/control_pump.h"
+#include "cluster/heartbeat.h"
+#include "cluster/job_wire.h"
+#include "cluster/protocol.h"
+#include "cluster/shard_cache.h"
+#include "cluster/worker.h"
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "gguf/gguf.h"
+#include "parallel/runtime.h"
+
+namespace shardlm::cluster {
+namespace fs = std::filesystem;
+using comm::tcp::Fd;
+
+std::string job_context_to_text(const JobContext& c) {
+  return nlohmann::json{{"token", c.token},
+                        {"cache_dir", c.cache_dir},
+                        {"peer", c.peer},
+                        {"daemon_port", c.daemon_port},
+                        {"daemon_pid", c.daemon_pid},
+                        {"cache_max_bytes", c.cache_max_bytes}}
+      .dump();
+}
+
+JobContext job_context_from_text(const std::string& text) {
+  JobContext c;
+  try {
+    const auto j = nlohmann::json::parse(text);
+    c.token = j.at("token").get<std::string>();
+    c.cache_dir = j.at("cache_dir").get<std::string>();
+    c.peer = j.at("peer").get<std::string>();
+    c.daemon_port = j.at("daemon_port").get<int>();
+    c.daemon_pid = j.at("daemon_pid").get<int>();
+    c.cache_max_bytes = j.at("cache_max_bytes").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("worker job: malformed context from the daemon: {}", e.what()));
+  }
+  return c;
+}
+
+namespace {
+
+// The shard file being received: a sparse file of the model's size.
+class ShardWriter {
+ public:
+  ShardWriter(const fs::path& path, uint64_t file_size) : path_(path), size_(file_size) {
+    fd_ = Fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
+    if (!fd_) throw Error(fmt::format("cannot create shard {}: {}", path.string(), std::strerror(errno)));
+    if (::ftruncate(fd_.get(), off_t(file_size)) != 0)
+      throw Error(fmt::format("cannot size shard {} to {} bytes: {}", path.string(), file_size, std::strerror(errno)));
+  }
+  // Data payload: records of (u64 offset, u64 length, bytes).
+  void write_records(const std::vector<uint8_t>& p, const std::string& who) {
+    size_t at = 0;
+    while (at < p.size()) {
+      uint64_t off = 0, len = 0;
+      if (p.size() - at < 16) throw Error(fmt::format("{}: truncated Data record at byte {}", who, at));
+      std::memcpy(&off, p.data() + at, 8);
+      std::memcpy(&len, p.data() + at + 8, 8);
+      at += 16;
+      if (len > p.size() - at || off > size_ || len > size_ - off)
+        throw Error(fmt::format("{}: Data record [{}, +{}) outside the message or the {}-byte shard", who, off, len,
+                                size_));
+      for (size_t done = 0; done < len;) {
+        const ssize_t n = ::pwrite(fd_.get(), p.data() + at + done, len - done, off_t(off + done));
+        if (n <= 0) throw Error(fmt::format("writing shard {}: {}", path_.string(), std::strerror(errno)));
+        done += size_t(n);
+      }
+      at += len;
+      received_ += len;
+    }
+  }
+  uint64_t received() const { return received_; }
+  void close() { fd_.reset(); }
+
+ private:
+  fs::path path_;
+  uint64_t size_;
+  Fd fd_;
+  uint64_t received_ = 0;
+};
+
+struct JobSpec {
+  int rank = 0, size = 0;
+  std::string comm_address;
+  parallel::Plan plan;
+  parallel::RuntimeOptions runtime;
+  double peer_timeout_s = kDefaultPeerTimeoutSeconds;
+  std::string mode, local_path, key;
+  uint64_t file_size = 0, shard_bytes = 0;
+  int64_t memory_needed = 0;
+};
+
+JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
+  JobSpec s;
+  try {
+    s.rank = j.at("rank").get<int>();
+    s.size = j.at("size").get<int>();
+    s.comm_address = j.at("comm_address").get<std::string>();
+    s.plan = plan_from_json(j.at("plan"), who);
+    const auto& o = j.at("options");
+    s.runtime.n_ctx = o.at("n_ctx").get<int64_t>();
+    s.runtime.n_batch = o.at("n_batch").get<int64_t>();
+    s.runtime.n_seq = 1;
+    s.runtime.kv_type = o.at("kv_type").get<std::string>() == "f16" ? DType::F16 : DType::F32;
+    s.runtime.threads = o.at("threads").get<int>();
+    s.peer_timeout_s = o.value("peer_timeout", kDefaultPeerTimeoutSeconds);
+    const auto& m = j.at("model");
+    s.mode = m.at("mode").get<std::string>();
+    s.local_path = m.value("path", "");
+    s.key = m.value("key", "");
+    s.file_size = m.at("file_size").get<uint64_t>();
+    s.shard_bytes = m.at("shard_bytes").get<uint64_t>();
+    s.memory_needed = j.at("memory_needed").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: malformed Job message: {}", who, e.what()));
+  }
+  if (s.size < 2 || s.size != s.plan.size() + 1 || s.rank < 1 || s.rank >= s.size)
+    throw Error(fmt::format("{}: Job rank {} of {} does not match a plan of {} ranks", who, s.rank, s.size,
+                            s.plan.size()));
+  if (s.runtime.n_ctx < 1 || s.runtime.n_ctx > (int64_t(1) << 24) || s.runtime.n_batch < 1 ||
+      s.runtime.n_batch > 65536 || s.runtime.threads < 0 || s.runtime.threads > 1024 ||
+      !(s.peer_timeout_s >= 0.1 && s.peer_timeout_s <= 3600))
+    throw Error(fmt::format("{}: Job options out of range", who));
+  if (s.mode != "stream" && s.mode != "local") throw Error(fmt::format("{}: unknown model mode '{}'", who, s.mode));
+  if (s.key.size() != 64 || s.key.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    if (s.mode == "stream") throw Error(fmt::format("{}: bad shard key '{}'", who, s.key));
+  }
+  return s;
+}
+
+WireRequest parse_request(const Message& m, std::vector<TokenId>& prompt, int64_t n_ctx, const std::string& who) {
+  WireRequest r;
+  if (m.payload.size() < sizeof r) throw Error(fmt::format("{}: short Request message", who));
+  std::memcpy(&r, m.payload.data(), sizeof r);
+  if (r.n_tokens != 0 && (r.n_tokens < 1 || r.n_tokens >= n_ctx || r.n_tokens > kMaxPromptTokens || r.n_predict < 0))
+    throw Error(fmt::format("{}: request of {} prompt tokens does not fit --ctx {}", who, r.n_tokens, n_ctx));
+  if (m.payload.size() != sizeof r + size_t(r.n_tokens) * sizeof(TokenId))
+    throw Error(fmt::format("{}: Request of {} bytes does not hold its {} prompt tokens", who, m.payload.size(),
+                            r.n_tokens));
+  prompt.resize(size_t(r.n_tokens));
+  if (r.n_tokens) std::memcpy(prompt.data(), m.payload.data() + sizeof r, prompt.size() * sizeof(TokenId));
+  return r;
+}
+
+// Driver of the workers' runtime: takes each request from the coordinator and
+// streams every token back to it. Returns where this rank's time went, per request.
+std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, comm::Communicator& workers,
+                                parallel::DistributedSession& session, int64_t n_ctx) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<RequestStats> per_request;
+  // Test hook: slows generation down so a test can stop or kill a worker mid-way.
+  const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
+  const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
+  for (;;) {
+    parallel::GenerateRequest q;
+    q.prompts.emplace_back();
+    const WireRequest r = parse_request(pump.next_request(), q.prompts[0], n_ctx, ch.peer());
+    int32_t more = r.n_tokens > 0;
+    workers.broadcast(&more, sizeof more, 0);
+    if (!more) return per_request;
+    q.n_predict = r.n_predict;
+    q.eos = r.eos;
+    q.sampling = r.sampling;
+    // Both parts' totals from this clock, so that they add up to the request.
+    const auto t0 = Clock::now();
+    const auto since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    RequestStats stats;
+    session.generate(q, [&](int seq, TokenId token) {
+      if (!stats.to_first_token) {
+        stats.to_first_token = session.stats();
+        stats.to_first_token->total_seconds = since_t0();
+      }
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+      const WireToken t{seq, token};
+      ch.send(MsgType::Token, &t, sizeof t, after_seconds(60));
+    });
+    const WireToken end{-1, -1};
+    ch.send(MsgType::Token, &end, sizeof end, after_seconds(60));
+    stats.total = session.stats();
+    stats.total.total_seconds = since_t0();
+    // Ending the followers' serve() after every request puts a boundary in every rank's stats.
+    session.shutdown();
+    if (per_request.size() < kMaxReportedRequests) per_request.push_back(stats);
+    session.reset_stats();
+  }
+}
+
+// The other workers: serve the driver's requests one at a time, as long as it says there are more.
+std::vector<RequestStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
+  std::vector<RequestStats> per_request;
+  for (;;) {
+    int32_t more = 0;
+    workers.broadcast(&more, sizeof more, 0);
+    if (!more) return per_request;
+    session.serve();
+    if (per_request.size() < kMaxReportedRequests) per_request.push_back({session.stats(), std::nullopt});
+    session.reset_stats();
+  }
+}
+
+// Where the job's slices come from: the worker's own copy, the cache, or the coordinator.
+fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs::path& temp_dir, fs::path& part) {
+  if (job.mode == "local") return job.local_path;
+  const bool cached = !ctx.cache_dir.empty();
+  const fs::path dir = cached ? fs::path(ctx.cache_dir)
+                              : (temp_dir = fs::temp_directory_path() /
+                                            fmt::format("shardlm-worker-{}-{}", ::getpid(), ctx.daemon_port));
+  fs::create_directories(dir);
+  const fs::path shard_path = dir / (job.key + ".gguf");
+  if (cached && fs::exists(shard_path) && fs::file_size(shard_path) == job.file_size) {
+    spdlog::info("worker: shard {} is cached, no transfer", shard_path.string());
+    touch_cached_shard(shard_path);
+    ch.send_json(MsgType::Status, {{"status", "have"}}, after_seconds(10));
+    return shard_path;
+  }
+  ch.send_json(MsgType::Status, {{"status", "need"}}, after_seconds(10));
+  part = shard_path.string() + ".part";
+  ShardWriter w(part, job.file_size);
+  for (;;) {
+    Message m = ch.recv_skipping_heartbeats(after_seconds(120));
+    if (m.type == MsgType::DataEnd) break;
+    if (m.type != MsgType::Data) throw Error(fmt::format("{}: unexpected message during the transfer", ch.peer()));
+    w.write_records(m.payload, ch.peer());
+    if (w.received() > job.shard_bytes)
+      throw Error(fmt::format("{}: sent more than the announced {} bytes", ch.peer(), job.shard_bytes));
+  }
+  if (w.received() != job.shard_bytes)
+    throw Error(fmt::format("{}: sent {} of the announced {} bytes", ch.peer(), w.received(), job.shard_bytes));
+  w.close();
+  fs::rename(part, shard_path);
+  part.clear();
+  spdlog::info("worker: received {:.1f} MiB of slices", double(w.received()) / (1 << 20));
+  if (cached && ctx.cache_max_bytes > 0) evict_cached_shards(dir, ctx.cache_max_bytes, shard_path);
+  return shard_path;
+}
+
+[[noreturn]] void give_up(const std::string& why) {
+  spdlog::error("worker: job abandoned: {}", why);
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  // Other threads may be blocked in the comm layer for a peer that will never answer.
+  ::_exit(3);
+}
+
+}  // namespace
+
+int serve_job(int raw_fd, const JobContext& ctx) {
+  const std::string host = host_name();
+  fs::path temp_dir, part;
+  std::unique_ptr<Channel> ch;
+  int status = 1;
+  try {
+    comm::tcp::set_nonblocking(raw_fd);
+    ch = std::make_unique<Channel>(Fd(raw_fd), ctx.peer);
+    const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), ctx.peer);
+    spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,
+                 job.plan.ranks[size_t(job.rank - 1)].to_string(), double(job.shard_bytes) / (1 << 20), job.mode);
+    const int64_t available = memory_available_bytes();
+    if (job.memory_needed > available)
+      throw Error(fmt::format("worker {}: not enough memory: its slices and KV cache need {:.1f} MiB, MemAvailable is "
+                              "{:.1f} MiB",
+                              host, double(job.memory_needed) / (1 << 20), double(available) / (1 << 20)));
+    const fs::path shard_path = obtain_shard(*ch, job, ctx, temp_dir, part);
+    auto file = gguf::File::open(shard_path.string());
+    if (file->file_size() != job.file_size)
+      throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
+                              file->file_size(), job.file_size));
+    ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));
+
+    comm::ConnectOptions co;
+    co.backend = "tcp";
+    co.rank = job.rank;
+    co.size = job.size;
+    co.coordinator = job.comm_address;
+    co.token = ctx.token;
+    co.cluster_id = "shardlm-job";
+    // Liveness is the heartbeats' business: a step may legitimately take long.
+    co.timeouts.op = std::chrono::hours(24);
+    auto world = comm::Communicator::connect(co);
+    auto workers = world->split(0, job.rank);
+    parallel::RuntimeOptions ro = job.runtime;
+    if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    parallel::DistributedSession session(workers, job.plan, *file, ro);
+    spdlog::info("worker: joined the job's communicator, model ready");
+    std::vector<RequestStats> per_request;
+    {
+      ControlPump pump(*ch, job.peer_timeout_s, give_up);
+      per_request = workers->rank() == 0 ? drive(*ch, pump, *workers, session, ro.n_ctx) : follow(*workers, session);
+    }
+    spdlog::info("worker: job done");
+    nlohmann::json stats = nlohmann::json::array();
+    for (const auto& s : per_request) stats.push_back(request_stats_to_json(s));
+    ch->send_json(MsgType::Status, {{"status", "done"}, {"requests", stats}}, after_seconds(10));
+    status = 0;
+  } catch (const std::bad_alloc&) {
+    const std::string msg = fmt::format("worker {}: out of memory (std::bad_alloc)", host);
+    spdlog::error("{}", msg);
+    if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", msg}}, after_seconds(2)); } catch (...) {}
+  } catch (const std::exception& e) {
+    spdlog::error("worker: job failed: {}", e.what());
+    if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", e.what()}}, after_seconds(2)); } catch (...) {}
+  }
+  std::error_code ec;
+  if (!part.empty()) fs::remove(part, ec);  // an interrupted transfer is never mistaken for a cached shard
+  if (!temp_dir.empty()) fs::remove_all(temp_dir, ec);
+  return status;
+}
+
+}  // namespace shardlm::cluster

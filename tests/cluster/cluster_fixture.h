@@ -1,0 +1,89 @@
+// The fixture of the multi-process cluster tests: `shardlm worker` daemons on
+// OS-chosen ports and `shardlm run --nodes ...` coordinators, each with its
+// stdout/stderr in a per-test directory.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/process.h"
+
+namespace shardlm::test {
+
+namespace fs = std::filesystem;
+
+
+inline const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("shardlm-cluster-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    workers_.clear();
+    fs::remove_all(dir_);
+  }
+
+  // Starts a worker and returns "127.0.0.1:port".
+  std::string start_worker(std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
+    const int i = int(workers_.size());
+    const fs::path port_file = dir_ / ("port" + std::to_string(i));
+    std::vector<std::string> argv = {SHARDLM_BINARY, "worker",  "--listen", "127.0.0.1:0", "--port-file",
+                                     port_file.string(), "--probe-mib", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    env.push_back(kToken);
+    const fs::path log = dir_ / ("worker" + port_file.filename().string());
+    workers_.push_back(std::make_unique<Process>(argv, fs::path(log).concat(".out"), fs::path(log).concat(".err"), env));
+    for (int tries = 0; tries < 500 && !fs::exists(port_file); ++tries) usleep(20000);
+    EXPECT_TRUE(fs::exists(port_file)) << workers_.back()->err();
+    std::string port = read_text(port_file);
+    while (!port.empty() && port.back() == '\n') port.pop_back();
+    return "127.0.0.1:" + port;
+  }
+
+  std::unique_ptr<Process> start_run(std::vector<std::string> args, std::vector<std::string> env = {kToken}) {
+    std::vector<std::string> argv = {SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time",
+                                     "--temp", "0", "--seed", "1", "-t", "1"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string n = std::to_string(runs_++);
+    return std::make_unique<Process>(argv, dir_ / ("run" + n + ".out"), dir_ / ("run" + n + ".err"), env);
+  }
+
+  struct Result {
+    int status;
+    std::string out, err;
+  };
+  Result run(std::vector<std::string> args, std::vector<std::string> env = {kToken}) {
+    auto p = start_run(std::move(args), std::move(env));
+    const int status = p->wait();
+    return {status, p->out(), p->err()};
+  }
+
+  const std::string& single_node() {
+    static std::string reference;
+    if (reference.empty()) {
+      auto r = run({"-n", "40"});
+      EXPECT_EQ(r.status, 0) << r.err;
+      reference = r.out;
+    }
+    return reference;
+  }
+
+  fs::path dir_;
+  std::vector<std::unique_ptr<Process>> workers_;
+  int runs_ = 0;
+};
+
+}  // namespace shardlm::test

@@ -1,0 +1,164 @@
+// The hangs of issue #12: a worker (or coordinator) that stops answering
+// without closing its sockets, a busy worker, idle and garbage connections,
+// two names for one worker. Every case must end within its deadline.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include "cluster/cluster_fixture.h"
+
+using namespace shardlm::test;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string error_line(const std::string& err) {
+  const auto at = err.find("shardlm: error: ");
+  if (at == std::string::npos) return "";
+  return err.substr(at, err.find('\n', at) - at);
+}
+
+// A raw TCP connection to "127.0.0.1:port", as a port scanner or health check makes.
+int open_raw(const std::string& node) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::stoi(node.substr(node.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
+void wait_for_output(Process& p, size_t bytes) {
+  for (int i = 0; i < 500 && p.out().size() < bytes; ++i) usleep(20000);
+  ASSERT_GE(p.out().size(), bytes) << p.err();
+}
+
+TEST_F(ClusterTest, StoppedWorkerIsNamedWithinFiveSecondsAndTheOtherGoesIdle) {
+  const std::vector<std::string> slow = {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"};
+  const std::string survivor = start_worker({}, slow);
+  const std::string victim = start_worker({}, slow);
+  auto coordinator = start_run({"-n", "400", "--nodes", survivor + "," + victim, "--pp", "2", "--tp", "1"});
+  wait_for_output(*coordinator, 40);
+  const auto t0 = Clock::now();
+  workers_[1]->signal_group(SIGSTOP);  // the daemon and its job process: a frozen machine
+  const int status = coordinator->wait(std::chrono::seconds(20));
+  const double seconds = seconds_since(t0);
+  EXPECT_EQ(status, 1) << coordinator->err();
+  EXPECT_LT(seconds, 5.0);
+  const std::string line = error_line(coordinator->err());
+  EXPECT_NE(line.find("worker " + victim + " (rank 2) not responding"), std::string::npos) << coordinator->err();
+  // The survivor heard why, named the victim, and serves the next run alone.
+  for (int i = 0; i < 100 && workers_[0]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
+  EXPECT_NE(workers_[0]->err().find(victim), std::string::npos) << workers_[0]->err();
+  auto next = run({"-n", "40", "--nodes", survivor});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+  workers_[1]->signal_group(SIGCONT);
+}
+
+TEST_F(ClusterTest, WorkersGiveUpAStoppedCoordinator) {
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"});
+  auto coordinator = start_run({"-n", "400", "--nodes", node});
+  wait_for_output(*coordinator, 40);
+  coordinator->signal_group(SIGSTOP);
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 8 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
+  EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
+  EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
+  coordinator->kill9();
+  auto next = run({"-n", "40", "--nodes", node});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+}
+
+TEST_F(ClusterTest, SecondCoordinatorIsToldAtOnceThatTheWorkerIsBusy) {
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"});
+  auto first = start_run({"-n", "400", "--nodes", node});
+  wait_for_output(*first, 40);
+  const auto t0 = Clock::now();
+  auto second = run({"-n", "8", "--nodes", node});
+  EXPECT_LT(seconds_since(t0), 3.0);
+  EXPECT_EQ(second.status, 1);
+  EXPECT_NE(error_line(second.err).find("worker " + node + ": worker busy (serving job from 127.0.0.1:"),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.out, "");
+  first->kill9();
+}
+
+TEST_F(ClusterTest, IdleAndGarbageConnectionsNeverDelayAJob) {
+  const std::string node = start_worker();
+  std::vector<int> idle;
+  for (int i = 0; i < 5; ++i) idle.push_back(open_raw(node));
+  const int garbage = open_raw(node);
+  const std::string junk(4096, 'x');
+  EXPECT_GT(send(garbage, junk.data(), junk.size(), MSG_NOSIGNAL), 0);
+  const auto t0 = Clock::now();
+  auto r = run({"-n", "40", "--nodes", node});
+  EXPECT_LT(seconds_since(t0), 4.0);  // five idle connections once cost 50 s
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, single_node());
+  for (int fd : idle) close(fd);
+  close(garbage);
+  EXPECT_TRUE(workers_[0]->running());
+}
+
+TEST_F(ClusterTest, OneWorkerTwiceInTheNodeListIsAnImmediateError) {
+  const std::string node = start_worker();
+  const std::string port = node.substr(node.rfind(':') + 1);
+  struct Case {
+    std::string nodes, message;
+    int status;
+  };
+  for (const Case& c : {Case{node + "," + node, "--nodes: '" + node + "' is listed twice", 2},
+                        Case{node + ",localhost:" + port, "are the same worker", 1}}) {
+    SCOPED_TRACE(c.nodes);
+    const auto t0 = Clock::now();
+    auto r = run({"-n", "8", "--nodes", c.nodes});
+    EXPECT_LT(seconds_since(t0), 2.0);
+    EXPECT_EQ(r.status, c.status);
+    EXPECT_NE(error_line(r.err).find(c.message), std::string::npos) << r.err;
+  }
+}
+
+// Consecutive runs on three workers: one stopped, one killed, one restarted.
+TEST_F(ClusterTest, ThreeWorkersStoppedKilledRestarted) {
+  const std::vector<std::string> slow = {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"};
+  const std::string a = start_worker({}, slow), b = start_worker({}, slow), c = start_worker({}, slow);
+  auto first = start_run({"-n", "400", "--nodes", a + "," + b + "," + c, "--pp", "3", "--tp", "1"});
+  wait_for_output(*first, 40);
+  workers_[2]->signal_group(SIGSTOP);
+  EXPECT_EQ(first->wait(std::chrono::seconds(20)), 1);
+  EXPECT_NE(error_line(first->err()).find("worker " + c + " (rank 3) not responding"), std::string::npos)
+      << first->err();
+  auto second = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(second.out, single_node());
+  workers_[1]->kill9();
+  auto third = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
+  EXPECT_EQ(third.status, 1);
+  EXPECT_NE(error_line(third.err).find("worker " + b + ": cannot connect"), std::string::npos) << third.err;
+  const std::string restarted = start_worker();
+  auto fourth = run({"-n", "40", "--nodes", a + "," + restarted, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(fourth.status, 0) << fourth.err;
+  EXPECT_EQ(fourth.out, single_node());
+  workers_[2]->signal_group(SIGCONT);
+}
+
+TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {
+  const auto t0 = Clock::now();
+  auto r = run({"-n", "8", "--nodes", "127.0.0.1:1"});
+  EXPECT_LT(seconds_since(t0), 2.0);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(error_line(r.err).find("worker 127.0.0.1:1: cannot connect: Connection refused"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace

@@ -8,7 +8,12 @@
 // and the fastest is kept for the life of the process: a type and token count
 // always run the same kernel, so results do not change between steps or with
 // the thread count. A newer ISA must win by kMargin, so kernels that tie do
-// not flip between runs. Prefill takes the newest ISA.
+// not flip between runs. Only the quantized types are timed: their kernels
+// sum integers exactly and give the same bits on every ISA (tested), so which
+// one wins cannot change a result. Float weights sum in a different order on
+// each ISA, so a timing that went one way in one run and the other way in the
+// next would make the same seed give another text; they take the newest ISA,
+// as prefill does.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -93,9 +98,12 @@ std::mutex g_calibrating;
 
 }  // namespace
 
+bool decode_bits_match_across_isas(DType type) { return traits(type).block_elems > 1; }
+
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
   const auto id = size_t(type);
-  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds)) return newest_isa(cap, type, n_tokens);
+  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds) || !decode_bits_match_across_isas(type))
+    return newest_isa(cap, type, n_tokens);
   std::atomic<int8_t>& slot = g_choice[(size_t(cap) * kTypeIds + id) * kDecodeClasses + size_t(n_tokens - 1)];
   if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
   const std::lock_guard<std::mutex> lock(g_calibrating);

@@ -100,5 +100,8 @@ Isa newest_isa(Isa cap, DType type, int64_t n_tokens);
 // tokens) the ISA whose kernel measured fastest on this CPU (matmul_dispatch.cpp),
 // for prefill the newest.
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens);
+// Whether every ISA's decode kernel for `type` gives the same bits (the
+// quantized types: exact integer sums), so the dispatcher may time them.
+bool decode_bits_match_across_isas(DType type);
 
 }  // namespace shardlm::matmul_impl

@@ -173,6 +173,28 @@ TEST(MatmulDispatch, DecodeMatchesReferenceAndIsStable) {
   }
 }
 
+// The dispatcher times the decode kernels of these types and keeps the
+// fastest, which may differ from run to run: that is only safe because every
+// ISA gives the same bits for them.
+TEST(MatmulDispatch, TimedTypesGiveTheSameBitsOnEveryIsa) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2: nothing is timed";
+  const int64_t rows = 35, cols = 1280;
+  for (DType type : kTypes) {
+    if (!matmul_impl::decode_bits_match_across_isas(type)) continue;
+    const auto m = random_matrix(type, rows, cols, 17);
+    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+      const auto x = random_activations(n_tokens, cols, uint32_t(70 + n_tokens));
+      const auto avx2 = run(Isa::Avx2, m.view, x, n_tokens, nullptr);
+      for (Isa isa : {Isa::Avx512, Isa::Amx}) {
+        if (!isa_available(isa) || !isa_has_kernel(isa, type, n_tokens)) continue;
+        SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens) + " " + isa_name(isa));
+        const auto y = run(isa, m.view, x, n_tokens, nullptr);
+        EXPECT_EQ(0, std::memcmp(y.data(), avx2.data(), y.size() * 4));
+      }
+    }
+  }
+}
+
 TEST(MatmulIsa, Avx2MatchesReference) { check_isa_against_reference(Isa::Avx2); }
 TEST(MatmulIsa, Avx512MatchesReference) { check_isa_against_reference(Isa::Avx512); }
 TEST(MatmulIsa, AmxMatchesReference) { check_isa_against_reference(Isa::Amx); }

@@ -43,11 +43,11 @@ record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
 run_llama() {  # model threads
   local csv
   csv=$("$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -o csv 2>/dev/null)
-  # avg_ts is the last column; n_prompt and n_gen tell prompt rows from decode rows.
-  echo "$csv" | awk -F'","' -v m="$1" -v t="$2" '
-    NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
-    { gsub(/"/, ""); np = $col["n_prompt"]; ng = $col["n_gen"]; ts = $col["avg_ts"]
-      print m, t, (np > 0 ? "prompt" : "decode"), "llama.cpp", ts }' >>"$results"
+  # The header is plain, the rows quote every field; avg_ts is tok/s.
+  echo "$csv" | awk -v m="$1" -v t="$2" '
+    NR == 1 { n = split($0, h, ","); for (i = 1; i <= n; i++) col[h[i]] = i; next }
+    { sub(/^"/, ""); sub(/"$/, ""); split($0, f, "\",\"")
+      print m, t, (f[col["n_prompt"]] > 0 ? "prompt" : "decode"), "llama.cpp", f[col["avg_ts"]] }' >>"$results"
 }
 
 run_shardlm() {  # model threads

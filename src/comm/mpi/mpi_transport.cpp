@@ -1,4 +1,4 @@
-#include "comm/mpi_transport.h"
+#include "comm/mpi/mpi_transport.h"
 
 #include <algorithm>
 #include <array>
@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include "comm/inbox.h"
+#include "comm/mpi/mpi.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -246,9 +247,9 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   const WaitPolicy policy = wait_rule_.now();
   Poller poller(policy);
   // MPI has no wait with a deadline, and a transfer moves only while both of
-  // its ranks are inside MPI calls, so a rank that naps stalls its peers:
-  // 4 ranks on 2 cores napping with backoff (20 us .. 1 ms) took 0.15-7 ms
-  // for a 16 KiB all_reduce against OpenMPI's 0.11 ms. So once the poll
+  // its ranks are inside MPI calls, so a rank that naps stalls its peers
+  // (4 ranks on 2 cores napping with backoff were many times slower than
+  // OpenMPI's own all-reduce for 16 KiB). So once the poll
   // phase is over a rank keeps looking, handing its core over with
   // sched_yield() between looks; only when the host has more than two tasks
   // a core (the rule blocks at once) does it also nap, briefly.

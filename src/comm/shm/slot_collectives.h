@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/shm_segment.h"
+#include "comm/shm/segment.h"
 #include "comm/transport.h"
 
 namespace shardlm::comm::shm {

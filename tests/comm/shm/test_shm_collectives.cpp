@@ -1,6 +1,6 @@
 // Every collective over the shm backend, through the Communicator API, for
 // f32/f16/bf16, world sizes 1-4 and sizes 0, 1, odd and chunked; with the
-// backend's fast paths and with the generic algorithms over the shm rings.
+// backend's fast paths and with the generic algorithms over the shm byte queues.
 #include <gtest/gtest.h>
 
 #include <cstring>

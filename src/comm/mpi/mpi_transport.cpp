@@ -278,13 +278,40 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   }
 }
 
-bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
-  if (dtype != DType::F32 || g.size() != size_ || count > size_t(INT_MAX)) return false;
+bool MpiTransport::is_world(const Group& g) const {
+  if (g.size() != size_) return false;
   for (int i = 0; i < g.size(); ++i)
     if (g.ranks[size_t(i)] != i) return false;
+  return true;
+}
+
+bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
+  if (dtype != DType::F32 || !is_world(g) || count > size_t(INT_MAX)) return false;
   throw_if_failed();
   check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_),
         "MPI_Allreduce");
+  return true;
+}
+
+bool MpiTransport::all_gather(const Group& g, const void* send, void* recv, size_t bytes_per_rank, Deadline) {
+  if (!is_world(g) || bytes_per_rank > size_t(INT_MAX)) return false;
+  throw_if_failed();
+  check(MPI_Allgather(send, int(bytes_per_rank), MPI_BYTE, recv, int(bytes_per_rank), MPI_BYTE, comm_),
+        "MPI_Allgather");
+  return true;
+}
+
+bool MpiTransport::broadcast(const Group& g, void* buf, size_t bytes, int root_index, Deadline) {
+  if (!is_world(g) || bytes > size_t(INT_MAX)) return false;
+  throw_if_failed();
+  check(MPI_Bcast(buf, int(bytes), MPI_BYTE, root_index, comm_), "MPI_Bcast");
+  return true;
+}
+
+bool MpiTransport::barrier(const Group& g, Deadline) {
+  if (!is_world(g)) return false;
+  throw_if_failed();
+  check(MPI_Barrier(comm_), "MPI_Barrier");
   return true;
 }
 

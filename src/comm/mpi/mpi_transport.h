@@ -19,7 +19,8 @@
 // pin it with OMPI_MCA_coll_tuned_use_dynamic_rules=1 and
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
 // between OpenMPI versions. f16/bf16 (no MPI type) and split groups fall back
-// to the project's algorithms over the links.
+// to the project's algorithms over the links. all_gather, broadcast and
+// barrier of the world are MPI's own too (they copy bits, nothing to order).
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -56,8 +57,13 @@ class MpiTransport final : public Transport {
   void abort(const std::string& reason) noexcept override;
 
   bool all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline deadline) override;
+  // Copies only, so MPI's own are exact whatever its algorithm.
+  bool all_gather(const Group& g, const void* send, void* recv, size_t bytes_per_rank, Deadline deadline) override;
+  bool broadcast(const Group& g, void* buf, size_t bytes, int root_index, Deadline deadline) override;
+  bool barrier(const Group& g, Deadline deadline) override;
 
  private:
+  bool is_world(const Group& g) const;
   struct SendReq;
   struct Peer;
 

@@ -52,16 +52,19 @@ void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, 
   auto* data = static_cast<std::byte*>(buf);
   std::vector<const void*> srcs(static_cast<size_t>(world_));
 
-  if (bytes <= one_shot_bytes_) {
-    const int par = int((step_ + 1) & 1);
-    std::memcpy(seg_.slot(rank_, par), data, bytes);
-    step(deadline, "all_reduce");
-    for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par);
-    reduce_ordered(data, srcs, count, dtype, op);
+  const size_t chunk_elems = chunk_bytes_ / elem;
+  if (one_shot(bytes)) {
+    for (size_t first = 0; first < count; first += chunk_elems) {
+      const size_t n = std::min(chunk_elems, count - first);
+      const int par = int((step_ + 1) & 1);
+      std::memcpy(seg_.slot(rank_, par), data + first * elem, n * elem);
+      step(deadline, "all_reduce");
+      for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par);
+      reduce_ordered(data + first * elem, srcs, n, dtype, op);
+    }
     return;
   }
 
-  const size_t chunk_elems = chunk_bytes_ / elem;
   const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
   // Shares of a chunk are whole 64-byte lines so two reducers never write one.
   const size_t share_elems = ((chunk_elems + size_t(world_) - 1) / size_t(world_) + 63) / 64 * 64;

@@ -39,6 +39,12 @@ TEST(MpiTransport, EveryCollectiveOverMpiLinks) {
   comm->barrier();
 }
 
+TEST(MpiTransport, EveryCollectiveNative) {
+  auto comm = mpi_world(true);
+  testing::check_all_collectives(*comm, {0, 1, 1237, (size_t(300) << 10) + 3});
+  comm->barrier();
+}
+
 TEST(MpiTransport, NativeAllReduceMatches) {
   auto comm = mpi_world(true);
   ASSERT_EQ(comm->choose_all_reduce(4 << 20), AllReduceAlgo::Native);
@@ -61,6 +67,17 @@ TEST(MpiTransport, NativeAllReduceGivesEveryRankTheSameBits) {
     std::vector<float> rank0(buf);
     comm->broadcast(rank0.data(), count * sizeof(float), 0);
     ASSERT_EQ(std::memcmp(rank0.data(), buf.data(), count * sizeof(float)), 0) << count;
+  }
+  for (DType t : {DType::F16, DType::BF16}) {  // MPI_UINT16_T with our sum
+    const size_t count = 70'001;
+    std::vector<uint16_t> buf(count);
+    for (size_t i = 0; i < count; ++i)
+      buf[i] = testing::encode16(t, float(((i * 2654435761u + unsigned(comm->rank()) * 40503u) % 2001) - 1000) *
+                                        float(1 << (i % 12)) * 1e-3f);
+    comm->all_reduce(buf.data(), count, t);
+    std::vector<uint16_t> rank0(buf);
+    comm->broadcast(rank0.data(), count * 2, 0);
+    ASSERT_EQ(rank0, buf) << dtype_name(t);
   }
 }
 

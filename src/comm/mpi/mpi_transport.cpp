@@ -11,6 +11,7 @@
 #include <sched.h>
 
 #include "comm/inbox.h"
+#include "comm/reduce.h"
 #include "comm/mpi/mpi.h"
 #include "core/error.h"
 
@@ -36,6 +37,14 @@ void check(int rc, const char* what) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   throw Error(std::string("mpi: ") + what + " failed: " + std::string(text, size_t(len)));
+}
+
+// MPI has no 16-bit float type: f16/bf16 sums travel as MPI_UINT16_T with
+// this op, which widens to f32 and rounds once per addition (reduce_into).
+// round(a + b) == round(b + a), so it is commutative as MPI is told.
+template <DType T>
+void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(inout, in, size_t(*len), T, ReduceOp::Sum);
 }
 
 void finalize_at_exit() {
@@ -100,6 +109,8 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
     MPI_Comm_free(&node);
   }
   wait_rule_ = WaitRule(ranks_on_host, options.timeouts.spin);
+  check(MPI_Op_create(&sum16<DType::F16>, 1, &sum_f16_), "MPI_Op_create");
+  check(MPI_Op_create(&sum16<DType::BF16>, 1, &sum_bf16_), "MPI_Op_create");
   for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>(describe_peer(p)));
 }
 
@@ -113,6 +124,8 @@ MpiTransport::~MpiTransport() {
         MPI_Cancel(&pl.req);
         MPI_Request_free(&pl.req);
       }
+  for (MPI_Op* o : {&sum_f16_, &sum_bf16_})
+    if (*o != MPI_OP_NULL) MPI_Op_free(o);
   if (!failed_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -286,10 +299,19 @@ bool MpiTransport::is_world(const Group& g) const {
 }
 
 bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
-  if (dtype != DType::F32 || !is_world(g) || count > size_t(INT_MAX)) return false;
+  if (!is_world(g) || count > size_t(INT_MAX)) return false;
+  MPI_Datatype type = MPI_FLOAT;
+  MPI_Op mpi_op = op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    // Our max picks by operand order on ties (±0), which MPI may swap.
+    if (op != ReduceOp::Sum) return false;
+    type = MPI_UINT16_T;
+    mpi_op = dtype == DType::F16 ? sum_f16_ : sum_bf16_;
+  } else if (dtype != DType::F32) {
+    return false;
+  }
   throw_if_failed();
-  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_),
-        "MPI_Allreduce");
+  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), type, mpi_op, comm_), "MPI_Allreduce");
   return true;
 }
 

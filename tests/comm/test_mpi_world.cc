@@ -45,6 +45,16 @@ TEST(MpiTransport, EveryCollectiveNative) {
   comm->barrier();
 }
 
+// Odd and even ranks: each group gets its own MPI communicator.
+TEST(MpiTransport, SplitGroupsUseMpiCollectivesToo) {
+  auto comm = mpi_world(true);
+  auto half = comm->split(comm->rank() % 2, comm->rank());
+  ASSERT_TRUE(half);
+  testing::check_all_collectives(*half, {0, 1, 1237, (size_t(300) << 10) + 3});
+  half->barrier();
+  comm->barrier();
+}
+
 TEST(MpiTransport, NativeAllReduceMatches) {
   auto comm = mpi_world(true);
   ASSERT_EQ(comm->choose_all_reduce(4 << 20), AllReduceAlgo::Native);

@@ -124,6 +124,7 @@ MpiTransport::~MpiTransport() {
         MPI_Cancel(&pl.req);
         MPI_Request_free(&pl.req);
       }
+  for (auto& [context, c] : group_comms_) MPI_Comm_free(&c);
   for (MPI_Op* o : {&sum_f16_, &sum_bf16_})
     if (*o != MPI_OP_NULL) MPI_Op_free(o);
   if (!failed_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -291,15 +292,31 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   }
 }
 
-bool MpiTransport::is_world(const Group& g) const {
-  if (g.size() != size_) return false;
-  for (int i = 0; i < g.size(); ++i)
-    if (g.ranks[size_t(i)] != i) return false;
-  return true;
+// The group's own MPI communicator: the world's duplicate, or one made on
+// the group's first native collective. Every member makes the same calls in
+// the same order, so they all reach MPI_Comm_create_group (collective over
+// the members only) at the same point.
+MPI_Comm MpiTransport::comm_for(const Group& g) {
+  bool world = g.size() == size_;
+  for (int i = 0; world && i < g.size(); ++i) world = g.ranks[size_t(i)] == i;
+  if (world) return comm_;
+  if (auto it = group_comms_.find(g.context); it != group_comms_.end()) return it->second;
+  MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+  MPI_Comm made = MPI_COMM_NULL;
+  check(MPI_Comm_group(comm_, &all), "MPI_Comm_group");
+  const int rc = MPI_Group_incl(all, g.size(), g.ranks.data(), &members);
+  MPI_Group_free(&all);
+  check(rc, "MPI_Group_incl");
+  const int rc2 = MPI_Comm_create_group(comm_, members, int(g.context & 0x7fff), &made);
+  MPI_Group_free(&members);
+  check(rc2, "MPI_Comm_create_group");
+  MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+  group_comms_.emplace(g.context, made);
+  return made;
 }
 
 bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
-  if (!is_world(g) || count > size_t(INT_MAX)) return false;
+  if (count > size_t(INT_MAX)) return false;
   MPI_Datatype type = MPI_FLOAT;
   MPI_Op mpi_op = op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
   if (dtype == DType::F16 || dtype == DType::BF16) {
@@ -311,29 +328,28 @@ bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dty
     return false;
   }
   throw_if_failed();
-  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), type, mpi_op, comm_), "MPI_Allreduce");
+  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), type, mpi_op, comm_for(g)), "MPI_Allreduce");
   return true;
 }
 
 bool MpiTransport::all_gather(const Group& g, const void* send, void* recv, size_t bytes_per_rank, Deadline) {
-  if (!is_world(g) || bytes_per_rank > size_t(INT_MAX)) return false;
+  if (bytes_per_rank > size_t(INT_MAX)) return false;
   throw_if_failed();
-  check(MPI_Allgather(send, int(bytes_per_rank), MPI_BYTE, recv, int(bytes_per_rank), MPI_BYTE, comm_),
+  check(MPI_Allgather(send, int(bytes_per_rank), MPI_BYTE, recv, int(bytes_per_rank), MPI_BYTE, comm_for(g)),
         "MPI_Allgather");
   return true;
 }
 
 bool MpiTransport::broadcast(const Group& g, void* buf, size_t bytes, int root_index, Deadline) {
-  if (!is_world(g) || bytes > size_t(INT_MAX)) return false;
+  if (bytes > size_t(INT_MAX)) return false;
   throw_if_failed();
-  check(MPI_Bcast(buf, int(bytes), MPI_BYTE, root_index, comm_), "MPI_Bcast");
+  check(MPI_Bcast(buf, int(bytes), MPI_BYTE, root_index, comm_for(g)), "MPI_Bcast");
   return true;
 }
 
 bool MpiTransport::barrier(const Group& g, Deadline) {
-  if (!is_world(g)) return false;
   throw_if_failed();
-  check(MPI_Barrier(comm_), "MPI_Barrier");
+  check(MPI_Barrier(comm_for(g)), "MPI_Barrier");
   return true;
 }
 

@@ -20,9 +20,10 @@
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
 // between OpenMPI versions. f16/bf16 sums use MPI_Allreduce too, as 16-bit
 // words with a user op that widens to f32 and rounds once per addition (the
-// same algorithms, so the same guarantee); their max and split groups fall
-// back to the project's algorithms over the links. all_gather, broadcast and
-// barrier of the world are MPI's own too (they copy bits, nothing to order).
+// same algorithms, so the same guarantee); their max falls back to the
+// project's algorithms over the links. all_gather, broadcast and barrier are
+// MPI's own too (they copy bits, nothing to order). A split group gets its
+// own MPI communicator on its first native collective (comm_for).
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -31,6 +32,7 @@
 #include <mpi.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,7 +67,7 @@ class MpiTransport final : public Transport {
   bool barrier(const Group& g, Deadline deadline) override;
 
  private:
-  bool is_world(const Group& g) const;
+  MPI_Comm comm_for(const Group& g);
   struct SendReq;
   struct Peer;
 
@@ -76,6 +78,7 @@ class MpiTransport final : public Transport {
   [[noreturn]] void fail_peer(int p, const std::string& what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::map<uint32_t, MPI_Comm> group_comms_;  // by Group::context
   MPI_Op sum_f16_ = MPI_OP_NULL, sum_bf16_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;
   WaitRule wait_rule_;

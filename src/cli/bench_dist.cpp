@@ -14,7 +14,7 @@
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "comm/communicator.h"
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -149,8 +149,8 @@ void bench_dist(DistBenchOptions o) {
                                                 parallel::streamed_matrix_bytes(kRateMatrixBytes));
     }
   }
-  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"127.0.0.1", 0});
-  const uint16_t port = comm::tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
   const std::string shm_name = fmt::format("shardlm-bench-{}", getpid());
   std::vector<pid_t> pids;
   std::fflush(nullptr);

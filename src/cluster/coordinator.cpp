@@ -15,7 +15,7 @@
 #include "cluster/ask.h"
 #include "cluster/dial.h"
 #include "cluster/job_wire.h"
-#include "comm/tcp_handshake.h"
+#include "net/handshake.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
@@ -82,8 +82,8 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   }
 
   // 3. The job's communicator listens here; each worker gets the address it reached us on.
-  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"", 0});
-  const uint16_t comm_port = comm::tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(net::HostPort{"", 0});
+  const uint16_t comm_port = net::local_port(listener.get());
   const int world_size = plan_.size() + 1;
   std::vector<std::vector<ByteRange>> ranges(workers_.size());
   const bool stream = opt_.worker_model.empty();
@@ -98,7 +98,7 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
     nlohmann::json job = {
         {"rank", int(i) + 1},
         {"size", world_size},
-        {"comm_address", with_port(comm::tcp::local_ip(workers_[i]->fd()), comm_port)},
+        {"comm_address", with_port(net::local_ip(workers_[i]->fd()), comm_port)},
         {"plan", plan_to_json(plan_)},
         {"options",
          {{"n_ctx", opt_.plan.n_ctx}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
@@ -153,11 +153,11 @@ void ClusterJob::connect_workers(std::vector<parallel::NodeSpec>& nodes) {
   }
   for (const auto& address : opt_.nodes) {
     const std::string who = "worker " + address;
-    comm::tcp::Fd fd = dial(address, 5, who);
-    comm::tcp::HandshakeParams hp;
+    net::Fd fd = dial(address, 5, who);
+    net::HandshakeParams hp;
     hp.token = opt_.token;
     hp.cluster_id = kClusterId;
-    comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+    net::handshake(fd.get(), net::Role::Connector, hp, after_seconds(10), who);
     workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
     const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
     // A busy worker follows its Info with a Status error saying whose job it serves.

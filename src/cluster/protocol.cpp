@@ -88,8 +88,8 @@ void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline 
   Header h;
   h.type = uint32_t(type);
   h.length = bytes;
-  comm::tcp::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
-  if (bytes) comm::tcp::write_all(fd_.get(), data, bytes, deadline, peer_);
+  net::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
+  if (bytes) net::write_all(fd_.get(), data, bytes, deadline, peer_);
 }
 
 void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
@@ -99,7 +99,7 @@ void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline de
 
 Message Channel::recv(comm::Deadline deadline) {
   Header h;
-  comm::tcp::read_all(fd_.get(), &h, sizeof h, deadline, peer_);
+  net::read_all(fd_.get(), &h, sizeof h, deadline, peer_);
   if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
   if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
   Message m;
@@ -108,7 +108,7 @@ Message Channel::recv(comm::Deadline deadline) {
     throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
                             max_length(m.type)));
   m.payload.resize(size_t(h.length));
-  if (h.length) comm::tcp::read_all(fd_.get(), m.payload.data(), m.payload.size(), deadline, peer_);
+  if (h.length) net::read_all(fd_.get(), m.payload.data(), m.payload.size(), deadline, peer_);
   return m;
 }
 

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "parallel/planner.h"
 #include "parallel/runtime.h"
 
@@ -70,7 +70,7 @@ struct Message {
 // heartbeat thread and the job's thread); recv() from one at a time.
 class Channel {
  public:
-  Channel(comm::tcp::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+  Channel(net::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_.get(); }
   void close() { fd_.reset(); }
@@ -86,7 +86,7 @@ class Channel {
 
  private:
   std::mutex send_mu_;
-  comm::tcp::Fd fd_;
+  net::Fd fd_;
   std::string peer_;
 };
 

@@ -22,7 +22,7 @@
 
 namespace shardlm::cluster {
 namespace fs = std::filesystem;
-using comm::tcp::Fd;
+using net::Fd;
 
 std::string job_context_to_text(const JobContext& c) {
   return nlohmann::json{{"token", c.token},
@@ -263,7 +263,7 @@ int serve_job(int raw_fd, const JobContext& ctx) {
   std::unique_ptr<Channel> ch;
   int status = 1;
   try {
-    comm::tcp::set_nonblocking(raw_fd);
+    net::set_nonblocking(raw_fd);
     ch = std::make_unique<Channel>(Fd(raw_fd), ctx.peer);
     const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), ctx.peer);
     spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,

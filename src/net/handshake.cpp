@@ -1,4 +1,4 @@
-#include "comm/tcp_handshake.h"
+#include "net/handshake.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "core/error.h"
 
-namespace shardlm::comm::tcp {
+namespace shardlm::net {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'H', 'L', 'M', 'C', 'O', 'M', 'M'};
@@ -103,4 +103,4 @@ HelloInfo handshake(int fd, Role role, const HandshakeParams& params, Deadline d
   return info;
 }
 
-}  // namespace shardlm::comm::tcp
+}  // namespace shardlm::net

@@ -1,4 +1,4 @@
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -16,7 +17,7 @@
 
 #include "core/error.h"
 
-namespace shardlm::comm::tcp {
+namespace shardlm::net {
 
 Fd& Fd::operator=(Fd&& o) noexcept {
   if (this != &o) {
@@ -189,39 +190,53 @@ bool peer_on_this_host(int fd) {
   return sockaddr_text(ss, false) == local_ip(fd);
 }
 
-Fd connect_to(const HostPort& where, Deadline deadline) {
-  int last_err = 0;
-  for (;;) {
-    AddrInfo ai;
-    resolve(where, false, ai);
-    for (addrinfo* a = ai.list; a; a = a->ai_next) {
-      Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
-      if (!fd) {
-        last_err = errno;
-        continue;
-      }
-      size_buffers_before_connecting(fd.get());
-      tune_stream(fd.get());
-      int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
-      if (rc != 0 && errno == EINPROGRESS) {
-        if (!wait_fd(fd.get(), POLLOUT, deadline)) {
-          last_err = ETIMEDOUT;
-          continue;
-        }
-        socklen_t len = sizeof rc;
-        getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &rc, &len);
-        if (rc != 0) {
-          last_err = rc;
-          continue;
-        }
-      } else if (rc != 0) {
-        last_err = errno;
-        continue;
-      }
-      return fd;
+std::string resolve_numeric(const HostPort& where) {
+  AddrInfo ai;
+  resolve(where, false, ai);
+  sockaddr_storage ss{};
+  std::memcpy(&ss, ai.list->ai_addr, std::min<size_t>(ai.list->ai_addrlen, sizeof ss));
+  return HostPort{sockaddr_text(ss, false), where.port}.str();
+}
+
+Fd try_connect_once(const HostPort& where, Deadline deadline, int* err) {
+  AddrInfo ai;
+  resolve(where, false, ai);
+  *err = 0;
+  for (addrinfo* a = ai.list; a; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!fd) {
+      *err = errno;
+      continue;
     }
+    size_buffers_before_connecting(fd.get());
+    tune_stream(fd.get());
+    int rc = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      if (!wait_fd(fd.get(), POLLOUT, deadline)) {
+        *err = ETIMEDOUT;
+        continue;
+      }
+      socklen_t len = sizeof rc;
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &rc, &len);
+      if (rc != 0) {
+        *err = rc;
+        continue;
+      }
+    } else if (rc != 0) {
+      *err = errno;
+      continue;
+    }
+    return fd;
+  }
+  return Fd();
+}
+
+Fd connect_to(const HostPort& where, Deadline deadline) {
+  for (;;) {
+    int err = 0;
+    if (Fd fd = try_connect_once(where, deadline, &err)) return fd;
     if (Clock::now() >= deadline)
-      throw Error(fmt::format("cannot connect to {}: {}", where.str(), errno_text(last_err)));
+      throw Error(fmt::format("cannot connect to {}: {}", where.str(), errno_text(err)));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -275,4 +290,4 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
   }
 }
 
-}  // namespace shardlm::comm::tcp
+}  // namespace shardlm::net

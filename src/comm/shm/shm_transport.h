@@ -1,7 +1,7 @@
 // The shared-memory backend: ranks of one host exchange through one segment
-// (shm_segment.h). Point-to-point messages travel through per-pair SPSC rings
+// (segment.h). Point-to-point messages travel through per-pair SPSC byte queues
 // framed as {tag, length, payload}; collectives of the world group take the
-// slot-based fast paths of shm_collectives.h.
+// slot-based fast paths of slot_collectives.h.
 #pragma once
 
 #include <deque>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/shm_collectives.h"
-#include "comm/shm_segment.h"
+#include "comm/shm/slot_collectives.h"
+#include "comm/shm/segment.h"
 #include "comm/transport.h"
 
 namespace shardlm::comm::shm {

@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <string>
 
-#include "comm/transport.h"
+#include "net/socket.h"
 
-namespace shardlm::comm::tcp {
+namespace shardlm::net {
 
 constexpr uint32_t kProtocolVersion = 1;
 
@@ -40,4 +40,4 @@ struct HandshakeParams {
 HelloInfo handshake(int fd, Role role, const HandshakeParams& params, Deadline deadline,
                     const std::string& who);
 
-}  // namespace shardlm::comm::tcp
+}  // namespace shardlm::net

@@ -6,17 +6,22 @@
 // is rewritten two steps later, after every peer has announced the step in
 // between, so it has been read: double buffering without any extra flag.
 //
-// all_reduce: up to `one_shot_bytes` every rank sums all slots itself in rank
-// order (one step). Above, the buffer moves in chunks: in the step that
-// stages chunk k, rank r reduces its 1/n share of chunk k (rank order) into
-// the shared result area, and copies chunk k-1 out of it, so each chunk costs
-// one step and every element is reduced exactly once.
+// all_reduce, one-shot: every rank stages a chunk, steps, and sums all slots
+// itself in rank order (one step a chunk). Split: in the step that stages
+// chunk k, rank r reduces its 1/n share of chunk k (rank order) into the
+// shared result area and copies chunk k-1 out of it, so every element is
+// reduced once, at one more step and one more copy. Per byte and rank,
+// one-shot moves n + 3 bytes through memory (copy in, read n slots, write)
+// and split 4 + (n+1)/n, so one-shot is cheaper at every size for two ranks
+// and split from three on, except below `one_shot_bytes` where the extra
+// step costs more than the bytes. Both sum every element in rank order, so
+// they give the same bits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/shm_segment.h"
+#include "comm/shm/segment.h"
 #include "comm/transport.h"
 
 namespace shardlm::comm::shm {
@@ -33,6 +38,7 @@ class Collectives {
   void barrier(Clock::time_point deadline);
 
   size_t one_shot_bytes() const { return one_shot_bytes_; }
+  bool one_shot(size_t bytes) const { return world_ == 2 || bytes <= one_shot_bytes_; }
   size_t chunk_bytes() const { return chunk_bytes_; }
 
  private:

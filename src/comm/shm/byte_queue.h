@@ -1,23 +1,23 @@
-// Single-producer single-consumer byte ring in shared memory, one per ordered
+// Single-producer single-consumer byte queue (a circular buffer) in shared memory, one per ordered
 // pair of ranks. head counts bytes ever written, tail bytes ever consumed
 // (both mod 2^32, capacity a power of two), so fullness is head - tail and no
-// lock is needed. Each side waits on the other's word (shm_wait.h).
+// lock is needed. Each side waits on the other's word (seq_wait.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "comm/shm_wait.h"  // SeqWord
+#include "comm/shm/seq_wait.h"  // SeqWord
 
 namespace shardlm::comm::shm {
 
-struct RingCtl {
+struct ByteQueueCtl {
   SeqWord head;  // advanced by the writer
   SeqWord tail;  // advanced by the reader
 };
 
-struct Ring {
-  RingCtl* ctl = nullptr;
+struct ByteQueue {
+  ByteQueueCtl* ctl = nullptr;
   std::byte* data = nullptr;
   uint32_t capacity = 0;  // power of two
 

@@ -1,4 +1,4 @@
-#include "comm/tcp_transport.h"
+#include "comm/tcp/tcp_transport.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -29,8 +29,8 @@ struct TcpTransport::SendReq : Request {
 
 // Reads that start a frame, and payload remainders shorter than this, go
 // through a per-peer stage: one recv(2) then takes a header with its payload
-// (and whatever follows) instead of one for each, which saves 1-2 us a
-// small message on loopback. Longer remainders go straight to their buffer.
+// (and whatever follows) instead of one for each, a syscall saved per
+// small message. Longer remainders go straight to their buffer.
 constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 
 struct TcpTransport::Peer {
@@ -38,7 +38,7 @@ struct TcpTransport::Peer {
   Peer(int r, std::string d, size_t& buffered, size_t budget)
       : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
   int rank = -1;
-  Fd fd;
+  net::Fd fd;
   std::string desc;
   bool bye = false;  // peer said goodbye: its EOF is clean
   bool on_this_host = false;
@@ -67,7 +67,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     if (r == rank) continue;
     auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
                                     unexpected_bytes_, limits_.max_unexpected_bytes);
-    p->on_this_host = links[size_t(r)].fd && peer_on_this_host(links[size_t(r)].fd.get());
+    p->on_this_host = links[size_t(r)].fd && net::peer_on_this_host(links[size_t(r)].fd.get());
     ranks_on_host += p->on_this_host;
     p->fd = std::move(links[size_t(r)].fd);
     peers_[size_t(r)] = std::move(p);
@@ -188,7 +188,7 @@ void TcpTransport::flush_sends(Peer& p) {
       if (w < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
         if (errno == EINTR) continue;
-        fail(fmt::format("{}: send failed: {}", p.desc, errno_text(errno)));
+        fail(fmt::format("{}: send failed: {}", p.desc, net::errno_text(errno)));
       }
     }
     s.sent += size_t(w);
@@ -316,7 +316,7 @@ void TcpTransport::read_ready(Peer& p) {
     if (r == 0)
       fail(fmt::format("{}: connection closed mid-frame (payload {} of {} bytes)", p.desc,
                        p.target_got, p.frame.length));
-    fail(fmt::format("{}: receive failed: {}", p.desc, errno_text(errno)));
+    fail(fmt::format("{}: receive failed: {}", p.desc, net::errno_text(errno)));
   }
 }
 
@@ -341,7 +341,7 @@ void TcpTransport::progress(int timeout_ms) {
   }
   if (fds.empty()) return;
   int rc = ::poll(fds.data(), fds.size(), timeout_ms);
-  if (rc < 0 && errno != EINTR) fail(fmt::format("tcp: poll failed: {}", errno_text(errno)));
+  if (rc < 0 && errno != EINTR) fail(fmt::format("tcp: poll failed: {}", net::errno_text(errno)));
   if (rc <= 0) return;
   for (size_t i = 0; i < fds.size(); ++i) {
     short ev = fds[i].revents;

@@ -10,7 +10,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "comm/shm_segment.h"
+#include "comm/shm/segment.h"
+#include "comm/shm/shm_transport.h"
 #include "comm/test_shm_helpers.h"
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include "comm/shm_ring.h"
+#include "comm/shm/byte_queue.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,7 @@ uint32_t own(const SeqWord& w) {  // our own word: nobody else writes it
 
 }  // namespace
 
-size_t Ring::write_some(const void* src, size_t bytes) {
+size_t ByteQueue::write_some(const void* src, size_t bytes) {
   const uint32_t head = own(ctl->head);
   const uint32_t space = capacity - (head - load_acquire(ctl->tail));
   const uint32_t n = uint32_t(std::min<size_t>(bytes, space));
@@ -27,7 +27,7 @@ size_t Ring::write_some(const void* src, size_t bytes) {
   return n;
 }
 
-size_t Ring::read_some(void* dst, size_t bytes) {
+size_t ByteQueue::read_some(void* dst, size_t bytes) {
   const uint32_t tail = own(ctl->tail);
   const uint32_t n = uint32_t(std::min<size_t>(bytes, load_acquire(ctl->head) - tail));
   if (n == 0) return 0;
@@ -40,8 +40,8 @@ size_t Ring::read_some(void* dst, size_t bytes) {
   return n;
 }
 
-uint32_t Ring::readable() const { return load_acquire(ctl->head) - own(ctl->tail); }
+uint32_t ByteQueue::readable() const { return load_acquire(ctl->head) - own(ctl->tail); }
 
-uint32_t Ring::writable() const { return capacity - (own(ctl->head) - load_acquire(ctl->tail)); }
+uint32_t ByteQueue::writable() const { return capacity - (own(ctl->head) - load_acquire(ctl->tail)); }
 
 }  // namespace shardlm::comm::shm

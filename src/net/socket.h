@@ -1,18 +1,22 @@
-// Small POSIX socket helpers for the TCP backend: an owning fd, host:port
-// parsing, listen/connect, and whole-buffer reads and writes that honour a
-// deadline. Everything that fails throws Error naming `who` (peer or address).
+// POSIX socket helpers shared by the comm tcp backend and the cluster's
+// control connections: an owning fd, host:port parsing, listen/connect, and
+// whole-buffer reads and writes that honour a deadline. Everything that fails
+// throws Error naming `who` (peer or address).
 #pragma once
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 
-#include "comm/transport.h"
 
-namespace shardlm::comm::tcp {
+namespace shardlm::net {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
 
 class Fd {
  public:
@@ -47,8 +51,15 @@ std::string local_ip(int fd);       // our side's IP of a connected socket
 // peer runs on this host (or in this network namespace).
 bool peer_on_this_host(int fd);
 
-// Connects, retrying refused/unreachable attempts until the deadline (the
-// listener may not be up yet).
+// "ip:port" of the first address host:port resolves to; throws Error when
+// it does not resolve.
+std::string resolve_numeric(const HostPort& where);
+// One attempt at each address `where` resolves to (each may wait for the
+// handshake until the deadline); an empty Fd with *err = the last errno when
+// none connected. Throws Error when the name does not resolve.
+Fd try_connect_once(const HostPort& where, Deadline deadline, int* err);
+// try_connect_once again and again until the deadline (the listener may not
+// be up yet).
 Fd connect_to(const HostPort& where, Deadline deadline);
 // Accepts one connection or returns an empty Fd when the deadline passes.
 Fd accept_until(int listen_fd, Deadline deadline);
@@ -62,4 +73,4 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
 
 std::string errno_text(int err);
 
-}  // namespace shardlm::comm::tcp
+}  // namespace shardlm::net

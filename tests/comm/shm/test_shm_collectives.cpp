@@ -1,6 +1,6 @@
 // Every collective over the shm backend, through the Communicator API, for
 // f32/f16/bf16, world sizes 1-4 and sizes 0, 1, odd and chunked; with the
-// backend's fast paths and with the generic algorithms over the shm rings.
+// backend's fast paths and with the generic algorithms over the shm byte queues.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -50,8 +50,9 @@ INSTANTIATE_TEST_SUITE_P(Worlds, ShmMatrix,
 // Random data: every rank gets the same bits, equal to the serial sum in
 // rank order (f16/bf16 accumulated in f32, rounded once), in both the
 // one-shot and the chunked path; a second run repeats them exactly.
-TEST(ShmCollectives, DeterministicRankOrderSums) {
-  const int world = 3;
+// Two ranks sum every chunk on both ranks (one-shot), three split the sum
+// above one_shot_bytes: both must give the rank-order sum, bit for bit.
+void check_rank_order_sums(int world) {
   const std::string session = unique_session("determinism");
   std::vector<std::vector<std::vector<std::byte>>> results(world);
   run_ranks(world, [&](int rank) {
@@ -97,6 +98,9 @@ TEST(ShmCollectives, DeterministicRankOrderSums) {
   });
   for (int r = 1; r < world; ++r) EXPECT_EQ(results[size_t(r)], results[0]);
 }
+
+TEST(ShmCollectives, DeterministicRankOrderSumsTwoRanks) { check_rank_order_sums(2); }
+TEST(ShmCollectives, DeterministicRankOrderSumsThreeRanks) { check_rank_order_sums(3); }
 
 // 64 MiB of f32 through the chunked path, 2 ranks.
 TEST(ShmCollectives, AllReduce64MiB) {

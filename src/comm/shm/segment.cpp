@@ -1,4 +1,4 @@
-#include "comm/shm_segment.h"
+#include "comm/shm/segment.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@ struct SegmentHeader {
   uint64_t magic;  // stored last (release) by the creator
   uint32_t version;
   uint32_t world;
-  uint64_t slot_bytes, ring_bytes, total_bytes;
+  uint64_t slot_bytes, queue_bytes, total_bytes;
   uint8_t auth[32];
   uint64_t pidns;
   uint32_t creator_pid;
@@ -90,20 +90,20 @@ template <class T>
 std::atomic_ref<T> atomic(T& v) { return std::atomic_ref<T>(v); }
 
 struct Layout {
-  size_t ranks, steps, doorbells, rings_ctl, slots, result, ring_data, total;
+  size_t ranks, steps, doorbells, queues_ctl, slots, result, queue_data, total;
 };
 
-Layout layout(int world, size_t slot_bytes, size_t ring_bytes) {
+Layout layout(int world, size_t slot_bytes, size_t queue_bytes) {
   Layout l{};
   const size_t w = size_t(world);
   l.ranks = align_up(sizeof(SegmentHeader), 64);
   l.steps = l.ranks + w * sizeof(RankEntry);
   l.doorbells = l.steps + w * sizeof(SeqWord);
-  l.rings_ctl = l.doorbells + w * sizeof(SeqWord);
-  l.slots = align_up(l.rings_ctl + w * w * sizeof(RingCtl), 4096);
+  l.queues_ctl = l.doorbells + w * sizeof(SeqWord);
+  l.slots = align_up(l.queues_ctl + w * w * sizeof(ByteQueueCtl), 4096);
   l.result = l.slots + w * 2 * slot_bytes;
-  l.ring_data = l.result + 2 * slot_bytes;
-  l.total = l.ring_data + w * w * ring_bytes;
+  l.queue_data = l.result + 2 * slot_bytes;
+  l.total = l.queue_data + w * w * queue_bytes;
   return l;
 }
 
@@ -160,14 +160,14 @@ Segment::Segment(const SegmentConfig& config)
       rank_(config.rank),
       world_(config.world),
       slot_bytes_(config.slot_bytes),
-      ring_bytes_(config.ring_bytes) {
+      queue_bytes_(config.queue_bytes) {
   if (world_ < 1 || world_ > kMaxWorld || rank_ < 0 || rank_ >= world_)
     throw Error("shm: rank " + std::to_string(rank_) + " of world " + std::to_string(world_) +
                 " is out of range (1.." + std::to_string(kMaxWorld) + " ranks)");
   if (slot_bytes_ < 4096 || slot_bytes_ % 64 != 0)
     throw Error("shm: slot size " + std::to_string(slot_bytes_) + " must be a multiple of 64, at least 4096");
-  if (ring_bytes_ < 4096 || (ring_bytes_ & (ring_bytes_ - 1)) != 0 || ring_bytes_ > (size_t(1) << 30))
-    throw Error("shm: ring size " + std::to_string(ring_bytes_) + " must be a power of two in 4 KiB..1 GiB");
+  if (queue_bytes_ < 4096 || (queue_bytes_ & (queue_bytes_ - 1)) != 0 || queue_bytes_ > (size_t(1) << 30))
+    throw Error("shm: queue size " + std::to_string(queue_bytes_) + " must be a power of two in 4 KiB..1 GiB");
   wait_rule_ = WaitRule(world_, config.spin);
   if (rank_ == 0)
     create(config);
@@ -192,20 +192,20 @@ void Segment::map(int fd, size_t bytes) {
   base_ = static_cast<std::byte*>(p);
   total_bytes_ = bytes;
   header_ = reinterpret_cast<SegmentHeader*>(base_);
-  const Layout l = layout(world_, slot_bytes_, ring_bytes_);
+  const Layout l = layout(world_, slot_bytes_, queue_bytes_);
   ranks_ = reinterpret_cast<RankEntry*>(base_ + l.ranks);
   off_steps_ = l.steps;
   off_doorbells_ = l.doorbells;
-  off_rings_ctl_ = l.rings_ctl;
+  off_queues_ctl_ = l.queues_ctl;
   off_slots_ = l.slots;
   off_result_ = l.result;
-  off_ring_data_ = l.ring_data;
+  off_queue_data_ = l.queue_data;
 }
 
 void Segment::create(const SegmentConfig& config) {
   const auto deadline = Clock::now() + config.attach_timeout;
   sweep_stale_segments();
-  const Layout l = layout(world_, slot_bytes_, ring_bytes_);
+  const Layout l = layout(world_, slot_bytes_, queue_bytes_);
   int fd = -1;
   for (;;) {
     fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -241,7 +241,7 @@ void Segment::create(const SegmentConfig& config) {
   header_->version = kVersion;
   header_->world = uint32_t(world_);
   header_->slot_bytes = slot_bytes_;
-  header_->ring_bytes = ring_bytes_;
+  header_->queue_bytes = queue_bytes_;
   header_->total_bytes = l.total;
   sha256("shardlm-shm-auth\n" + config.cluster_id + '\n' + config.token, header_->auth);
   header_->pidns = own_pidns();
@@ -282,12 +282,12 @@ void Segment::attach(const SegmentConfig& config) {
       throw Error("shm: segment " + name_ + " does not match this cluster id/token (version " +
                   std::to_string(h.version) + ")");
     }
-    if (h.world != uint32_t(world_) || h.slot_bytes != slot_bytes_ || h.ring_bytes != ring_bytes_) {
+    if (h.world != uint32_t(world_) || h.slot_bytes != slot_bytes_ || h.queue_bytes != queue_bytes_) {
       close(fd);
       throw Error("shm: segment " + name_ + " has world " + std::to_string(h.world) + ", slot " +
-                  std::to_string(h.slot_bytes) + ", ring " + std::to_string(h.ring_bytes) + " but rank " +
+                  std::to_string(h.slot_bytes) + ", queue " + std::to_string(h.queue_bytes) + " but rank " +
                   std::to_string(rank_) + " expects world " + std::to_string(world_) + ", slot " +
-                  std::to_string(slot_bytes_) + ", ring " + std::to_string(ring_bytes_));
+                  std::to_string(slot_bytes_) + ", queue " + std::to_string(queue_bytes_));
     }
     map(fd, h.total_bytes);
     break;
@@ -339,11 +339,11 @@ std::byte* Segment::slot(int rank, int parity) const {
   return base_ + off_slots_ + (size_t(rank) * 2 + size_t(parity)) * slot_bytes_;
 }
 std::byte* Segment::result(int parity) const { return base_ + off_result_ + size_t(parity) * slot_bytes_; }
-RingCtl& Segment::ring_ctl(int from, int to) const {
-  return reinterpret_cast<RingCtl*>(base_ + off_rings_ctl_)[size_t(from) * size_t(world_) + size_t(to)];
+ByteQueueCtl& Segment::queue_ctl(int from, int to) const {
+  return reinterpret_cast<ByteQueueCtl*>(base_ + off_queues_ctl_)[size_t(from) * size_t(world_) + size_t(to)];
 }
-std::byte* Segment::ring_data(int from, int to) const {
-  return base_ + off_ring_data_ + (size_t(from) * size_t(world_) + size_t(to)) * ring_bytes_;
+std::byte* Segment::queue_data(int from, int to) const {
+  return base_ + off_queue_data_ + (size_t(from) * size_t(world_) + size_t(to)) * queue_bytes_;
 }
 
 void Segment::check_peer(int peer) const {

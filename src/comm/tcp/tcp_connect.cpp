@@ -11,14 +11,16 @@
 
 #include <fmt/format.h>
 
-#include "comm/tcp_handshake.h"
-#include "comm/tcp_socket.h"
-#include "comm/tcp_transport.h"
+#include "net/handshake.h"
+#include "net/socket.h"
+#include "comm/tcp/tcp.h"
+#include "comm/tcp/tcp_transport.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
 namespace {
 
+using namespace net;
 using namespace tcp;
 
 struct Address {
@@ -106,7 +108,6 @@ void accept_peers(int listen_fd, int count, const ConnectOptions& o, const Hands
 std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
     throw Error(fmt::format("tcp: bad rank {} for world size {}", o.rank, o.size));
-  if (o.sockets_per_peer != 1) throw Error("tcp: sockets_per_peer other than 1 is not implemented");
   std::vector<PeerLink> links(size_t(o.size));
   if (o.size == 1) return std::make_unique<TcpTransport>(0, 1, std::move(links), o.timeouts);
   if (o.token.empty()) throw Error("tcp: no token (set SHARDLM_TOKEN or pass a token file)");

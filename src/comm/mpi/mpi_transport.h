@@ -7,8 +7,8 @@
 // (kPayload), or, when small, as one kInline message holding both. Envelopes
 // are probed in arrival order and matched here, like the other backends do.
 //
-// all_reduce (the Communicator's "native" choice, its default here) of f32 over
-// the world calls MPI_Allreduce; it has no deadline inside. Reproducibility:
+// all_reduce (the Communicator's "native" choice, its default here) over the
+// world calls MPI_Allreduce; it has no deadline inside. Reproducibility:
 // the MPI standard only advises that every process get the same result;
 // OpenMPI's coll/tuned (and basic) all-reduce algorithms (recursive doubling,
 // ring, segmented ring, Rabenseifner) combine the partials in an order fixed
@@ -18,8 +18,12 @@
 // OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set;
 // pin it with OMPI_MCA_coll_tuned_use_dynamic_rules=1 and
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
-// between OpenMPI versions. f16/bf16 (no MPI type) and split groups fall back
-// to the project's algorithms over the links.
+// between OpenMPI versions. f16/bf16 sums use MPI_Allreduce too, as 16-bit
+// words with a user op that widens to f32 and rounds once per addition (the
+// same algorithms, so the same guarantee); their max falls back to the
+// project's algorithms over the links. all_gather, broadcast and barrier are
+// MPI's own too (they copy bits, nothing to order). A split group gets its
+// own MPI communicator on its first native collective (comm_for).
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -28,6 +32,7 @@
 #include <mpi.h>
 
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,8 +61,13 @@ class MpiTransport final : public Transport {
   void abort(const std::string& reason) noexcept override;
 
   bool all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline deadline) override;
+  // Copies only, so MPI's own are exact whatever its algorithm.
+  bool all_gather(const Group& g, const void* send, void* recv, size_t bytes_per_rank, Deadline deadline) override;
+  bool broadcast(const Group& g, void* buf, size_t bytes, int root_index, Deadline deadline) override;
+  bool barrier(const Group& g, Deadline deadline) override;
 
  private:
+  MPI_Comm comm_for(const Group& g);
   struct SendReq;
   struct Peer;
 
@@ -68,6 +78,8 @@ class MpiTransport final : public Transport {
   [[noreturn]] void fail_peer(int p, const std::string& what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::map<uint32_t, MPI_Comm> group_comms_;  // by Group::context
+  MPI_Op sum_f16_ = MPI_OP_NULL, sum_bf16_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;
   WaitRule wait_rule_;
   std::vector<std::unique_ptr<Peer>> peers_;

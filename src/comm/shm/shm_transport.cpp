@@ -1,4 +1,4 @@
-#include "comm/shm_transport.h"
+#include "comm/shm/shm_transport.h"
 
 #include <algorithm>
 #include <array>
@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "comm/inbox.h"
+#include "comm/shm/shm.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -44,7 +45,7 @@ SegmentConfig segment_config(const ConnectOptions& o) {
   c.rank = o.rank;
   c.world = o.size;
   c.slot_bytes = env_size("SHARDLM_SHM_SLOT_BYTES", c.slot_bytes);
-  c.ring_bytes = env_size("SHARDLM_SHM_RING_BYTES", c.ring_bytes);
+  c.queue_bytes = env_size("SHARDLM_SHM_QUEUE_BYTES", c.queue_bytes);
   c.attach_timeout = o.timeouts.connect;
   c.spin = o.timeouts.spin;
   return c;
@@ -62,7 +63,7 @@ struct ShmTransport::SendReq : Request {
 
 struct ShmTransport::Peer {
   Peer(std::string desc) : inbox(std::move(desc), buffered, kUnexpectedBudget) {}
-  Ring out, in;
+  ByteQueue out, in;
   std::deque<std::shared_ptr<SendReq>> sends;
   size_t buffered = 0;  // this peer's messages waiting for their irecv
   Inbox inbox;
@@ -79,12 +80,12 @@ struct ShmTransport::Peer {
 ShmTransport::ShmTransport(const ConnectOptions& options)
     : segment_(segment_config(options)), collectives_(segment_) {
   const int me = segment_.rank();
-  const auto cap = uint32_t(segment_.ring_bytes());
+  const auto cap = uint32_t(segment_.queue_bytes());
   for (int p = 0; p < segment_.world(); ++p) {
     auto peer = std::make_unique<Peer>(describe_peer(p));
     if (p != me) {
-      peer->out = Ring{&segment_.ring_ctl(me, p), segment_.ring_data(me, p), cap};
-      peer->in = Ring{&segment_.ring_ctl(p, me), segment_.ring_data(p, me), cap};
+      peer->out = ByteQueue{&segment_.queue_ctl(me, p), segment_.queue_data(me, p), cap};
+      peer->in = ByteQueue{&segment_.queue_ctl(p, me), segment_.queue_data(p, me), cap};
     }
     peers_.push_back(std::move(peer));
   }

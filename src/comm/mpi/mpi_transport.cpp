@@ -1,4 +1,4 @@
-#include "comm/mpi_transport.h"
+#include "comm/mpi/mpi_transport.h"
 
 #include <algorithm>
 #include <array>
@@ -11,6 +11,8 @@
 #include <sched.h>
 
 #include "comm/inbox.h"
+#include "comm/reduce.h"
+#include "comm/mpi/mpi.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -35,6 +37,14 @@ void check(int rc, const char* what) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   throw Error(std::string("mpi: ") + what + " failed: " + std::string(text, size_t(len)));
+}
+
+// MPI has no 16-bit float type: f16/bf16 sums travel as MPI_UINT16_T with
+// this op, which widens to f32 and rounds once per addition (reduce_into).
+// round(a + b) == round(b + a), so it is commutative as MPI is told.
+template <DType T>
+void sum16(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(inout, in, size_t(*len), T, ReduceOp::Sum);
 }
 
 void finalize_at_exit() {
@@ -99,6 +109,8 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
     MPI_Comm_free(&node);
   }
   wait_rule_ = WaitRule(ranks_on_host, options.timeouts.spin);
+  check(MPI_Op_create(&sum16<DType::F16>, 1, &sum_f16_), "MPI_Op_create");
+  check(MPI_Op_create(&sum16<DType::BF16>, 1, &sum_bf16_), "MPI_Op_create");
   for (int p = 0; p < size_; ++p) peers_.push_back(std::make_unique<Peer>(describe_peer(p)));
 }
 
@@ -112,6 +124,9 @@ MpiTransport::~MpiTransport() {
         MPI_Cancel(&pl.req);
         MPI_Request_free(&pl.req);
       }
+  for (auto& [context, c] : group_comms_) MPI_Comm_free(&c);
+  for (MPI_Op* o : {&sum_f16_, &sum_bf16_})
+    if (*o != MPI_OP_NULL) MPI_Op_free(o);
   if (!failed_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
@@ -246,9 +261,9 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   const WaitPolicy policy = wait_rule_.now();
   Poller poller(policy);
   // MPI has no wait with a deadline, and a transfer moves only while both of
-  // its ranks are inside MPI calls, so a rank that naps stalls its peers:
-  // 4 ranks on 2 cores napping with backoff (20 us .. 1 ms) took 0.15-7 ms
-  // for a 16 KiB all_reduce against OpenMPI's 0.11 ms. So once the poll
+  // its ranks are inside MPI calls, so a rank that naps stalls its peers
+  // (4 ranks on 2 cores napping with backoff were many times slower than
+  // OpenMPI's own all-reduce for 16 KiB). So once the poll
   // phase is over a rank keeps looking, handing its core over with
   // sched_yield() between looks; only when the host has more than two tasks
   // a core (the rule blocks at once) does it also nap, briefly.
@@ -277,13 +292,64 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
   }
 }
 
+// The group's own MPI communicator: the world's duplicate, or one made on
+// the group's first native collective. Every member makes the same calls in
+// the same order, so they all reach MPI_Comm_create_group (collective over
+// the members only) at the same point.
+MPI_Comm MpiTransport::comm_for(const Group& g) {
+  bool world = g.size() == size_;
+  for (int i = 0; world && i < g.size(); ++i) world = g.ranks[size_t(i)] == i;
+  if (world) return comm_;
+  if (auto it = group_comms_.find(g.context); it != group_comms_.end()) return it->second;
+  MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+  MPI_Comm made = MPI_COMM_NULL;
+  check(MPI_Comm_group(comm_, &all), "MPI_Comm_group");
+  const int rc = MPI_Group_incl(all, g.size(), g.ranks.data(), &members);
+  MPI_Group_free(&all);
+  check(rc, "MPI_Group_incl");
+  const int rc2 = MPI_Comm_create_group(comm_, members, int(g.context & 0x7fff), &made);
+  MPI_Group_free(&members);
+  check(rc2, "MPI_Comm_create_group");
+  MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);
+  group_comms_.emplace(g.context, made);
+  return made;
+}
+
 bool MpiTransport::all_reduce(const Group& g, void* buf, size_t count, DType dtype, ReduceOp op, Deadline) {
-  if (dtype != DType::F32 || g.size() != size_ || count > size_t(INT_MAX)) return false;
-  for (int i = 0; i < g.size(); ++i)
-    if (g.ranks[size_t(i)] != i) return false;
+  if (count > size_t(INT_MAX)) return false;
+  MPI_Datatype type = MPI_FLOAT;
+  MPI_Op mpi_op = op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    // Our max picks by operand order on ties (±0), which MPI may swap.
+    if (op != ReduceOp::Sum) return false;
+    type = MPI_UINT16_T;
+    mpi_op = dtype == DType::F16 ? sum_f16_ : sum_bf16_;
+  } else if (dtype != DType::F32) {
+    return false;
+  }
   throw_if_failed();
-  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), MPI_FLOAT, op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_),
-        "MPI_Allreduce");
+  check(MPI_Allreduce(MPI_IN_PLACE, buf, int(count), type, mpi_op, comm_for(g)), "MPI_Allreduce");
+  return true;
+}
+
+bool MpiTransport::all_gather(const Group& g, const void* send, void* recv, size_t bytes_per_rank, Deadline) {
+  if (bytes_per_rank > size_t(INT_MAX)) return false;
+  throw_if_failed();
+  check(MPI_Allgather(send, int(bytes_per_rank), MPI_BYTE, recv, int(bytes_per_rank), MPI_BYTE, comm_for(g)),
+        "MPI_Allgather");
+  return true;
+}
+
+bool MpiTransport::broadcast(const Group& g, void* buf, size_t bytes, int root_index, Deadline) {
+  if (bytes > size_t(INT_MAX)) return false;
+  throw_if_failed();
+  check(MPI_Bcast(buf, int(bytes), MPI_BYTE, root_index, comm_for(g)), "MPI_Bcast");
+  return true;
+}
+
+bool MpiTransport::barrier(const Group& g, Deadline) {
+  throw_if_failed();
+  check(MPI_Barrier(comm_for(g)), "MPI_Barrier");
   return true;
 }
 

@@ -1,4 +1,4 @@
-#include "comm/shm_wait.h"
+#include "comm/shm/seq_wait.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

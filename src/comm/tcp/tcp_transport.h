@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "comm/inbox.h"
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "comm/transport.h"
 #include "comm/wait_policy.h"
 
@@ -45,7 +45,7 @@ struct TcpLimits {
 };
 
 struct PeerLink {
-  Fd fd;                // connected, authenticated, non-blocking
+  net::Fd fd;                // connected, authenticated, non-blocking
   std::string address;  // "ip:port" for messages
 };
 
@@ -96,7 +96,7 @@ class TcpTransport final : public Transport {
   size_t unexpected_bytes_ = 0;  // buffered before their irecv, all peers
   std::vector<std::unique_ptr<Peer>> peers_;
   std::string failure_;  // non-empty once failed
-  std::vector<Fd> closed_;  // half-closed links of a failed transport
+  std::vector<net::Fd> closed_;  // half-closed links of a failed transport
 };
 
 }  // namespace shardlm::comm::tcp

@@ -1,4 +1,4 @@
-#include "comm/shm_collectives.h"
+#include "comm/shm/slot_collectives.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -23,11 +23,10 @@ size_t env_bytes(const char* name, size_t fallback) {
 
 Collectives::Collectives(const Segment& segment)
     : seg_(segment), rank_(segment.rank()), world_(segment.world()) {
-  // Measured with `shardlm bench comm --backend shm` (docs/BENCHMARKS.md).
+  // Defaults measured with `shardlm bench comm --backend shm` (docs/bench/comm.md).
   one_shot_bytes_ = std::min(env_bytes("SHARDLM_SHM_ONESHOT_BYTES", size_t(64) << 10), seg_.slot_bytes());
-  // Chunks fill the whole slot: 256 KiB chunks gave 1.1-1.5 GB/s busbw for
-  // 256 KiB-64 MiB on 2 ranks, slot-sized (1 MiB) ones 2.7-8 GB/s
-  // (2026-11-30, idle 2-vCPU VM).
+  // Chunks fill the whole slot: every chunk costs one step (a wait for
+  // every peer), so fewer, larger chunks win.
   chunk_bytes_ = std::min(env_bytes("SHARDLM_SHM_CHUNK_BYTES", seg_.slot_bytes()), seg_.slot_bytes());
   chunk_bytes_ = std::max<size_t>(chunk_bytes_ / 256 * 256, 256);
 }
@@ -53,16 +52,19 @@ void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, 
   auto* data = static_cast<std::byte*>(buf);
   std::vector<const void*> srcs(static_cast<size_t>(world_));
 
-  if (bytes <= one_shot_bytes_) {
-    const int par = int((step_ + 1) & 1);
-    std::memcpy(seg_.slot(rank_, par), data, bytes);
-    step(deadline, "all_reduce");
-    for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par);
-    reduce_ordered(data, srcs, count, dtype, op);
+  const size_t chunk_elems = chunk_bytes_ / elem;
+  if (one_shot(bytes)) {
+    for (size_t first = 0; first < count; first += chunk_elems) {
+      const size_t n = std::min(chunk_elems, count - first);
+      const int par = int((step_ + 1) & 1);
+      std::memcpy(seg_.slot(rank_, par), data + first * elem, n * elem);
+      step(deadline, "all_reduce");
+      for (int q = 0; q < world_; ++q) srcs[size_t(q)] = seg_.slot(q, par);
+      reduce_ordered(data + first * elem, srcs, n, dtype, op);
+    }
     return;
   }
 
-  const size_t chunk_elems = chunk_bytes_ / elem;
   const size_t nchunks = (count + chunk_elems - 1) / chunk_elems;
   // Shares of a chunk are whole 64-byte lines so two reducers never write one.
   const size_t share_elems = ((chunk_elems + size_t(world_) - 1) / size_t(world_) + 63) / 64 * 64;

@@ -291,6 +291,11 @@ int serve_job(int raw_fd, const JobContext& ctx) {
                               file->file_size(), job.file_size));
     slow_setup_for_tests();
     ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));
+    // From here on this thread reads nothing more from the coordinator: the
+    // pump does (heartbeats both ways, an Abort, its silence), while we
+    // connect and load too.
+    auto pump = std::make_unique<ControlPump>(*ch, job.peer_timeout_s, give_up);
+    setup_beats.reset();
 
     comm::ConnectOptions co;
     co.backend = "tcp";
@@ -301,6 +306,7 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     co.cluster_id = "shardlm-job";
     // Liveness is the heartbeats' business: a step may legitimately take long.
     co.timeouts.op = std::chrono::hours(24);
+    co.timeouts.connect = std::chrono::hours(24);  // the coordinator may still be sending other workers their slices
     auto world = comm::Communicator::connect(co);
     keep_alive_all_connections(job.peer_timeout_s);
     auto workers = world->split(0, job.rank);
@@ -309,12 +315,9 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
-    std::vector<RequestStats> per_request;
-    {
-      ControlPump pump(*ch, job.peer_timeout_s, give_up);
-      setup_beats.reset();
-      per_request = workers->rank() == 0 ? drive(*ch, pump, *workers, session, ro.n_ctx) : follow(*workers, session);
-    }
+    const std::vector<RequestStats> per_request =
+        workers->rank() == 0 ? drive(*ch, *pump, *workers, session, ro.n_ctx) : follow(*workers, session);
+    pump.reset();
     spdlog::info("worker: job done");
     nlohmann::json stats = nlohmann::json::array();
     for (const auto& s : per_request) stats.push_back(request_stats_to_json(s));

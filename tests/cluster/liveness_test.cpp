@@ -140,6 +140,24 @@ TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
   EXPECT_EQ(r.out, single_node());
 }
 
+// A coordinator that stops while the workers set up (here after they said
+// ready, so before they connect to it and while they load) is given up within
+// the peer timeout. (--worker-model: no transfer, so the stop comes after it.)
+TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1000"});
+  auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
+  for (int i = 0; i < 500 && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  coordinator->signal_group(SIGSTOP);
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
+  EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
+  EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
+  coordinator->kill9();
+  auto next = run({"-n", "40", "--nodes", node});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+}
+
 // While a worker serves a job, strangers connect to it: idle connections,
 // random bytes, half a handshake that then stalls. The job does not notice.
 TEST_F(ClusterTest, GarbageAndHalfOpenConnectionsDuringAJobLeaveItUnaffected) {

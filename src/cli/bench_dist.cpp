@@ -13,6 +13,7 @@
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "comm/communicator.h"
 #include "net/socket.h"
 #include "core/error.h"
@@ -176,16 +177,18 @@ void add_bench_dist(CLI::App& bench) {
   auto o = std::make_shared<DistBenchOptions>();
   auto* cmd = bench.add_subcommand("dist", "decode tok/s of one model over local ranks (tensor/pipeline parallel)");
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
-  cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str();
-  cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str();
-  cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 64));
-  cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(CLI::Range(2, 4096));
-  cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str();
+  cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str()->check(integer_in(1, 16));
+  cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str()->check(integer_in(1, 16));
+  cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str()->check(integer_in(1, 1024));
+  cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(integer_in(1, 64));
+  cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(integer_in(2, 4096));
+  cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(integer_in(1, 4096));
+  cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str()->check(CLI::IsMember({"tcp", "shm"}));
   cmd->add_option("--bandwidth", o->bandwidth_gbs, "GB/s per rank for the plan's prediction where no rate is measured")
-      ->capture_default_str();
-  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's");
+      ->capture_default_str()
+      ->check(finite_in(0.001, 1e5));
+  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
   cmd->callback([o] { bench_dist(*o); });
 }

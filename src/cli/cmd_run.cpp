@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/chat_loop.h"
 #include "cli/commands.h"
 #include "cli/generated_text.h"
 #include "cli/usage.h"
@@ -36,6 +37,8 @@ struct RunOptions {
   std::string prompt_file;  // -f FILE
   std::vector<std::string> stops;
   bool no_display_prompt = false;
+  bool chat = false;        // --chat / -cnv: cli/chat_loop.h
+  std::string chat_template_file;
   int n_predict = 128;      // -1: until the end of text or of the context
   SamplerParams sampling;
   int64_t seed = -1;
@@ -75,11 +78,16 @@ std::string prompt_text(const RunOptions& o, bool prompt_given) {
 }
 
 void run(RunOptions o, const CLI::App& cmd) {
+  if (o.chat) {
+    if (o.cluster.enabled()) throw UsageError("--chat: only on this machine (without --nodes)");
+    o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    return run_chat({o.model, o.prompt, o.n_predict, o.sampling, o.threads, o.ctx, o.batch, o.kv_type, o.stops,
+                     o.chat_template_file},
+                    std::cin);
+  }
   o.prompt = prompt_text(o, cmd.count("--prompt") > 0);
-  // Chat mode (-cnv) is meant to hook in here: a loop of prompts built with
-  // the model's chat template, each answered with the code below.
   if (!o.cluster.enabled())
-    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout"})
+    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port"})
       if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {
     o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
@@ -175,6 +183,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--stop", o->stops, "end generation at this text, not printed (repeatable)")
       ->allow_extra_args(false);
   cmd->add_flag("--no-display-prompt", o->no_display_prompt, "print only the generated text");
+  cmd->add_flag("--chat,--conversation", o->chat,
+                "chat (also -cnv): each line of standard input is a message, -p the system message");
+  cmd->add_option("--chat-template-file", o->chat_template_file, "--chat with this Jinja template instead of the model's");
   cmd->add_option("--temp", o->sampling.temperature, "temperature; 0 = greedy")
       ->capture_default_str()
       ->check(finite_in(0, 100));

@@ -15,6 +15,7 @@
 
 #include "chat/errors.h"
 #include "chat/model_template.h"
+#include "cli/chat_template_file.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -41,27 +42,6 @@ struct ServeOptions {
   std::string alias;
   std::string chat_template_file;
 };
-
-// The model's chat template, or none (ChatML) when the GGUF has none and no
-// file is given; a template that does not parse is an error at start, not a
-// 400 on every request.
-std::optional<chat::ModelTemplate> load_chat_template(const gguf::File& file, const std::string& override_path) {
-  std::optional<std::string> source;
-  if (!override_path.empty()) {
-    std::ifstream in(override_path, std::ios::binary);
-    if (!in) throw Error(fmt::format("--chat-template-file {}: cannot open", override_path));
-    source = std::string(std::istreambuf_iterator<char>(in), {});
-  } else if (!file.find("tokenizer.chat_template")) {
-    spdlog::warn("serve: the model has no tokenizer.chat_template; chat requests use ChatML");
-    return std::nullopt;
-  }
-  const tok::Vocabulary vocab = tok::Vocabulary::load(file);
-  try {
-    return chat::ModelTemplate(file, vocab, source);
-  } catch (const chat::ParseError& e) {
-    throw Error(fmt::format("chat template{}: {}", override_path.empty() ? "" : " " + override_path, e.what()));
-  }
-}
 
 std::set<std::string> read_api_keys(const std::string& path) {
   std::ifstream in(path);

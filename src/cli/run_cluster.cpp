@@ -45,6 +45,18 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
                  "seconds of silence after which a worker is declared dead (heartbeats; a long step is not silence)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--comm-port", o.comm_port,
+                 "PORT or LO-HI: the job's links from the workers come to this port (the first free one of the range)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              cluster::parse_port_range(text);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return "";
+          },
+          "PORT|LO-HI"));
 }
 
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
@@ -64,6 +76,7 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   o.threads = threads;
   o.worker_model = c.worker_model;
   o.peer_timeout = c.peer_timeout;
+  if (!c.comm_port.empty()) o.comm_ports = cluster::parse_port_range(c.comm_port);
   return o;
 }
 

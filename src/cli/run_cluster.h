@@ -32,6 +32,7 @@ struct ClusterRunOptions {
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
+  std::string comm_port;  // --comm-port PORT or LO-HI; empty: any
   bool enabled() const { return !nodes.empty() || !hostfile.empty(); }
 };
 

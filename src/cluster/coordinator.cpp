@@ -82,8 +82,14 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   }
 
   // 3. The job's communicator listens here; each worker gets the address it reached us on.
+<<<<<<< HEAD
   net::Fd listener = net::listen_on(net::HostPort{"", 0});
   const uint16_t comm_port = net::local_port(listener.get());
+=======
+  net::Fd listener = listen_in_range(opt_.comm_ports, "--comm-port");
+  const uint16_t comm_port = net::local_port(listener.get());
+  spdlog::debug("the job's links from the workers come to port {}", comm_port);
+>>>>>>> cluster2
   const int world_size = plan_.size() + 1;
   std::vector<std::vector<ByteRange>> ranges(workers_.size());
   const bool stream = opt_.worker_model.empty();
@@ -107,17 +113,21 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
         {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
     workers_[i]->send_json(MsgType::Job, job, after_seconds(30));
   }
+  // From here on a worker may be busy for long (receiving, loading): it beats, and so do we.
+  std::vector<Channel*> channels;
+  for (auto& w : workers_) channels.push_back(w.get());
+  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
 
   // 4. Slices: only to workers that do not have them yet.
   std::vector<bool> need(workers_.size(), false);
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (!stream) continue;
-    const auto status = workers_[i]->expect_json(MsgType::Status, after_seconds(60));
+    const auto status = workers_[i]->expect_json_live(MsgType::Status, opt_.peer_timeout);
     need[i] = status.value("status", "") == "need";
     if (!need[i]) ++stats_.cached;
   }
   if (stream) send_slices(file, ranges, need);
-  for (auto& w : workers_) w->expect_json(MsgType::Status, after_seconds(600));  // ready
+  for (auto& w : workers_) w->expect_json_live(MsgType::Status, opt_.peer_timeout);  // ready
 
   // 5. The job's communicator: rank 0 here, workers 1..n; the workers split off their own.
   comm::ConnectOptions co;
@@ -134,9 +144,6 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   } catch (const Error& e) {
     fail_job(e.what());
   }
-  std::vector<Channel*> channels;
-  for (auto& w : workers_) channels.push_back(w.get());
-  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
   stats_.setup_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -182,7 +189,7 @@ void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vect
     if (!need[i]) continue;
     auto flush = [&] {
       if (msg.empty()) return;
-      workers_[i]->send(MsgType::Data, msg.data(), msg.size(), after_seconds(120));
+      workers_[i]->send_live(MsgType::Data, msg.data(), msg.size(), opt_.peer_timeout);
       msg.clear();
     };
     for (const auto& r : ranges[i]) {
@@ -201,7 +208,7 @@ void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vect
       }
     }
     flush();
-    workers_[i]->send(MsgType::DataEnd, nullptr, 0, after_seconds(30));
+    workers_[i]->send_live(MsgType::DataEnd, nullptr, 0, opt_.peer_timeout);
   }
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cluster/heartbeat.h"
+#include "cluster/port_range.h"
 #include "cluster/protocol.h"
 #include "cluster/shard.h"
 #include "comm/communicator.h"
@@ -38,6 +39,7 @@ struct ClusterOptions {
   std::string worker_model;        // non-empty: workers map this path instead of receiving slices
   bool progress = true;            // progress bar on stderr
   double peer_timeout = kDefaultPeerTimeoutSeconds;  // silence that makes a worker dead
+  PortRange comm_ports;            // where the job's links to the workers listen (--comm-port)
 };
 
 struct ClusterStats {

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "net/socket.h"
 #include "parallel/planner.h"
 #include "parallel/runtime.h"
@@ -84,7 +85,27 @@ class Channel {
   // "error" becomes an Error with its message).
   nlohmann::json expect_json(MsgType type, comm::Deadline deadline);
 
+  // The same without a deadline for the whole: however long the peer takes
+  // (a worker loading its slices, a transfer over a slow link), it must show
+  // it is alive at least every `silence_s` (any frame, Heartbeats included,
+  // or the next piece of a long frame). A silent peer is an Error
+  // "<peer>: not responding for S s (--peer-timeout)".
+  void send_live(MsgType type, const void* data, size_t bytes, double silence_s);
+  Message recv_live(double silence_s);  // skips Heartbeats
+  nlohmann::json expect_json_live(MsgType type, double silence_s);
+
  private:
+  // A frame read or written piece by piece, each piece by `pace`'s next deadline.
+  struct Pace {
+    comm::Deadline whole;   // used when silence_s == 0
+    double silence_s = 0;
+    comm::Deadline next() const;
+  };
+  void send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace);
+  Message recv_paced(const Pace& pace);
+  nlohmann::json checked_json(const Message& m, MsgType type) const;
+  [[noreturn]] void throw_silent(const Pace& pace, const Error& cause) const;
+
   std::mutex send_mu_;
   net::Fd fd_;
   std::string peer_;

@@ -12,6 +12,7 @@
 #include "cluster/control_pump.h"
 #include "cluster/heartbeat.h"
 #include "cluster/job_wire.h"
+#include "cluster/keepalive.h"
 #include "cluster/protocol.h"
 #include "cluster/shard_cache.h"
 #include "cluster/worker.h"
@@ -230,7 +231,7 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   part = shard_path.string() + ".part";
   ShardWriter w(part, job.file_size);
   for (;;) {
-    Message m = ch.recv_skipping_heartbeats(after_seconds(120));
+    Message m = ch.recv_live(job.peer_timeout_s);
     if (m.type == MsgType::DataEnd) break;
     if (m.type != MsgType::Data) throw Error(fmt::format("{}: unexpected message during the transfer", ch.peer()));
     w.write_records(m.payload, ch.peer());
@@ -245,6 +246,13 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   spdlog::info("worker: received {:.1f} MiB of slices", double(w.received()) / (1 << 20));
   if (cached && ctx.cache_max_bytes > 0) evict_cached_shards(dir, ctx.cache_max_bytes, shard_path);
   return shard_path;
+}
+
+// Test hook: a long setup (before saying ready, and again before loading the
+// slices), during which a test can stop the worker or check that it beats.
+void slow_setup_for_tests() {
+  if (const char* delay = std::getenv("SHARDLM_WORKER_SETUP_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
 }
 
 [[noreturn]] void give_up(const std::string& why) {
@@ -268,6 +276,9 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), ctx.peer);
     spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,
                  job.plan.ranks[size_t(job.rank - 1)].to_string(), double(job.shard_bytes) / (1 << 20), job.mode);
+    // Setup (a transfer, loading the slices) may take long: the coordinator hears we are alive.
+    auto setup_beats = std::make_unique<HeartbeatSender>(std::vector<Channel*>{ch.get()},
+                                                         heartbeat_interval(job.peer_timeout_s));
     const int64_t available = memory_available_bytes();
     if (job.memory_needed > available)
       throw Error(fmt::format("worker {}: not enough memory: its slices and KV cache need {:.1f} MiB, MemAvailable is "
@@ -278,7 +289,13 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     if (file->file_size() != job.file_size)
       throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
                               file->file_size(), job.file_size));
+    slow_setup_for_tests();
     ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));
+    // From here on this thread reads nothing more from the coordinator: the
+    // pump does (heartbeats both ways, an Abort, its silence), while we
+    // connect and load too.
+    auto pump = std::make_unique<ControlPump>(*ch, job.peer_timeout_s, give_up);
+    setup_beats.reset();
 
     comm::ConnectOptions co;
     co.backend = "tcp";
@@ -289,17 +306,18 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     co.cluster_id = "shardlm-job";
     // Liveness is the heartbeats' business: a step may legitimately take long.
     co.timeouts.op = std::chrono::hours(24);
+    co.timeouts.connect = std::chrono::hours(24);  // the coordinator may still be sending other workers their slices
     auto world = comm::Communicator::connect(co);
+    keep_alive_all_connections(job.peer_timeout_s);
     auto workers = world->split(0, job.rank);
+    slow_setup_for_tests();
     parallel::RuntimeOptions ro = job.runtime;
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
-    std::vector<RequestStats> per_request;
-    {
-      ControlPump pump(*ch, job.peer_timeout_s, give_up);
-      per_request = workers->rank() == 0 ? drive(*ch, pump, *workers, session, ro.n_ctx) : follow(*workers, session);
-    }
+    const std::vector<RequestStats> per_request =
+        workers->rank() == 0 ? drive(*ch, *pump, *workers, session, ro.n_ctx) : follow(*workers, session);
+    pump.reset();
     spdlog::info("worker: job done");
     nlohmann::json stats = nlohmann::json::array();
     for (const auto& s : per_request) stats.push_back(request_stats_to_json(s));

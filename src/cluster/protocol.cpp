@@ -30,8 +30,8 @@ size_t max_length(MsgType t) {
     case MsgType::Data: return kMaxDataBytes + 16;
     case MsgType::DataEnd:
     case MsgType::Heartbeat: return 0;
-    case MsgType::Request: return sizeof(WireRequest) + size_t(kMaxPromptTokens) * sizeof(int32_t);
-    case MsgType::Token: return kMaxTokensPerFrame * sizeof(WireToken);
+    case MsgType::Request: return kMaxStepBytes;
+    case MsgType::Token: return kMaxTokensPerFrame * sizeof(parallel::SlotToken);
     case MsgType::Abort: return 4096;
   }
   return 0;

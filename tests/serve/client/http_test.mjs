@@ -217,6 +217,20 @@ test('metrics', async () => {
     assert.ok(r.text.includes(needle), needle);
 });
 
+test('shardlm bench serve loads the server and reports one JSON line', async () => {
+  const out = await new Promise((resolve, reject) => {
+    const b = spawn(binary, ['bench', 'serve', '--url', base, '--clients', '2', '--prompt', '8', '--gen', '4',
+      '--requests', '4', '--api-key', KEY, '--label', 'test'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    b.stdout.on('data', (d) => { text += d; });
+    b.on('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`bench serve exited with ${code}`))));
+  });
+  const r = JSON.parse(out);
+  assert.equal(r.label, 'test');
+  assert.equal(r.requests, 4);
+  assert.ok(r.tok_per_s > 0 && r.ttft_p50_ms > 0 && r.ttft_p99_ms >= r.ttft_p50_ms, out);
+});
+
 if (layout) {
   test('cluster: greedy outputs equal a single-node server\'s', async () => {
     const single = await startServer([]);

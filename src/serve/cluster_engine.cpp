@@ -45,30 +45,37 @@ void ClusterEngine::mark() {
 
 // Under mu_.
 std::vector<parallel::SlotToken> ClusterEngine::run(const parallel::StepMessage& m) {
-  if (!failure_.empty()) throw Error(failure_);
+  if (const std::string f = failure(); !f.empty()) throw Error(f);
   try {
     return job_.run(m);
   } catch (const Error& e) {
-    failure_ = e.what();
+    set_failure(e.what());
     throw;
   }
 }
 
-std::string ClusterEngine::health() const {
-  std::lock_guard lock(mu_);
+void ClusterEngine::set_failure(const std::string& what) {
+  std::lock_guard lock(failure_mu_);
+  failure_ = what;
+}
+
+std::string ClusterEngine::failure() const {
+  std::lock_guard lock(failure_mu_);
   return failure_;
 }
+
+std::string ClusterEngine::health() const { return failure(); }
 
 void ClusterEngine::watch_idle() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     stop_cv_.wait_for(lock, std::chrono::milliseconds(200));
-    if (stopping_ || !failure_.empty()) continue;
+    if (stopping_ || !failure().empty()) continue;
     try {
       job_.check_idle();
     } catch (const Error& e) {
-      failure_ = e.what();
-      spdlog::error("serve: {}", failure_);
+      set_failure(e.what());
+      spdlog::error("serve: {}", e.what());
     }
   }
 }

@@ -41,12 +41,15 @@ class ClusterEngine final : public Engine {
  private:
   std::vector<parallel::SlotToken> run(const parallel::StepMessage& m);
   void watch_idle();
+  void set_failure(const std::string& what);
+  std::string failure() const;
 
   cluster::ClusterJob& job_;
   int64_t n_slots_, n_ctx_, max_entries_, n_vocab_;
   parallel::StepBuilder builder_;
-  mutable std::mutex mu_;  // the job: one step or idle check at a time
-  std::string failure_;    // guarded by mu_
+  std::mutex mu_;                  // the job: one step or idle check at a time
+  mutable std::mutex failure_mu_;  // health() must not wait for a step
+  std::string failure_;            // guarded by failure_mu_
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by mu_
   std::thread watcher_;

@@ -68,6 +68,30 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   }
 }
 
+// Greedy: every prompt in one step each, then `gen` - 1 steps with an entry
+// per sequence. Returns the seconds of those decode steps.
+double decode_steps(parallel::DistributedSession& s, const std::vector<std::vector<TokenId>>& prompts, int gen) {
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  std::vector<TokenId> next(prompts.size());
+  Batch b;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    s.add(int32_t(i), greedy, {});
+    b.clear();
+    for (size_t t = 0; t < prompts[i].size(); ++t) b.add(int32_t(i), int32_t(t), prompts[i][t], t + 1 == prompts[i].size());
+    next[i] = s.step(b).at(0).token;
+  }
+  const auto t0 = Clock::now();
+  for (int k = 1; k < gen; ++k) {
+    b.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) b.add(int32_t(i), int32_t(prompts[i].size()) + k - 1, next[i], true);
+    for (const auto& t : s.step(b)) next[size_t(t.slot)] = t.token;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t i = 0; i < prompts.size(); ++i) s.free(int32_t(i));
+  return seconds;
+}
+
 // One rank: connect, run the session, rank 0 prints. Returns the exit code.
 int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port, const std::string& shm_name) {
   try {
@@ -89,32 +113,26 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     parallel::RuntimeOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
+    ro.n_batch = std::max(o.prompt, o.seqs);
     ro.threads = o.threads;
     parallel::DistributedSession s(world, plan, *file, ro);
     double decode_seconds = 0;
     int64_t decoded = 0;
     if (rank == 0) {
-      parallel::GenerateRequest q;
+      std::vector<std::vector<TokenId>> prompts;
       for (int i = 0; i < o.seqs; ++i) {
         std::vector<TokenId> p;
         for (int t = 0; t < o.prompt; ++t) p.push_back(TokenId((t * 31 + i * 7 + 1) % s.model().config().n_vocab));
-        q.prompts.push_back(p);
+        prompts.push_back(p);
       }
-      q.n_predict = 4;
-      q.sampling.temperature = 0;
-      s.generate(q, [](int, TokenId) {});  // warm-up: page in the weights
+      decode_steps(s, prompts, 4);  // warm-up: page in the weights
       s.reset_stats();
-      q.n_predict = o.gen;
-      Clock::time_point first{};
-      int64_t n = 0;
-      s.generate(q, [&](int, TokenId) {
-        if (n++ == o.seqs - 1) first = Clock::now();  // every sequence has its first token: decode starts
-      });
-      decode_seconds = std::chrono::duration<double>(Clock::now() - first).count();
-      decoded = n - o.seqs;
+      decode_seconds = decode_steps(s, prompts, o.gen);
+      decoded = int64_t(o.seqs) * (o.gen - 1);
       s.shutdown();
     } else {
-      s.serve();
+      while (s.serve()) {
+      }
     }
     std::vector<parallel::RuntimeStats> all(size_t(world->size()));
     parallel::RuntimeStats mine = s.stats();

@@ -14,7 +14,7 @@
 
 #include "cli/chat_loop.h"
 #include "cli/commands.h"
-#include "cli/generated_text.h"
+#include "cli/scheduled_run.h"
 #include "cli/usage.h"
 #include "cli/run_cluster.h"
 #include "core/error.h"
@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "serve/local_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -106,16 +107,16 @@ void run(RunOptions o, const CLI::App& cmd) {
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   ModelOptions mo;
   mo.n_ctx = o.ctx;
-  mo.n_batch = o.batch;
+  mo.n_batch = o.batch + 1;  // a prompt chunk of --batch, and room for the scheduler's decode entry
   mo.kv_type = kv_type;
   mo.pool = pool.get();
-  Model model(*file, mo);
-  warn_if_beyond_training(model.config(), o.ctx);
+  serve::LocalEngine engine(*file, mo);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  warn_if_beyond_training(config, o.ctx);
   // Embeddings may have padding rows beyond the vocabulary; never the reverse.
-  const int64_t n_vocab = tokenizer->n_vocab();
-  if (n_vocab > model.config().n_vocab)
-    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight only {} rows", o.model, n_vocab,
-                            model.config().n_vocab));
+  if (tokenizer->n_vocab() > config.n_vocab)
+    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight only {} rows", o.model,
+                            tokenizer->n_vocab(), config.n_vocab));
   const double load_s = seconds_since(t_load);
 
   const auto prompt = tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -124,49 +125,26 @@ void run(RunOptions o, const CLI::App& cmd) {
     throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), o.ctx));
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  Sampler sampler(o.sampling, n_vocab);
-  for (TokenId t : prompt) sampler.accept(t);
-
   g_interrupted.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  GeneratedText text(*tokenizer, o.stops, !o.no_display_prompt);
-  text.begin(o.prompt);
-
-  const auto t_prompt = Clock::now();
-  const bool prompt_done = eval_prompt(model, prompt, 0, 0, &g_interrupted);
-  const double prompt_s = seconds_since(t_prompt);
-
-  const int64_t n_predict = o.n_predict < 0 ? o.ctx : o.n_predict;
-  int n_generated = 0;
-  const auto t_decode = Clock::now();
-  int32_t pos = int32_t(prompt.size());
-  while (prompt_done && n_generated < n_predict && pos < o.ctx && !g_interrupted.load()) {
-    const TokenId next = sampler.sample(model.logits(0).first(size_t(n_vocab)));
-    sampler.accept(next);
-    ++n_generated;
-    if (!text.push(next)) break;
-    if (n_generated == n_predict || pos >= o.ctx) break;
-    Batch b;
-    b.add(0, pos++, next, true);
-    model.forward(b);
-  }
-  const double decode_s = seconds_since(t_decode);
-  text.end();
+  const auto result = run_scheduled(engine, *tokenizer,
+                                    {o.prompt, prompt, o.sampling, o.n_predict, o.stops, !o.no_display_prompt,
+                                     o.batch, &g_interrupted});
   std::signal(SIGINT, previous);
-  if (!text.ended() && pos >= o.ctx && n_generated < n_predict && !g_interrupted.load())
-    note_context_full(o.ctx);
+  if (result.context_full) note_context_full(o.ctx);
 
   const auto mem = read_memory_usage();
   auto per_s = [](double n, double s) { return s > 0 ? n / s : 0.0; };
-  std::fprintf(stderr, "\n%s%s\n", g_interrupted.load() ? "interrupted; " : "", model.config().summary().c_str());
+  std::fprintf(stderr, "\n%s%s\n", g_interrupted.load() ? "interrupted; " : "", config.summary().c_str());
   std::fprintf(stderr, "load:    %8.1f ms\n", load_s * 1e3);
-  std::fprintf(stderr, "prompt:  %5zu tokens in %8.1f ms = %8.1f tok/s\n", prompt.size(), prompt_s * 1e3,
-               per_s(double(prompt.size()), prompt_s));
-  std::fprintf(stderr, "decode:  %5d tokens in %8.1f ms = %8.1f tok/s (%d threads, seed %llu)\n", n_generated,
-               decode_s * 1e3, per_s(n_generated, decode_s), threads,
+  std::fprintf(stderr, "prompt:  %5zu tokens in %8.1f ms = %8.1f tok/s\n", prompt.size(), result.prompt_seconds * 1e3,
+               per_s(double(prompt.size()), result.prompt_seconds));
+  std::fprintf(stderr, "decode:  %5lld tokens in %8.1f ms = %8.1f tok/s (%d threads, seed %llu)\n",
+               static_cast<long long>(result.generated), result.decode_seconds * 1e3,
+               per_s(double(result.generated), result.decode_seconds), threads,
                static_cast<unsigned long long>(o.sampling.seed));
   std::fprintf(stderr, "memory:  VmRSS %.1f MiB, VmHWM %.1f MiB (KV cache %.1f MiB, %s)\n", double(mem.rss_kib) / 1024,
-               double(mem.hwm_kib) / 1024, double(model.kv_cache().bytes()) / (1 << 20), o.kv_type.c_str());
+               double(mem.hwm_kib) / 1024, double(engine.kv_cache_bytes()) / (1 << 20), o.kv_type.c_str());
 }
 
 }  // namespace

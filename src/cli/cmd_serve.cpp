@@ -17,9 +17,13 @@
 #include "chat/model_template.h"
 #include "cli/chat_template_file.h"
 #include "cli/commands.h"
+#include "cli/run_cluster.h"
+#include "cli/usage.h"
+#include "cluster/logging.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "serve/cluster_engine.h"
 #include "serve/http_server.h"
 #include "serve/local_engine.h"
 #include "serve/scheduler.h"
@@ -41,6 +45,7 @@ struct ServeOptions {
   std::string api_key_file;
   std::string alias;
   std::string chat_template_file;
+  ClusterRunOptions cluster;  // --nodes/--hostfile: the workers compute (cli/run_cluster.h)
 };
 
 std::set<std::string> read_api_keys(const std::string& path) {
@@ -66,47 +71,74 @@ void serve(const ServeOptions& o) {
   if (!o.api_key_file.empty()) keys = read_api_keys(o.api_key_file);
   auto file = gguf::File::open(o.model);
   auto tok = Tokenizer::from_gguf(*file);
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
-  ModelOptions mo;
-  mo.n_ctx = o.ctx;
-  mo.n_seq = o.parallel;
-  mo.n_batch = o.prefill_budget + o.parallel;
-  mo.pool = pool.get();
-  serve::LocalEngine engine(*file, mo);
-  serve::Metrics metrics;
-  serve::SchedulerOptions so;
-  so.prefill_budget = o.prefill_budget;
-  so.max_waiting = o.max_waiting;
-  serve::Scheduler scheduler(engine, *tok, so, &metrics);
+  // A step holds a decode entry per slot and the prefill budget.
+  const int64_t step_entries = o.prefill_budget + o.parallel;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<cluster::ClusterJob> job;
+  std::unique_ptr<serve::Engine> engine_owner;
+  if (o.cluster.enabled()) {
+    cluster::log_to_stderr();
+    auto co = make_cluster_options(o.cluster, o.ctx, step_entries, "f32", o.threads);
+    co.plan.n_seq = o.parallel;
+    co.progress = false;
+    job = std::make_unique<cluster::ClusterJob>(*file, co);
+    engine_owner = std::make_unique<serve::ClusterEngine>(*job, o.parallel, o.ctx, step_entries,
+                                                          ModelConfig::from_gguf(*file).n_vocab);
+    spdlog::info("serve: tp {} × pp {} on {} workers", job->plan().tp, job->plan().pp, job->plan().size());
+  } else {
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
+    ModelOptions mo;
+    mo.n_ctx = o.ctx;
+    mo.n_seq = o.parallel;
+    mo.n_batch = step_entries;
+    mo.pool = pool.get();
+    engine_owner = std::make_unique<serve::LocalEngine>(*file, mo);
+  }
+  {
+    serve::Engine& engine = *engine_owner;
+    serve::Metrics metrics;
+    serve::SchedulerOptions so;
+    so.prefill_budget = o.prefill_budget;
+    so.max_waiting = o.max_waiting;
+    serve::Scheduler scheduler(engine, *tok, so, &metrics);
 
-  const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
-  serve::ServerOptions http;
-  http.chat_template = chat_template ? &*chat_template : nullptr;
-  http.host = o.host;
-  http.port = o.port;
-  http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
-  http.api_keys = std::move(keys);
-  http.max_body_bytes = o.max_body;
-  http.connection_threads = o.parallel + o.max_waiting + 8;
-  serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
-  const int port = server.bind();
-  scheduler.start();
-  g_server = &server;
-  std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
-  std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
-  std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
-              o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
-  std::fflush(stdout);
-  server.listen();
-  g_server = nullptr;
+    const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
+    serve::ServerOptions http;
+    http.chat_template = chat_template ? &*chat_template : nullptr;
+    http.host = o.host;
+    http.port = o.port;
+    http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+    http.api_keys = std::move(keys);
+    http.max_body_bytes = o.max_body;
+    http.connection_threads = o.parallel + o.max_waiting + 8;
+    serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
+    const int port = server.bind();
+    scheduler.start();
+    g_server = &server;
+    std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
+    std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+    std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
+                o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
+    std::fflush(stdout);
+    server.listen();
+    g_server = nullptr;
+  }
+  engine_owner.reset();
+  if (job && !job->failed()) {
+    try {
+      job->finish();  // the workers go back to idle
+    } catch (const Error& e) {
+      spdlog::warn("serve: {}", e.what());
+    }
+  }
 }
 
 }  // namespace
 
 void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (on workers: --nodes)");
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
@@ -121,7 +153,13 @@ void add_serve(CLI::App& app) {
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
-  cmd->callback([o] { serve(*o); });
+  add_cluster_run_options(*cmd, o->cluster);
+  cmd->callback([o, cmd] {
+    if (!o->cluster.enabled())
+      for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
+        if (cmd->count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
+    serve(*o);
+  });
 }
 
 }  // namespace shardlm::cli

@@ -32,8 +32,8 @@ size_t max_length(MsgType t) {
     case MsgType::Data: return kMaxDataBytes + 16;
     case MsgType::DataEnd:
     case MsgType::Heartbeat: return 0;
-    case MsgType::Request: return sizeof(WireRequest) + size_t(kMaxPromptTokens) * sizeof(int32_t);
-    case MsgType::Token: return kMaxTokensPerFrame * sizeof(WireToken);
+    case MsgType::Request: return kMaxStepBytes;
+    case MsgType::Token: return kMaxTokensPerFrame * sizeof(parallel::SlotToken);
     case MsgType::Abort: return 4096;
   }
   return 0;
@@ -104,36 +104,6 @@ void Channel::send_paced(MsgType type, const void* data, size_t bytes, const Pac
   Header h;
   h.type = uint32_t(type);
   h.length = bytes;
-<<<<<<< HEAD
-  net::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
-  if (bytes) net::write_all(fd_.get(), data, bytes, deadline, peer_);
-}
-
-void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
-  const std::string text = j.dump();
-  send(type, text.data(), text.size(), deadline);
-}
-
-Message Channel::recv(comm::Deadline deadline) {
-  Header h;
-  net::read_all(fd_.get(), &h, sizeof h, deadline, peer_);
-  if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
-  if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
-  Message m;
-  m.type = MsgType(h.type);
-  if (h.length > max_length(m.type))
-    throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
-                            max_length(m.type)));
-  m.payload.resize(size_t(h.length));
-  if (h.length) net::read_all(fd_.get(), m.payload.data(), m.payload.size(), deadline, peer_);
-  return m;
-}
-
-Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
-  for (;;) {
-    Message m = recv(deadline);
-    if (m.type != MsgType::Heartbeat) return m;
-=======
   try {
     net::write_all(fd_.get(), &h, sizeof h, pace.next(), peer_);
     const auto* p = static_cast<const uint8_t*>(data);
@@ -144,7 +114,6 @@ Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
     }
   } catch (const Error& e) {
     throw_silent(pace, e);
->>>>>>> cluster2
   }
 }
 

@@ -17,7 +17,7 @@
 //   worker → Status ready | error
 //   ... the job runs: the workers compute over the comm layer; the
 //       coordinator sends Request frames to the driving worker (rank 1) on
-//       this connection and gets Token frames back, until an empty Request
+//       this connection and gets Token frames back, until a Shutdown step
 //       ends the job (cluster/job_wire.h). Both sides send a Heartbeat every
 //       peer_timeout / 6 on every control connection of the job; a side that
 //       hears nothing for peer_timeout declares the other dead. The
@@ -53,8 +53,8 @@ enum class MsgType : uint32_t {
   Data = 4,
   DataEnd = 5,
   Heartbeat = 6,  // empty
-  Request = 7,    // WireRequest, then its prompt tokens (i32 each)
-  Token = 8,      // WireToken records
+  Request = 7,    // one step of the workers' engine (cluster/job_wire.h)
+  Token = 8,      // the step's sampled tokens
   Abort = 9,      // {"reason"}: the job is over, another member failed
 };
 

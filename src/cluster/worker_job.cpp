@@ -114,7 +114,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     const auto& o = j.at("options");
     s.runtime.n_ctx = o.at("n_ctx").get<int64_t>();
     s.runtime.n_batch = o.at("n_batch").get<int64_t>();
-    s.runtime.n_seq = 1;
+    s.runtime.n_seq = o.value("n_seq", int64_t(1));
     s.runtime.kv_type = o.at("kv_type").get<std::string>() == "f16" ? DType::F16 : DType::F32;
     s.runtime.threads = o.at("threads").get<int>();
     s.peer_timeout_s = o.value("peer_timeout", kDefaultPeerTimeoutSeconds);
@@ -132,7 +132,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     throw Error(fmt::format("{}: Job rank {} of {} does not match a plan of {} ranks", who, s.rank, s.size,
                             s.plan.size()));
   if (s.runtime.n_ctx < 1 || s.runtime.n_ctx > (int64_t(1) << 24) || s.runtime.n_batch < 1 ||
-      s.runtime.n_batch > 65536 || s.runtime.threads < 0 || s.runtime.threads > 1024 ||
+      s.runtime.n_batch > 65536 || s.runtime.n_seq < 1 || s.runtime.n_seq > 1024 || s.runtime.threads < 0 || s.runtime.threads > 1024 ||
       !(s.peer_timeout_s >= 0.1 && s.peer_timeout_s <= 3600))
     throw Error(fmt::format("{}: Job options out of range", who));
   if (s.mode != "stream" && s.mode != "local") throw Error(fmt::format("{}: unknown model mode '{}'", who, s.mode));
@@ -142,74 +142,42 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
   return s;
 }
 
-WireRequest parse_request(const Message& m, std::vector<TokenId>& prompt, int64_t n_ctx, const std::string& who) {
-  WireRequest r;
-  if (m.payload.size() < sizeof r) throw Error(fmt::format("{}: short Request message", who));
-  std::memcpy(&r, m.payload.data(), sizeof r);
-  if (r.n_tokens != 0 && (r.n_tokens < 1 || r.n_tokens >= n_ctx || r.n_tokens > kMaxPromptTokens || r.n_predict < 0))
-    throw Error(fmt::format("{}: request of {} prompt tokens does not fit --ctx {}", who, r.n_tokens, n_ctx));
-  if (m.payload.size() != sizeof r + size_t(r.n_tokens) * sizeof(TokenId))
-    throw Error(fmt::format("{}: Request of {} bytes does not hold its {} prompt tokens", who, m.payload.size(),
-                            r.n_tokens));
-  prompt.resize(size_t(r.n_tokens));
-  if (r.n_tokens) std::memcpy(prompt.data(), m.payload.data() + sizeof r, prompt.size() * sizeof(TokenId));
-  return r;
-}
-
-// Driver of the workers' runtime: takes each request from the coordinator and
-// streams every token back to it. Returns where this rank's time went, per request.
-std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, comm::Communicator& workers,
-                                parallel::DistributedSession& session, int64_t n_ctx) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<RequestStats> per_request;
-  // Test hook: slows generation down so a test can stop or kill a worker mid-way.
+// Driver of the workers' runtime: runs each step the coordinator sends and
+// answers it with the sampled tokens (an empty Token frame for a mark).
+// Returns where this rank's time went, per period between marks.
+std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, parallel::DistributedSession& session) {
+  std::vector<RequestStats> periods;
+  // Test hook: slows every step down so a test can stop or kill a worker mid-way.
   const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
   const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
   for (;;) {
-    parallel::GenerateRequest q;
-    q.prompts.emplace_back();
-    const WireRequest r = parse_request(pump.next_request(), q.prompts[0], n_ctx, ch.peer());
-    int32_t more = r.n_tokens > 0;
-    workers.broadcast(&more, sizeof more, 0);
-    if (!more) return per_request;
-    q.n_predict = r.n_predict;
-    q.eos = r.eos;
-    q.sampling = r.sampling;
-    // Both parts' totals from this clock, so that they add up to the request.
-    const auto t0 = Clock::now();
-    const auto since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-    RequestStats stats;
-    session.generate(q, [&](int seq, TokenId token) {
-      if (!stats.to_first_token) {
-        stats.to_first_token = session.stats();
-        stats.to_first_token->total_seconds = since_t0();
-      }
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
-      const WireToken t{seq, token};
-      ch.send(MsgType::Token, &t, sizeof t, after_seconds(60));
-    });
-    const WireToken end{-1, -1};
-    ch.send(MsgType::Token, &end, sizeof end, after_seconds(60));
-    stats.total = session.stats();
-    stats.total.total_seconds = since_t0();
-    // Ending the followers' serve() after every request puts a boundary in every rank's stats.
-    session.shutdown();
-    if (per_request.size() < kMaxReportedRequests) per_request.push_back(stats);
-    session.reset_stats();
+    const Message m = pump.next_request();
+    const auto step = parallel::StepMessage::decode(m.payload, session.n_slots(), session.max_step_entries(),
+                                                    session.n_ctx(), session.n_vocab(), ch.peer());
+    if (step.kind == parallel::StepKind::Logits)
+      throw Error(fmt::format("{}: a logits step is not served to a coordinator", ch.peer()));
+    if (step.kind == parallel::StepKind::Shutdown) {
+      session.run(step);
+      return periods;
+    }
+    const auto tokens = session.run(step);
+    if (step.kind == parallel::StepKind::Mark) {
+      if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
+      session.reset_stats();
+    }
+    if (pause.count() > 0 && !tokens.empty()) std::this_thread::sleep_for(pause);
+    ch.send(MsgType::Token, tokens.data(), tokens.size() * sizeof tokens[0], after_seconds(60));
   }
 }
 
-// The other workers: serve the driver's requests one at a time, as long as it says there are more.
-std::vector<RequestStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
-  std::vector<RequestStats> per_request;
-  for (;;) {
-    int32_t more = 0;
-    workers.broadcast(&more, sizeof more, 0);
-    if (!more) return per_request;
-    session.serve();
-    if (per_request.size() < kMaxReportedRequests) per_request.push_back({session.stats(), std::nullopt});
+// The other workers: run the driver's steps, a stats period per mark, until it shuts down.
+std::vector<RequestStats> follow(parallel::DistributedSession& session) {
+  std::vector<RequestStats> periods;
+  while (session.serve()) {
+    if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
     session.reset_stats();
   }
+  return periods;
 }
 
 // Where the job's slices come from: the worker's own copy, the cache, or the coordinator.
@@ -316,7 +284,7 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
     const std::vector<RequestStats> per_request =
-        workers->rank() == 0 ? drive(*ch, *pump, *workers, session, ro.n_ctx) : follow(*workers, session);
+        workers->rank() == 0 ? drive(*ch, *pump, session) : follow(session);
     pump.reset();
     spdlog::info("worker: job done");
     nlohmann::json stats = nlohmann::json::array();

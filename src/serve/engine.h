@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/sampler.h"
@@ -46,6 +47,10 @@ class Engine {
   // Runs one step; returns one token per entry with sample=true, in entry order.
   // At most one sampling entry per slot; entries' slots must be live.
   virtual std::vector<SampledToken> step(std::span<const StepEntry> entries) = 0;
+
+  // Empty while the engine can run steps; otherwise why not (a cluster
+  // engine whose worker died names it). Called from any thread.
+  virtual std::string health() const { return {}; }
 };
 
 }  // namespace shardlm::serve

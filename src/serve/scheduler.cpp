@@ -123,6 +123,9 @@ bool Scheduler::step() {
   } catch (const std::exception& e) {
     spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
     for (auto& r : running_) end(*r, FinishReason::Error, e.what());
+    running_.clear();
+    std::lock_guard lock(mu_);
+    n_running_ = 0;
     return true;
   }
   size_t k = 0;

@@ -158,6 +158,14 @@ void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline 
   send_paced(type, data, bytes, Pace{deadline, 0});
 }
 
+void Channel::send_heartbeat(comm::Deadline deadline) {
+  std::unique_lock lock(send_mu_, std::try_to_lock);
+  if (!lock) return;
+  Header h;
+  h.type = uint32_t(MsgType::Heartbeat);
+  comm::tcp::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
+}
+
 void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
   const std::string text = j.dump();
   send(type, text.data(), text.size(), deadline);

@@ -18,9 +18,10 @@
 //   ... the job runs: the workers compute over the comm layer; the
 //       coordinator sends Request frames to the driving worker (rank 1) on
 //       this connection and gets Token frames back, until a Shutdown step
-//       ends the job (cluster/job_wire.h). Both sides send a Heartbeat every
-//       peer_timeout / 6 on every control connection of the job; a side that
-//       hears nothing for peer_timeout declares the other dead. The
+//       ends the job (cluster/job_wire.h). From the Job message on (so
+//       through the transfer and loading too) both sides send a Heartbeat
+//       every peer_timeout / 6; a side that hears nothing for peer_timeout
+//       (no frame, nor progress within a long one) declares the other dead. The
 //       coordinator relays a worker's death to the others with Abort ...
 //   worker → Status done {requests: [RequestStats per request]} | error
 //            (then closes; the worker is idle again)
@@ -78,6 +79,10 @@ class Channel {
 
   void send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline);
   void send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline);
+  // A Heartbeat, unless another frame is being sent right now: its bytes
+  // already show the peer we are alive, and a beat must not wait behind a
+  // large frame on a slow link (the other channels' beats would wait too).
+  void send_heartbeat(comm::Deadline deadline);
   Message recv(comm::Deadline deadline);
   // The next message that is not a Heartbeat.
   Message recv_skipping_heartbeats(comm::Deadline deadline);

@@ -165,9 +165,6 @@ std::vector<Batch> split_by_sequence(const Batch& entries, int parts) {
   return out;
 }
 
-}  // namespace shardlm::parallel
-
-namespace shardlm::parallel {
 
 void StepBuilder::check_slot(int32_t slot, const char* what) const {
   if (slot < 0 || size_t(slot) >= live_.size())

@@ -76,25 +76,24 @@ void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r) 
   const auto config = ModelConfig::from_gguf(*file);
   const auto prompt = bench_prompt_tokens(r.prompt, config.n_vocab);
 
-  cluster::ClusterJob job(*file, o);
+  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, 1, o.plan.n_ctx,
+                              o.n_batch, config.n_vocab);
+  const cluster::ClusterJob& job = engine.job();
   const auto& plan = job.plan();
   const auto& setup = job.stats();
   SamplerParams greedy;
   greedy.temperature = 0;
-  {
-    serve::ClusterEngine engine(job, 1, o.plan.n_ctx, o.n_batch, config.n_vocab);
-    engine.add(0, greedy, {});
-    feed(engine, std::span(prompt).first(1), 0, batch);
-    engine.free(0);
-    engine.mark();
-    engine.add(0, greedy, {});
-    TokenId next = feed(engine, prompt, 0, batch);
-    engine.mark();
-    for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
-    engine.free(0);
-    engine.mark();
-  }
-  const auto worker_stats = job.finish();
+  engine.add(0, greedy, {});
+  feed(engine, std::span(prompt).first(1), 0, batch);
+  engine.free(0);
+  engine.mark();
+  engine.add(0, greedy, {});
+  TokenId next = feed(engine, prompt, 0, batch);
+  engine.mark();
+  for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
+  engine.free(0);
+  engine.mark();
+  const auto worker_stats = engine.finish();
   // The driving worker's own clock: the coordinator's round trip per step is not in it.
   const double prompt_s = period_stats(worker_stats, o.nodes, kPrompt)[0].total_seconds;
   const double decode_s = r.gen > 0 ? period_stats(worker_stats, o.nodes, kDecode)[0].total_seconds : 0;

@@ -74,17 +74,20 @@ void serve(const ServeOptions& o) {
   // A step holds a decode entry per slot and the prefill budget.
   const int64_t step_entries = o.prefill_budget + o.parallel;
   std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<cluster::ClusterJob> job;
   std::unique_ptr<serve::Engine> engine_owner;
+  serve::ClusterEngine* cluster_engine = nullptr;
   if (o.cluster.enabled()) {
     cluster::log_to_stderr();
     auto co = make_cluster_options(o.cluster, o.ctx, step_entries, "f32", o.threads);
     co.plan.n_seq = o.parallel;
     co.progress = false;
-    job = std::make_unique<cluster::ClusterJob>(*file, co);
-    engine_owner = std::make_unique<serve::ClusterEngine>(*job, o.parallel, o.ctx, step_entries,
-                                                          ModelConfig::from_gguf(*file).n_vocab);
-    spdlog::info("serve: tp {} × pp {} on {} workers", job->plan().tp, job->plan().pp, job->plan().size());
+    auto engine = std::make_unique<serve::ClusterEngine>(
+        [&file, co] { return std::make_unique<cluster::ClusterJob>(*file, co); }, o.parallel, o.ctx, step_entries,
+        ModelConfig::from_gguf(*file).n_vocab);
+    const auto& plan = engine->job().plan();
+    spdlog::info("serve: tp {} × pp {} on {} workers", plan.tp, plan.pp, plan.size());
+    cluster_engine = engine.get();
+    engine_owner = std::move(engine);
   } else {
     const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
@@ -124,10 +127,9 @@ void serve(const ServeOptions& o) {
     server.listen();
     g_server = nullptr;
   }
-  engine_owner.reset();
-  if (job && !job->failed()) {
+  if (cluster_engine && cluster_engine->health().empty()) {
     try {
-      job->finish();  // the workers go back to idle
+      cluster_engine->finish();  // the workers go back to idle
     } catch (const Error& e) {
       spdlog::warn("serve: {}", e.what());
     }

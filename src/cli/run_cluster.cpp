@@ -95,15 +95,13 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
 
   warn_if_beyond_training(ModelConfig::from_gguf(*file), r.ctx);
 
-  cluster::ClusterJob job(*file, o);
+  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, o.plan.n_seq, r.ctx,
+                              o.n_batch, ModelConfig::from_gguf(*file).n_vocab);
+  const ScheduledRunResult result = run_scheduled(
+      engine, *tokenizer, {r.prompt, prompt, r.sampling, r.n_predict, r.stops, r.display_prompt, r.batch, nullptr});
+  engine.finish();
+  const cluster::ClusterJob& job = engine.job();
   const auto& plan = job.plan();
-  ScheduledRunResult result;
-  {
-    serve::ClusterEngine engine(job, o.plan.n_seq, r.ctx, o.n_batch, ModelConfig::from_gguf(*file).n_vocab);
-    result = run_scheduled(engine, *tokenizer,
-                           {r.prompt, prompt, r.sampling, r.n_predict, r.stops, r.display_prompt, r.batch, nullptr});
-  }
-  job.finish();
   if (result.context_full) note_context_full(r.ctx);
   const double gen_s = result.prompt_seconds + result.decode_seconds;
   const int64_t n_generated = result.generated;

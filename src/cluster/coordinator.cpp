@@ -267,7 +267,7 @@ std::vector<parallel::SlotToken> ClusterJob::step_tokens(const std::vector<uint8
   std::vector<parallel::SlotToken> tokens(payload.size() / sizeof(parallel::SlotToken));
   if (payload.size() % sizeof(parallel::SlotToken) != 0)
     fail_worker(0, Fault::Reported, fmt::format("Token message of {} bytes", payload.size()));
-  std::memcpy(tokens.data(), payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(tokens.data(), payload.data(), payload.size());
   size_t k = 0;
   for (const auto& e : message.entries.entries) {
     if (!e.want_logits || message.kind != parallel::StepKind::Step) continue;

@@ -17,6 +17,7 @@ class Writer {
  public:
   void i32(int32_t v) { raw(&v, sizeof v); }
   void raw(const void* p, size_t n) {
+    if (n == 0) return;  // p may be null then
     const size_t at = out.size();
     out.resize(at + n);
     std::memcpy(out.data() + at, p, n);
@@ -33,6 +34,7 @@ class Reader {
     return v;
   }
   void raw(void* p, size_t n, const char* what) {
+    if (n == 0) return;  // p may be null then
     if (b_.size() - at_ < n)
       throw Error(fmt::format("{}: step message of {} bytes ends inside its {} (byte {})", who_, b_.size(), what, at_));
     std::memcpy(p, b_.data() + at_, n);
@@ -163,9 +165,6 @@ std::vector<Batch> split_by_sequence(const Batch& entries, int parts) {
   return out;
 }
 
-}  // namespace shardlm::parallel
-
-namespace shardlm::parallel {
 
 void StepBuilder::check_slot(int32_t slot, const char* what) const {
   if (slot < 0 || size_t(slot) >= live_.size())

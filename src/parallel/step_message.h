@@ -57,9 +57,6 @@ std::vector<Batch> split_by_sequence(const Batch& entries, int parts);
 // Throws Error naming `what` when sampling parameters are outside what the sampler accepts.
 void check_sampler_params(const SamplerParams& p, const std::string& what);
 
-}  // namespace shardlm::parallel
-
-namespace shardlm::parallel {
 
 // The driving side's bookkeeping of a step-level engine: which slots are
 // live, and the operations to send with the next step. Checks what the caller

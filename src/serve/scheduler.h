@@ -82,6 +82,7 @@ class Scheduler {
   };
 
   void drop_cancelled();
+  bool has_waiting() const;
   void admit();
   void on_token(Running& r, TokenId token);
   void end(Running& r, FinishReason reason, std::string error = {});

@@ -224,7 +224,12 @@ class FlakyEngine final : public Engine {
     return inner_.step(entries);
   }
   std::string health() const override { return failing ? "worker 10.0.0.2:7070 (rank 2) failed" : ""; }
-  bool failing = false;
+  bool recover() override {  // a new engine: the caches are gone
+    if (!failing || !recoverable) return false;
+    failing = false;
+    return true;
+  }
+  bool failing = false, recoverable = false;
 
  private:
   Engine& inner_;
@@ -251,6 +256,33 @@ TEST(Scheduler, FailedStepEndsRunningRequestsAndLaterStepsGoOn) {
   while (sched.step()) {
   }
   EXPECT_EQ(collect(*c).finish, FinishReason::Length);
+}
+
+TEST(Scheduler, RecoveredEngineReusesNoPrefixOfTheOldCaches) {
+  Fixture f(2);
+  FlakyEngine flaky(*f.engine);
+  Scheduler sched(flaky, *f.tok, {});
+  // Both slots hold a prompt; the failed request below takes one of them.
+  auto a = sched.submit(f.greedy("Once upon a time", 4));
+  auto a2 = sched.submit(f.greedy("The little dog", 4));
+  while (sched.step()) {
+  }
+  ASSERT_EQ(collect(*a).finish, FinishReason::Length);
+  ASSERT_EQ(collect(*a2).finish, FinishReason::Length);
+  auto b = sched.submit(f.greedy("Lily", 4));
+  flaky.failing = true;
+  sched.step();
+  EXPECT_EQ(collect(*b).finish, FinishReason::Error);
+  flaky.recoverable = true;
+  auto c = sched.submit(f.greedy("Once upon a time", 4));
+  auto c2 = sched.submit(f.greedy("The little dog", 4));
+  while (sched.step()) {
+  }
+  EXPECT_TRUE(sched.health().empty());
+  for (auto* s : {c.get(), c2.get()}) {
+    EXPECT_EQ(collect(*s).finish, FinishReason::Length);
+    EXPECT_EQ(s->usage().cached_tokens, 0);  // the prompts were in the old engine's caches only
+  }
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // With a layout, `serve --nodes` runs on two local workers (started here);
 // then greedy outputs must equal a single-node server's, and last, a worker
 // killed with SIGKILL under four active streams ends each with an error
-// naming it within 2 s while the server stays up and says it is degraded.
+// naming it within 2 s while the server stays up and says it is degraded,
+// and once the worker is back on its address requests are served again.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -231,6 +232,7 @@ test('shardlm bench serve loads the server and reports one JSON line', async () 
   assert.ok(r.tok_per_s > 0 && r.ttft_p50_ms > 0 && r.ttft_p99_ms >= r.ttft_p50_ms, out);
 });
 
+const greedyText = {};
 if (layout) {
   test('cluster: greedy outputs equal a single-node server\'s', async () => {
     const single = await startServer([]);
@@ -240,6 +242,7 @@ if (layout) {
         const body = { model: MODEL, prompt, max_tokens: 24, temperature: 0 };
         const [a, b] = await Promise.all([client.completions.create(body), local.completions.create(body)]);
         assert.equal(a.choices[0].text, b.choices[0].text, prompt);
+        greedyText[prompt] = b.choices[0].text;
       }
     } finally {
       single.child.kill('SIGTERM');
@@ -287,6 +290,25 @@ if (layout) {
     assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
     await assert.rejects(client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 4 }),
       (e) => e.status === 503 && e.message.includes(victim.address), 'a new request names the dead worker');
+
+    // The node comes back on its address: the server forms its job again, without a restart.
+    const port = victim.address.split(':')[1];
+    const back = spawn(binary, ['worker', '--listen', `127.0.0.1:${port}`, '--probe-mib', '1'],
+      { stdio: ['ignore', 'ignore', 'ignore'], detached: true, env: TOKEN_ENV });
+    workers.push({ child: back, address: victim.address });
+    let text = null;
+    for (let i = 0; i < 40 && text === null; ++i) {
+      await new Promise((r) => setTimeout(r, 250));
+      try {
+        const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 24, temperature: 0 });
+        text = r.choices[0].text;
+      } catch (e) {
+        assert.ok(e.status === 503, String(e));
+      }
+    }
+    assert.equal(text, greedyText['Once upon a time'], 'served again after the node came back');
+    const healthy = await raw('/health', { method: 'GET' });
+    assert.equal(healthy.status, 200, healthy.text);
   });
 }
 

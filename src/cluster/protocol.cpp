@@ -163,7 +163,7 @@ void Channel::send_heartbeat(comm::Deadline deadline) {
   if (!lock) return;
   Header h;
   h.type = uint32_t(MsgType::Heartbeat);
-  comm::tcp::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
+  net::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
 }
 
 void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {

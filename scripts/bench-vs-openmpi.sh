@@ -15,6 +15,10 @@
 # mpi/vader >= 0.9 (the mpi backend runs where mpirun puts it: vader on one
 # host), and CLIFF where a shardlm size falls below half of both neighbours.
 # The load average is printed with every round.
+# $TUNE (default 1): first run `shardlm bench comm --tune` for every backend
+# and rank count into a table of this run ($SHARDLM_COMM_TUNING, printed),
+# as a user would on a new machine; TUNE=0 measures the built-in defaults
+# (or the table already in ~/.cache/shardlm).
 # Example (issue #15 sizes): ROUNDS=2 scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +43,18 @@ has_ucx=0
 ompi_info 2>/dev/null | grep -q "MCA pml: ucx" && has_ucx=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+if [ "${TUNE:-1}" = 1 ]; then
+  export SHARDLM_COMM_TUNING="$out/comm-tuning.txt"
+  : >"$SHARDLM_COMM_TUNING"
+  for np in $nps; do
+    for backend in shm tcp; do
+      "$shardlm" bench comm --tune --backend "$backend" --np "$np" --min-bytes "$min" --max-bytes "$max" >/dev/null
+    done
+    "${mpirun[@]}" -np "$np" "$shardlm" bench comm --autotune --backend mpi --min-bytes "$min" --max-bytes "$max" >/dev/null
+  done
+  echo "# comm tuning table of this run ($SHARDLM_COMM_TUNING):"
+  grep -v '^#' "$SHARDLM_COMM_TUNING" | sed 's/^/#   /'
+fi
 
 # run NAME COMMAND...: prints the table and keeps it as $out/NAME.$round.
 run() {

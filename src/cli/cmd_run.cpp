@@ -82,9 +82,13 @@ void run(RunOptions o, const CLI::App& cmd) {
     for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout"})
       if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {
+    if (o.cluster.mpi() && (!o.cluster.nodes.empty() || !o.cluster.hostfile.empty()))
+      throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
     o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-    run_on_cluster(o.cluster, {o.model, o.prompt, o.kv_type, o.n_predict, o.threads, o.ctx, o.batch, o.sampling,
-                               o.stops, !o.no_display_prompt});
+    const ClusterRunRequest request{o.model, o.prompt, o.kv_type, o.n_predict, o.threads, o.ctx, o.batch, o.sampling,
+                                    o.stops, !o.no_display_prompt};
+    if (o.cluster.mpi()) run_on_mpi(o.cluster, request);
+    else run_on_cluster(o.cluster, request);
     return;
   }
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "cluster/mpi_job.h"
 #include "model/config.h"
 #include "model/sampler.h"
 
@@ -32,7 +33,9 @@ struct ClusterRunOptions {
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
-  bool enabled() const { return !nodes.empty() || !hostfile.empty(); }
+  std::string backend = "workers";  // --backend: workers (--nodes/--hostfile) or mpi (ranks from mpirun/srun)
+  bool mpi() const { return backend == "mpi"; }
+  bool enabled() const { return !nodes.empty() || !hostfile.empty() || mpi(); }
 };
 
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o);
@@ -50,6 +53,10 @@ struct ClusterRunRequest {
   bool display_prompt = true;
 };
 void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r);
+// The same on the ranks an MPI launcher started (run_mpi.cpp): --backend mpi.
+void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r);
+cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
+                                            const std::string& kv_type, int threads, int64_t n_seq);
 
 struct ClusterBenchRequest {
   std::string model, kv_type;
@@ -58,5 +65,7 @@ struct ClusterBenchRequest {
 // Prompt processing and decode tokens/s on the workers as one table row, with
 // the planner's prediction and a per-token breakdown (bench_cluster.cpp).
 void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r);
+// The same on the ranks an MPI launcher started (bench_mpi.cpp).
+void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r);
 
 }  // namespace shardlm::cli

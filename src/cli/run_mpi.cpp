@@ -1,0 +1,95 @@
+// `mpirun -np N shardlm run -m MODEL --backend mpi ...`: the ranks the MPI
+// launcher started are the cluster (cluster/mpi_job.h). Rank 0 tokenizes and
+// prints the same story as single-node `run`; the other ranks follow it.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "cli/generated_text.h"
+#include "cli/run_cluster.h"
+#include "cli/usage.h"
+#include "cluster/logging.h"
+#include "cluster/mpi_job.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "parallel/wire_format.h"
+#include "tokenizer/tokenizer.h"
+
+namespace shardlm::cli {
+
+cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
+                                            const std::string& kv_type, int threads, int64_t n_seq) {
+  if (!cluster::started_by_mpi_launcher())
+    throw UsageError("--backend mpi: start shardlm with mpirun, mpiexec or srun (no MPI rank in the environment)");
+  cluster::MpiJobOptions o;
+  o.plan.tp = c.tp;
+  o.plan.pp = c.pp;
+  o.plan.layers = c.layers;
+  o.plan.n_ctx = ctx;
+  o.plan.n_seq = n_seq;
+  o.plan.force = c.force;
+  const auto kv = dtype_from_name(kv_type);
+  if (!kv || (*kv != DType::F32 && *kv != DType::F16))
+    throw UsageError(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
+  o.plan.kv_type = *kv;
+  if (!c.wire_type.empty()) o.plan.wire_type = parallel::wire_type_from_name(c.wire_type);
+  o.runtime.n_ctx = ctx;
+  o.runtime.n_seq = n_seq;
+  o.runtime.n_batch = batch;
+  o.runtime.kv_type = o.plan.kv_type;
+  o.runtime.threads = threads;
+  return o;
+}
+
+void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r) {
+  using Clock = std::chrono::steady_clock;
+  cluster::log_to_stderr();
+  cluster::MpiJob job(r.model, make_mpi_job_options(c, r.ctx, r.batch, r.kv_type, r.threads, 1));
+  if (job.rank() != 0) {
+    job.finish();
+    return;
+  }
+  auto tokenizer = Tokenizer::from_gguf(job.file());
+  const auto prompt = tokenizer->encode(r.prompt, /*add_special=*/true, /*parse_special=*/true);
+  // Rank 0 ends the followers before it reports a bad prompt, so none waits for it.
+  auto fail = [&](const std::string& why) {
+    job.finish();
+    throw Error(why);
+  };
+  if (prompt.empty()) fail("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
+  if (int64_t(prompt.size()) >= r.ctx)
+    fail(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
+  warn_if_beyond_training(job.session().model().config(), r.ctx);
+
+  GeneratedText text(*tokenizer, r.stops, r.display_prompt);
+  text.begin(r.prompt);
+  int n_generated = 0;
+  const int64_t room = r.ctx - int64_t(prompt.size());
+  parallel::GenerateRequest q;
+  q.prompts = {prompt};
+  q.n_predict = int32_t(r.n_predict < 0 ? room : std::min<int64_t>(r.n_predict, room));
+  q.sampling = r.sampling;
+  q.eos = tokenizer->eos();
+  const auto t0 = Clock::now();
+  job.session().generate(q, [&](int, TokenId t) {
+    if (text.ended()) return;
+    ++n_generated;
+    text.push(t);
+  });
+  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  job.finish();
+  text.end();
+  if (!text.ended() && n_generated == room && (r.n_predict < 0 || r.n_predict > room)) note_context_full(r.ctx);
+
+  const auto& plan = job.plan();
+  std::fprintf(stderr, "\n%s\n", job.session().model().config().summary().c_str());
+  std::fprintf(stderr, "mpi: %d ranks on %zu host(s), tp %d × pp %d, wire %s\n", job.world_size(),
+               std::set<std::string>(job.hosts().begin(), job.hosts().end()).size(), plan.tp, plan.pp,
+               parallel::wire_type_name(plan.wire_type).c_str());
+  std::fprintf(stderr, "generate: %4d tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n", n_generated,
+               gen_s * 1e3, prompt.size(), gen_s > 0 ? n_generated / gen_s : 0.0);
+}
+
+}  // namespace shardlm::cli

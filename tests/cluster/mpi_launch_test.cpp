@@ -1,0 +1,141 @@
+// `mpirun -np N shardlm run --backend mpi`: the ranks mpirun starts are the
+// cluster. The text equals single-node `run` for every layout, and a rank
+// killed mid-generation ends the job, named, within seconds.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cluster/process.h"
+
+namespace shardlm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kMpirun = SHARDLM_MPIRUN;
+const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+// Random weights: greedy decoding never meets the end token, so generation
+// runs until the test kills a rank.
+const std::string kEndlessModel = SHARDLM_REPO_MODELS "/tiny-random-llama-bpe.gguf";
+// Containers have no CMA/ptrace for vader's single copy; MPI's own
+// allocations are not ours to leak-check.
+const std::vector<std::string> kMpiEnv = {"OMPI_MCA_btl_vader_single_copy_mechanism=none",
+                                          "OMPI_MCA_rmaps_base_oversubscribe=1", "ASAN_OPTIONS=detect_leaks=0"};
+
+class MpiLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (kMpirun.empty()) GTEST_SKIP() << "mpirun not found";
+    dir_ = fs::temp_directory_path() / ("shardlm-mpi-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<std::string> run_args(const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> a = {SHARDLM_BINARY, "run", "-m", model, "-p", "Once upon a time", "--temp", "0",
+                                  "--seed", "1", "-t", "1"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  std::unique_ptr<Process> start(std::vector<std::string> argv, int np = 0) {
+    if (np > 0) {
+      std::vector<std::string> mpi = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", std::to_string(np)};
+      argv.insert(argv.begin(), mpi.begin(), mpi.end());
+    }
+    const std::string n = std::to_string(runs_++);
+    return std::make_unique<Process>(argv, dir_ / (n + ".out"), dir_ / (n + ".err"), kMpiEnv);
+  }
+  struct Result {
+    int status;
+    std::string out, err;
+  };
+  Result run(std::vector<std::string> extra, int np = 0) {
+    auto p = start(run_args(kModel, std::move(extra)), np);
+    const int status = p->wait(std::chrono::seconds(120));
+    return {status, p->out(), p->err()};
+  }
+
+  fs::path dir_;
+  int runs_ = 0;
+};
+
+TEST_F(MpiLaunchTest, EveryLayoutTellsTheSingleNodeStory) {
+  const auto single = run({"-n", "40"});
+  ASSERT_EQ(single.status, 0) << single.err;
+  ASSERT_FALSE(single.out.empty());
+  struct Layout {
+    int np;
+    std::vector<std::string> flags;
+  };
+  const std::vector<Layout> layouts = {
+      {2, {"--tp", "2", "--pp", "1"}},
+      {2, {"--tp", "1", "--pp", "2"}},
+      {3, {"--tp", "1", "--pp", "3"}},
+      {3, {"--tp", "2", "--pp", "1"}},  // the third rank is left out and waits
+  };
+  for (const auto& l : layouts) {
+    std::vector<std::string> extra = {"-n", "40", "--backend", "mpi"};
+    extra.insert(extra.end(), l.flags.begin(), l.flags.end());
+    const auto r = run(extra, l.np);
+    const std::string what = "-np " + std::to_string(l.np) + " " + l.flags[0] + " " + l.flags[1] + " " +
+                             l.flags[2] + " " + l.flags[3];
+    EXPECT_EQ(r.status, 0) << what << "\n" << r.err;
+    EXPECT_EQ(r.out, single.out) << what << "\n" << r.err;
+    EXPECT_NE(r.err.find("mpi: " + std::to_string(l.np) + " ranks"), std::string::npos) << what << "\n" << r.err;
+  }
+}
+
+TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {
+  const auto r = run({"-n", "4", "--backend", "mpi"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("shardlm: error: --backend mpi: start shardlm with mpirun"), std::string::npos) << r.err;
+}
+
+// The pid of the rank `rank` among the processes mpirun `parent` started.
+pid_t rank_pid(pid_t parent, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  DIR* proc = opendir("/proc");
+  pid_t found = -1;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string skip, state;
+    pid_t ppid = 0;
+    if (!(stat >> skip >> skip >> state >> ppid) || ppid != parent) continue;
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ");
+    std::string var;
+    while (std::getline(env, var, '\0'))
+      if (var == want) found = pid;
+  }
+  closedir(proc);
+  return found;
+}
+
+TEST_F(MpiLaunchTest, AKilledRankEndsTheJobNamingIt) {
+  auto job = start(run_args(kEndlessModel, {"-n", "100000", "-c", "100001", "--backend", "mpi", "--tp", "1", "--pp",
+                                            "2"}),
+                   2);
+  for (int i = 0; i < 1500 && job->out().size() < 40; ++i) usleep(20000);
+  ASSERT_GE(job->out().size(), 40u) << job->err();
+  const pid_t victim = rank_pid(job->pid(), 1);
+  ASSERT_GT(victim, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  const int status = job->wait(std::chrono::seconds(30));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(status, 0) << job->err();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(job->err().find("rank 1"), std::string::npos) << job->err();
+}
+
+}  // namespace
+}  // namespace shardlm::test

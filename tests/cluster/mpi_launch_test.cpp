@@ -51,7 +51,7 @@ class MpiLaunchTest : public ::testing::Test {
       argv.insert(argv.begin(), mpi.begin(), mpi.end());
     }
     const std::string n = std::to_string(runs_++);
-    return std::make_unique<Process>(argv, dir_ / (n + ".out"), dir_ / (n + ".err"), kMpiEnv);
+    return std::make_unique<Process>(argv, dir_ / (n + ".out"), dir_ / (n + ".err"), env_);
   }
   struct Result {
     int status;
@@ -63,11 +63,14 @@ class MpiLaunchTest : public ::testing::Test {
     return {status, p->out(), p->err()};
   }
 
+  void expect_every_layout_tells_the_single_node_story();
+
   fs::path dir_;
   int runs_ = 0;
+  std::vector<std::string> env_ = kMpiEnv;
 };
 
-TEST_F(MpiLaunchTest, EveryLayoutTellsTheSingleNodeStory) {
+void MpiLaunchTest::expect_every_layout_tells_the_single_node_story() {
   const auto single = run({"-n", "40"});
   ASSERT_EQ(single.status, 0) << single.err;
   ASSERT_FALSE(single.out.empty());
@@ -91,6 +94,17 @@ TEST_F(MpiLaunchTest, EveryLayoutTellsTheSingleNodeStory) {
     EXPECT_EQ(r.out, single.out) << what << "\n" << r.err;
     EXPECT_NE(r.err.find("mpi: " + std::to_string(l.np) + " ranks"), std::string::npos) << what << "\n" << r.err;
   }
+}
+
+TEST_F(MpiLaunchTest, EveryLayoutTellsTheSingleNodeStory) { expect_every_layout_tells_the_single_node_story(); }
+
+// The same through OpenMPI's UCX layer (its shared-memory and TCP transports
+// here; RDMA where the hardware is), where UCX starts on this machine.
+TEST_F(MpiLaunchTest, EveryLayoutTellsTheSingleNodeStoryOverUcx) {
+  env_.insert(env_.end(), {"OMPI_MCA_pml=ucx", "OMPI_MCA_pml_ucx_tls=any", "OMPI_MCA_pml_ucx_devices=any"});
+  const auto probe = run({"-n", "1", "--backend", "mpi"}, 1);
+  if (probe.status != 0) GTEST_SKIP() << "OpenMPI's pml ucx does not start here:\n" << probe.err;
+  expect_every_layout_tells_the_single_node_story();
 }
 
 TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {

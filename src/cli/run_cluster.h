@@ -33,6 +33,8 @@ struct ClusterRunOptions {
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
+  bool distribute_weights = false;  // --backend mpi: rank 0 sends the others their slices
+  std::string cache_dir;            // ... and they keep them here
   std::string backend = "workers";  // --backend: workers (--nodes/--hostfile) or mpi (ranks from mpirun/srun)
   bool mpi() const { return backend == "mpi"; }
   bool enabled() const { return !nodes.empty() || !hostfile.empty() || mpi(); }

@@ -40,6 +40,10 @@ cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t 
   o.runtime.n_batch = batch;
   o.runtime.kv_type = o.plan.kv_type;
   o.runtime.threads = threads;
+  o.distribute_weights = c.distribute_weights;
+  o.cache_dir = c.cache_dir;
+  if (!c.cache_dir.empty() && !c.distribute_weights)
+    throw UsageError("--cache-dir: only with --distribute-weights (the ranks read the model themselves otherwise)");
   return o;
 }
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
 
+#include "cluster/mpi_weights.h"
 #include "cluster/worker.h"
 #include "core/error.h"
 #include "core/membw.h"
@@ -61,16 +63,23 @@ std::vector<nlohmann::json> all_gather_json(comm::Communicator& world, const nlo
   return out;
 }
 
-// The planner's nodes: one per rank, named by rank and host; ranks on one
-// host split its memory and cores and reach each other over local links.
+// The planner's nodes: one per rank, named by rank and host. Ranks on one
+// host split its memory and cores, reach each other over local links, and
+// are described by the host's first rank (the same hardware: one noisy
+// measurement each would split layers unevenly, and differently per launch).
 std::vector<parallel::NodeSpec> nodes_of(const std::vector<nlohmann::json>& described) {
   std::map<std::string, int> ranks_on_host;
-  for (const auto& d : described) ++ranks_on_host[d.at("host").get<std::string>()];
+  std::map<std::string, size_t> first_on_host;
+  for (size_t r = 0; r < described.size(); ++r) {
+    const auto host = described[r].at("host").get<std::string>();
+    ++ranks_on_host[host];
+    first_on_host.emplace(host, r);
+  }
   const bool one_host = ranks_on_host.size() == 1;
   std::vector<parallel::NodeSpec> nodes;
   for (size_t r = 0; r < described.size(); ++r) {
-    const auto& d = described[r];
-    const std::string host = d.at("host").get<std::string>();
+    const std::string host = described[r].at("host").get<std::string>();
+    const auto& d = described[first_on_host[host]];
     const int sharing = ranks_on_host[host];
     parallel::NodeSpec n = parallel::default_node(one_host ? "127.0.0.1" : host);
     n.name = fmt::format("rank {} ({})", r, host);
@@ -99,10 +108,17 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   world_rank_ = world_->rank();
 
   std::string error;
-  try {
-    file_ = gguf::File::open(model_path);
-  } catch (const std::exception& e) {
-    error = e.what();
+  SliceStore store;
+  if (options.distribute_weights) {
+    store = slice_store(options.cache_dir);
+    if (!store.keep) temp_dir_ = store.dir.string();
+    file_ = share_model_header(*world_, model_path, store);
+  } else {
+    try {
+      file_ = gguf::File::open(model_path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
   const auto described = all_gather_json(*world_, describe_self(file_.get(), error));
   for (size_t r = 0; r < described.size(); ++r) {
@@ -111,6 +127,8 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
       throw Error(fmt::format("mpi rank {} on {}: {}", r, hosts_.back(), described[r].at("error").get<std::string>()));
   }
   plan_ = parallel::make_plan(*file_, nodes_of(described), options.plan);
+  if (options.distribute_weights)
+    if (auto slices = distribute_slices(*world_, *file_, plan_, store)) file_ = std::move(slices);
   const bool mine = world_rank_ < plan_.size();
   auto members = world_->split(mine ? 0 : -1, world_rank_);
   if (!mine) {
@@ -121,7 +139,12 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   session_ = std::make_unique<parallel::DistributedSession>(members, plan_, *file_, options.runtime);
 }
 
-MpiJob::~MpiJob() = default;
+MpiJob::~MpiJob() {
+  session_.reset();
+  file_.reset();
+  std::error_code ignored;
+  if (!temp_dir_.empty()) std::filesystem::remove_all(temp_dir_, ignored);
+}
 
 void MpiJob::finish() {
   if (!session_) return;

@@ -6,7 +6,7 @@
 // no ports of our own.
 //
 // Every rank opens the model at the same path (a shared file system or a
-// local copy), describes itself (host, memory, cores, read bandwidth, kernel
+// local copy; or only rank 0 does, with distribute_weights), describes itself (host, memory, cores, read bandwidth, kernel
 // rates), the descriptions are all-gathered, and every rank computes the
 // same plan from them. Ranks on one host share its memory and cores. Rank 0
 // drives; ranks the plan leaves out wait for the end.
@@ -30,6 +30,8 @@ struct MpiJobOptions {
   parallel::PlanRequest plan;        // layout request; n_ctx, kv_type and wire type as well
   parallel::RuntimeOptions runtime;  // threads 0: this host's cores shared by its ranks
   double op_timeout_seconds = 600;   // a rank silent this long in a collective is named
+  bool distribute_weights = false;   // only rank 0 reads the model; it sends the others their slices
+  std::string cache_dir;             // with distribute_weights: keep received slices here (cluster/mpi_weights.h)
 };
 
 class MpiJob {
@@ -55,6 +57,7 @@ class MpiJob {
  private:
   std::shared_ptr<comm::Communicator> world_;
   std::unique_ptr<gguf::File> file_;
+  std::string temp_dir_;  // removed at the end
   std::vector<std::string> hosts_;
   parallel::Plan plan_;
   std::unique_ptr<parallel::DistributedSession> session_;

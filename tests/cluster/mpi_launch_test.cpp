@@ -113,6 +113,30 @@ TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {
   EXPECT_NE(r.err.find("shardlm: error: --backend mpi: start shardlm with mpirun"), std::string::npos) << r.err;
 }
 
+// Only rank 0 can read the model (the other is given a path that does not
+// exist: mpirun's MPMD form); it sends rank 1 its slices, which rank 1 keeps
+// in --cache-dir, so the second launch sends nothing.
+TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
+  const auto single = run({"-n", "40"});
+  ASSERT_EQ(single.status, 0) << single.err;
+  const std::string cache = (dir_ / "cache").string();
+  const std::vector<std::string> flags = {"-n", "40", "--backend", "mpi", "--tp", "1", "--pp", "2",
+                                          "--distribute-weights", "--cache-dir", cache};
+  std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", "1"};
+  for (const std::string& model : {kModel, (dir_ / "absent.gguf").string()}) {
+    if (model != kModel) argv.insert(argv.end(), {":", "-np", "1"});
+    const auto rank = run_args(model, flags);
+    argv.insert(argv.end(), rank.begin(), rank.end());
+  }
+  for (const char* expected : {"mpi: sending rank 1 its slices", "are cached, nothing sent"}) {
+    auto p = start(argv);
+    const int status = p->wait(std::chrono::seconds(120));
+    EXPECT_EQ(status, 0) << p->err();
+    EXPECT_EQ(p->out(), single.out) << p->err();
+    EXPECT_NE(p->err().find(expected), std::string::npos) << p->err();
+  }
+}
+
 // The pid of the rank `rank` among the processes mpirun `parent` started.
 pid_t rank_pid(pid_t parent, int rank) {
   const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);

@@ -139,11 +139,14 @@ void bench_dist(DistBenchOptions o) {
     (void)parallel::uniform_plan(*f, o.tp, o.pp);  // shape errors before forking
     if (o.measure_rates) {
       std::set<DType> types;
+      // token_embd is a matmul only as the tied output matrix.
+      const bool tied = !f->find_tensor("output.weight");
       for (const auto& t : f->tensors())
-        if (t.n_dims == 2 && t.name != "token_embd.weight") types.insert(t.type);
+        if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) types.insert(t.type);
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
-      o.rates = parallel::measure_kernel_rates({types.begin(), types.end()}, pool.get(), kRateMatrixBytes);
+      o.rates = parallel::measure_kernel_rates({types.begin(), types.end()}, pool.get(),
+                                                parallel::streamed_matrix_bytes(kRateMatrixBytes));
     }
   }
   comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"127.0.0.1", 0});

@@ -112,7 +112,9 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   };
   std::vector<DecodeCase> cases;
   for (const Shape& s : shapes) cases.push_back({s, 1});
-  cases.push_back({shapes[0], 3});
+  // 3: decode kernels; 4 and 8: batched decode, where the AVX-512 and AMX
+  // panel kernels are timed against each other.
+  for (int64_t tokens : {3, 4, 8}) cases.push_back({shapes[0], tokens});
   for (DType type : types) {
     for (const DecodeCase& c : cases) {
       const Shape& s = c.shape;

@@ -14,6 +14,14 @@
 // each ISA, so a timing that went one way in one run and the other way in the
 // next would make the same seed give another text; they take the newest ISA,
 // as prefill does.
+//
+// Batches of kGemmMinTokens..15 tokens (batched decode) choose
+// the same way between the panel kernels that share their arithmetic: the
+// AVX-512 VNNI tiles and the AMX tile of that many rows give the same bits
+// (exact integer sums, the same scaling), and which is faster depends on the
+// token count (AMX's per-block cost is fixed, VNNI's grows with the tokens).
+// The AVX2 tiles sum in another order and are not candidates there. Larger
+// batches (prefill) take the newest ISA.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -28,7 +36,7 @@
 namespace shardlm::matmul_impl {
 namespace {
 
-constexpr int kDecodeClasses = 3;      // 1, 2, 3 tokens
+constexpr int kTimedTokens = 15;       // 1..15 tokens: decode and batched decode
 constexpr int kTypeIds = 64;           // DType ids are below this
 constexpr int64_t kCols = 4096;        // a multiple of every block size
 constexpr size_t kSliceBytes = 128 << 10;
@@ -61,8 +69,10 @@ std::vector<double> time_candidates(const std::vector<Kernel>& kernels, const Ke
 Isa calibrate(Isa cap, DType type, int64_t n_tokens) {
   std::vector<Isa> isas;
   std::vector<Kernel> kernels;
+  // The AVX2 tiles (4+ tokens) do not give the panel kernels' bits.
+  const Isa oldest = n_tokens >= kGemmMinTokens ? Isa::Avx512 : Isa::Avx2;
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-    if (isa > cap) continue;
+    if (isa > cap || isa < oldest) continue;
     if (const Kernel k = own_kernel(isa, type, n_tokens)) {
       isas.push_back(isa);
       kernels.push_back(k);
@@ -93,7 +103,7 @@ Isa calibrate(Isa cap, DType type, int64_t n_tokens) {
 }
 
 // 0 = not yet measured, else Isa + 1; per cap, type id and token count.
-std::array<std::atomic<int8_t>, 4 * kTypeIds * kDecodeClasses> g_choice{};
+std::array<std::atomic<int8_t>, 4 * kTypeIds * kTimedTokens> g_choice{};
 std::mutex g_calibrating;
 
 }  // namespace
@@ -102,9 +112,9 @@ bool decode_bits_match_across_isas(DType type) { return traits(type).block_elems
 
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
   const auto id = size_t(type);
-  if (n_tokens < 1 || n_tokens > kDecodeClasses || id >= size_t(kTypeIds) || !decode_bits_match_across_isas(type))
+  if (n_tokens < 1 || n_tokens > kTimedTokens || id >= size_t(kTypeIds) || !decode_bits_match_across_isas(type))
     return newest_isa(cap, type, n_tokens);
-  std::atomic<int8_t>& slot = g_choice[(size_t(cap) * kTypeIds + id) * kDecodeClasses + size_t(n_tokens - 1)];
+  std::atomic<int8_t>& slot = g_choice[(size_t(cap) * kTypeIds + id) * kTimedTokens + size_t(n_tokens - 1)];
   if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
   const std::lock_guard<std::mutex> lock(g_calibrating);
   if (const int8_t c = slot.load(std::memory_order_relaxed)) return Isa(c - 1);

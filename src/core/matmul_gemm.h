@@ -13,9 +13,12 @@
 // every token of a chunk whose activations fit in L2, so weights are read
 // from memory about once per chunk.
 //
-// Gathers (one or two dwords per row) fill the panel straight from the GGUF
-// blocks, so any row stride (tensor-parallel views) works and nothing is
-// repacked at load.
+// The panel is filled straight from the GGUF blocks (16-byte loads of four
+// rows transposed in registers; gathers for scales and partial groups), so
+// any row stride (tensor-parallel views) works and nothing is repacked at
+// load. The next row group is prefetched while one is unpacked. Unpacking
+// costs per weight whatever the token count: with 4-8 tokens it is about as
+// much as the tiles' arithmetic.
 //
 // Every (row, token) result is computed by the same instruction sequence
 // whatever tile, chunk or thread it falls in (AMX and vpdpbusd produce the
@@ -46,6 +49,7 @@ class RowGather {
  public:
   RowGather(const MatrixView& m, int64_t r, int valid)
       : base_(m.row(r)),
+        stride_(m.row_stride),
         offsets_(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                     _mm512_set1_epi32(int(m.row_stride)))),
         valid_(__mmask16((1u << valid) - 1)) {}
@@ -63,6 +67,31 @@ class RowGather {
     *first = _mm512_permutex2var_epi32(lo, even, hi);
     *second = _mm512_permutex2var_epi32(lo, _mm512_add_epi32(even, _mm512_set1_epi32(1)), hi);
   }
+  // The dwords at `byte` + 0, 4, 8, 12 (out[0..3]). A full group loads 16
+  // bytes of each row, four rows to a vector, and transposes 4 × 4 dwords in
+  // each 128-bit lane: a third of the gathers' loads and no gather micro-ops,
+  // which made the unpacking cost as much as a token's whole decode.
+  void at4(size_t byte, __m512i* out) const {
+    if (valid_ != __mmask16(0xFFFF)) {
+      at2(byte, &out[0], &out[1]);
+      at2(byte + 8, &out[2], &out[3]);
+      return;
+    }
+    __m512i z[4];  // z[j], lane i: row 4i + j
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* p = base_ + byte + size_t(j) * stride_;
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4 * stride_)), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * stride_)), 2);
+      z[j] = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 12 * stride_)), 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]), t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]), t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+  }
   // The same rows, `bytes` further along.
   RowGather advanced(size_t bytes) const {
     RowGather g = *this;
@@ -72,8 +101,30 @@ class RowGather {
 
  private:
   const uint8_t* base_;
+  size_t stride_;
   __m512i offsets_;
   __mmask16 valid_;
+};
+
+// Prefetches the row group after the one being unpacked, as far along each
+// of its rows as the unpacking has come in the current group: the gathers
+// read 16 rows side by side, which the hardware prefetchers do not follow
+// from memory, and this keeps a whole group's bytes in flight.
+class NextRows {
+ public:
+  NextRows(const MatrixView& m, int64_t r, size_t block_bytes)
+      : m_(m), r_(r), rows_(int(std::clamp<int64_t>(m.rows - r, 0, 16))), block_bytes_(block_bytes) {}
+  void at_block(int64_t b) const {
+    const size_t lo = size_t(b) * block_bytes_, hi = lo + block_bytes_;
+    for (size_t line = (lo + 63) / 64 * 64; line < hi; line += 64)
+      for (int i = 0; i < rows_; ++i) _mm_prefetch(reinterpret_cast<const char*>(m_.row(r_ + i)) + line, _MM_HINT_T0);
+  }
+
+ private:
+  const MatrixView& m_;
+  int64_t r_;
+  int rows_;
+  size_t block_bytes_;
 };
 
 __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
@@ -96,6 +147,17 @@ int32_t load_i32(const void* p) {
   return v;
 }
 
+// Σ_g w[g] · (the 4 activation codes at a + 4g, broadcast): the 16 rows'
+// integer sums over 4·G codes. Two chains of vpdpbusd (exact integers, added
+// at the end) halve the wait on its latency, which with 4-8 tokens left the
+// tiles at a third of the instruction's throughput.
+template <int G>
+__m512i dot_groups(const __m512i* w, const int8_t* a) {
+  __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
+  return _mm512_add_epi32(s[0], s[1]);
+}
+
 // ---- 32-element blocks ------------------------------------------------------
 // y += d_w·d_x·Σ(u·a) + bias·act_sum, with u the unsigned codes: the offset
 // (Q4_0 −8, Q5_0 −16, Q8_0 −128 after shifting its signed codes up by 128)
@@ -110,8 +172,7 @@ struct alignas(64) Panel32 {
 // Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
 void unpack_nibbles(const RowGather& g, size_t qs, Panel32& p) {
   __m512i q[4];
-  g.at2(qs, &q[0], &q[1]);
-  g.at2(qs + 8, &q[2], &q[3]);
+  g.at4(qs, q);
   for (int h = 0; h < 4; ++h) {
     p.codes[h] = nibbles_low(q[h]);
     p.codes[h + 4] = nibbles_high(q[h]);
@@ -173,7 +234,8 @@ struct Q8_0P {
   static void unpack(const RowGather& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
-    for (int h = 0; h < 8; h += 2) g.at2(2 + 4 * size_t(h), &p.codes[h], &p.codes[h + 1]);
+    g.at4(2, &p.codes[0]);
+    g.at4(18, &p.codes[4]);
     for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
   }
 };
@@ -181,11 +243,18 @@ struct Q8_0P {
 template <class P>
 struct Blocks32 {
   using Panel = Panel32;
-  struct Session {};
+  struct Session {
+    explicit Session(int64_t) {}
+  };
+  static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 16;  // 16 accumulators + 8 code vectors fit the 32 registers
   static int64_t panels(int64_t cols) { return cols / 32; }
-  static void unpack(const RowGather& rows, int64_t cols, Panel32* out) {
-    for (int64_t b = 0; b < cols / 32; ++b) P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out[b]);
+  static void unpack_block(const RowGather& rows, const NextRows& next, int64_t b, Panel32& out) {
+    next.at_block(b);
+    P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out);
+  }
+  static void unpack(const RowGather& rows, const NextRows& next, int64_t cols, Panel32* out) {
+    for (int64_t b = 0; b < cols / 32; ++b) unpack_block(rows, next, b, out[b]);
   }
 
   // acc + the block's integer sums `isum` (16 rows of one token), scaled.
@@ -195,21 +264,22 @@ struct Blocks32 {
     return _mm512_fmadd_ps(p.bias, _mm512_set1_ps(P::kMinimum ? xb.s_f16 : xb.ds), acc);
   }
 
+  // acc[t] (16 rows of token t) += block b's products.
+  template <int T>
+  static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
+    __m512i w[8];
+    for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
+    for (int t = 0; t < T; ++t) {
+      const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
+      acc[t] = add_block(acc[t], dot_groups<8>(w, xb.qs), p, xb);
+    }
+  }
+
   // acc[t] (16 rows of token t) over every block of the row group.
   template <int T>
   static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const Panel32& p = panel[b];
-      __m512i w[8];
-      for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
-      for (int t = 0; t < T; ++t) {
-        const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
-        __m512i s = _mm512_setzero_si512();
-        for (int g = 0; g < 8; ++g) s = _mm512_dpbusd_epi32(s, w[g], _mm512_set1_epi32(load_i32(xb.qs + 4 * g)));
-        acc[t] = add_block(acc[t], s, p, xb);
-      }
-    }
+    for (int64_t b = 0; b < nb; ++b) block<T>(panel[b], b, x, x_stride, acc);
   }
 };
 
@@ -260,9 +330,9 @@ void unpack_q45_k(const RowGather& g, PanelK& p) {
     p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
   }
   __m512i qh[8] = {}, q[4][8];
-  for (int gi = 0; gi < 8; gi += 2) {
-    if (kQ5) g.at2(kQh + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
-    for (int k = 0; k < 4; ++k) g.at2(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi], &q[k][gi + 1]);
+  for (int gi = 0; gi < 8; gi += 4) {
+    if (kQ5) g.at4(kQh + 4 * size_t(gi), &qh[gi]);
+    for (int k = 0; k < 4; ++k) g.at4(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi]);
   }
   for (int gi = 0; gi < 8; ++gi) {
     for (int k = 0; k < 4; ++k) {
@@ -309,10 +379,9 @@ struct Q6_KP {
     const __m512i three = _mm512_set1_epi32(0x03030303);
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8], ql[2][8];
-      for (int gi = 0; gi < 8; gi += 2) {
-        g.at2(128 + 32 * size_t(h) + 4 * size_t(gi), &qh[gi], &qh[gi + 1]);
-        for (int half = 0; half < 2; ++half)
-          g.at2(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi), &ql[half][gi], &ql[half][gi + 1]);
+      for (int gi = 0; gi < 8; gi += 4) {
+        g.at4(128 + 32 * size_t(h) + 4 * size_t(gi), &qh[gi]);
+        for (int half = 0; half < 2; ++half) g.at4(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi), &ql[half][gi]);
       }
       for (int gi = 0; gi < 8; ++gi) {
         for (int half = 0; half < 2; ++half) {
@@ -331,47 +400,52 @@ struct Q6_KP {
 template <class P>
 struct KQuant {
   using Panel = PanelK;
-  struct Session {};
+  struct Session {
+    explicit Session(int64_t) {}
+  };
+  static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
   static int64_t panels(int64_t cols) { return cols / QK_K; }
-  static void unpack(const RowGather& rows, int64_t cols, PanelK* out) {
-    for (int64_t b = 0; b < cols / QK_K; ++b) P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out[b]);
+  static void unpack_block(const RowGather& rows, const NextRows& next, int64_t b, PanelK& out) {
+    next.at_block(b);
+    P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out);
+  }
+  static void unpack(const RowGather& rows, const NextRows& next, int64_t cols, PanelK* out) {
+    for (int64_t b = 0; b < cols / QK_K; ++b) unpack_block(rows, next, b, out[b]);
+  }
+
+  // acc[t] (16 rows of token t) += super-block b's products.
+  template <int T>
+  static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
+    constexpr int kGroups = P::kSub / 4;
+    const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
+    __m512 part[T];
+    for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
+    for (int s = 0; s < QK_K / P::kSub; ++s) {
+      __m512i w[kGroups];
+      for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(&p.codes[kGroups * s + g]);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* a = reinterpret_cast<const block_q8_K*>(xb + x_stride * size_t(t))->qs + P::kSub * s;
+        part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_groups<kGroups>(w, a)), p.sub_scale[s], part[t]);
+      }
+    }
+    finish_block(p, xb, x_stride, T, part, acc);
   }
 
   template <int T>
   static void tile(const PanelK* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
-    constexpr int kGroups = P::kSub / 4;
-    const block_q8_K* xt[T];
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm512_setzero_ps();
-      xt[t] = reinterpret_cast<const block_q8_K*>(x + x_stride * size_t(t));
-    }
-    for (int64_t b = 0; b < nb; ++b) {
-      const PanelK& p = panel[b];
-      __m512 part[T];
-      for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
-      for (int s = 0; s < QK_K / P::kSub; ++s) {
-        __m512i w[kGroups];
-        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(&p.codes[kGroups * s + g]);
-        for (int t = 0; t < T; ++t) {
-          const int8_t* a = xt[t][b].qs + P::kSub * s;
-          __m512i sum = _mm512_setzero_si512();
-          for (int g = 0; g < kGroups; ++g) sum = _mm512_dpbusd_epi32(sum, w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
-          part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), p.sub_scale[s], part[t]);
-        }
-      }
-      finish_block<T>(p, x + size_t(b) * sizeof(block_q8_K), x_stride, part, acc);
-    }
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) block<T>(panel[b], b, x, x_stride, acc);
   }
 
-  // acc[t] += d_x · (part[t] + the bsums term) for super-block p of T tokens
+  // acc[t] += d_x · (part[t] + the bsums term) for super-block p of `tokens` tokens
   // (x: the first token's block). Every tile (VNNI or AMX) ends a super-block
   // with this same sequence.
-  template <int T>
-  static void finish_block(const PanelK& p, const uint8_t* x, size_t x_stride, __m512* part, __m512* acc) {
+  static void finish_block(const PanelK& p, const uint8_t* x, size_t x_stride, int tokens, __m512* part,
+                           __m512* acc) {
     __m512i f[8];
     for (int q = 0; q < 8; ++q) f[q] = _mm512_load_si512(&p.pair_factor[q]);
-    for (int t = 0; t < T; ++t) {
+    for (int t = 0; t < tokens; ++t) {
       const auto& xb = *reinterpret_cast<const block_q8_K*>(x + x_stride * size_t(t));
       __m512i m = _mm512_setzero_si512();
       for (int q = 0; q < 8; ++q) m = _mm512_dpwssd_epi32(m, f[q], _mm512_set1_epi32(load_i32(xb.bsums + 2 * q)));
@@ -403,6 +477,30 @@ void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a
   if constexpr (T > 1) token_tiles<F, T / 2>(panel, nb, a, r, valid, t1 - (t1 - t0) % T, t1);
 }
 
+// A batch of at most F::kTokens tokens in one pass per row group, each block
+// multiplied as soon as it is unpacked (no panel of the whole row to write
+// and read back: with so few tokens nothing else would reuse it). The same
+// per-block arithmetic as the tiles, so the same bits.
+template <class F, int T>
+void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const auto* x = static_cast<const uint8_t*>(a.x);
+  const int64_t nb = F::panels(m.cols);
+  typename F::Panel panel;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int valid = int(std::min<int64_t>(kRows, r1 - r));
+    const RowGather rows(m, r, valid);
+    const NextRows next(m, r + kRows, traits(m.type).block_bytes);
+    __m512 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      F::unpack_block(rows, next, b, panel);
+      F::template block<T>(panel, b, x, a.x_stride, acc);
+    }
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
+  }
+}
+
 // Row groups of 16 from r0 (a multiple of kRowAlign), tokens in chunks.
 template <class F>
 void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
@@ -412,16 +510,43 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
     (lower ? lower : avx2_kquant_kernel(m.type))(a, r0, r1);
     return;
   }
+  if constexpr (!F::kSmallBatchTile) {
+    switch (a.n_tokens) {
+      case 4: return one_pass<F, 4>(a, r0, r1);
+      case 5: return one_pass<F, 5>(a, r0, r1);
+      case 6: return one_pass<F, 6>(a, r0, r1);
+      case 7: return one_pass<F, 7>(a, r0, r1);
+      case 8: return one_pass<F, 8>(a, r0, r1);
+      default: break;
+    }
+  }
   const int64_t nb = F::panels(m.cols);
   thread_local std::vector<typename F::Panel> panel;
   panel.resize(size_t(nb));
-  [[maybe_unused]] const typename F::Session session;  // AMX: tile configuration for this thread
+  [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
+  // Batched decode (fewer tokens than a full tile): a kernel whose one tile
+  // takes any such count (AMX: tile rows = tokens) does all of them in one
+  // pass per row group, so each unpacked panel is used once for every token.
+  if constexpr (F::kSmallBatchTile) {
+    if (a.n_tokens < F::kTokens) {
+      const auto* x = static_cast<const uint8_t*>(a.x);
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int valid = int(std::min<int64_t>(kRows, r1 - r));
+        F::unpack(RowGather(m, r, valid), NextRows(m, r + kRows, traits(m.type).block_bytes), m.cols, panel.data());
+        __m512 acc[F::kTokens];
+        F::small_batch_tile(panel.data(), nb, x, a.x_stride, int(a.n_tokens), acc);
+        for (int64_t t = 0; t < a.n_tokens; ++t)
+          _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
+      }
+      return;
+    }
+  }
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);
     for (int64_t r = r0; r < r1; r += kRows) {
       const int valid = int(std::min<int64_t>(kRows, r1 - r));
-      F::unpack(RowGather(m, r, valid), m.cols, panel.data());
+      F::unpack(RowGather(m, r, valid), NextRows(m, r + kRows, traits(m.type).block_bytes), m.cols, panel.data());
       token_tiles<F>(panel.data(), nb, a, r, valid, t0, t1);
     }
   }

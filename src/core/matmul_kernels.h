@@ -96,9 +96,10 @@ Kernel amx_gemm_kernel(DType type);
 Kernel own_kernel(Isa isa, DType type, int64_t n_tokens);
 // The newest ISA up to `cap` with its own kernel for `type` (scalar if none).
 Isa newest_isa(Isa cap, DType type, int64_t n_tokens);
-// What matmul() runs for `type` and `n_tokens` under the cap: for decode (1-3
-// tokens) the ISA whose kernel measured fastest on this CPU (matmul_dispatch.cpp),
-// for prefill the newest.
+// What matmul() runs for `type` and `n_tokens` under the cap: for decode and
+// batched decode (1-15 tokens) the ISA whose kernel measured fastest on this
+// CPU among those giving the same bits (matmul_dispatch.cpp), for prefill the
+// newest.
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens);
 // Whether every ISA's decode kernel for `type` gives the same bits (the
 // quantized types: exact integer sums), so the dispatcher may time them.

@@ -5,27 +5,44 @@
 #include <algorithm>
 #include <chrono>
 
+#include <unistd.h>
+
 #include "core/bench_matrix.h"
 #include "core/error.h"
 
 namespace shardlm::parallel {
 namespace {
 
-constexpr int kClasses[] = {1, 2, 8};
+constexpr int kClasses[] = {1, 2, 4, 8};
+constexpr int kOldClasses[] = {1, 2, 8};  // the JSON rows of earlier builds
 constexpr int64_t kCols = 2048;
 
 }  // namespace
 
 double KernelRates::rate(DType type, int64_t tokens) const {
-  const auto it = gbs.find({type, token_class(tokens)});
-  return it == gbs.end() ? 0 : it->second;
+  std::vector<std::pair<double, double>> at;  // (tokens, seconds per GB)
+  for (auto it = gbs.lower_bound({type, 0}); it != gbs.end() && it->first.first == type; ++it)
+    at.push_back({double(it->first.second), 1 / it->second});
+  if (at.empty()) return 0;
+  const double t = double(tokens);
+  double s = at.front().second;
+  if (t > at.front().first && at.size() == 1) {
+    s *= t / at.front().first;  // one measured count: time per token
+  } else if (t > at.front().first) {
+    size_t i = 1;
+    while (i + 1 < at.size() && t > at[i].first) ++i;
+    const auto [t0, s0] = at[i - 1];
+    const auto [t1, s1] = at[i];
+    s = s0 + (s1 - s0) * (t - t0) / (t1 - t0);
+  }
+  return 1 / std::max(s, 1e-12);
 }
 
 nlohmann::json KernelRates::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [key, v] : gbs) {
     auto& row = j[std::string(dtype_name(key.first))];
-    if (row.is_null()) row = nlohmann::json::array({0.0, 0.0, 0.0});
+    if (row.is_null()) row = nlohmann::json::array({0.0, 0.0, 0.0, 0.0});
     const size_t i = size_t(std::find(std::begin(kClasses), std::end(kClasses), key.second) - std::begin(kClasses));
     row[i] = v;
   }
@@ -38,13 +55,14 @@ KernelRates KernelRates::from_json(const nlohmann::json& j, const std::string& w
   for (const auto& [name, row] : j.items()) {
     const auto type = dtype_from_name(name);
     if (!type) continue;  // a newer worker's type
-    if (!row.is_array() || row.size() != std::size(kClasses))
-      throw Error(fmt::format("{}: kernel_rates[{}] is not [GB/s at 1, 2, 8 tokens]", who, name));
+    if (!row.is_array() || (row.size() != std::size(kClasses) && row.size() != std::size(kOldClasses)))
+      throw Error(fmt::format("{}: kernel_rates[{}] is not [GB/s at 1, 2, 4, 8 tokens]", who, name));
+    const int* classes = row.size() == std::size(kClasses) ? kClasses : kOldClasses;
     for (size_t i = 0; i < row.size(); ++i) {
       if (!row[i].is_number()) throw Error(fmt::format("{}: kernel_rates[{}][{}] is not a number", who, name, i));
       const double v = row[i].get<double>();
       if (!(v >= 0 && v < 1e6)) throw Error(fmt::format("{}: kernel_rates[{}][{}] = {} is out of range", who, name, i, v));
-      if (v > 0) r.gbs[{*type, kClasses[i]}] = v;
+      if (v > 0) r.gbs[{*type, classes[i]}] = v;
     }
   }
   return r;
@@ -53,6 +71,11 @@ KernelRates KernelRates::from_json(const nlohmann::json& j, const std::string& w
 std::vector<DType> common_weight_types() {
   return {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K,
           DType::Q5_K, DType::Q6_K, DType::F16,  DType::BF16, DType::F32};
+}
+
+size_t streamed_matrix_bytes(size_t at_least) {
+  const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return std::clamp(llc > 0 ? 2 * size_t(llc) : at_least, at_least, size_t(1) << 30);
 }
 
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes) {

@@ -4,8 +4,11 @@
 // rank's weight bytes by these rates instead of by the raw memory bandwidth
 // (most decode kernels are bound by instructions before bandwidth).
 //
-// Classes: 1 token (decode), 2 tokens (stands for 2-3: batched decode,
-// pipeline micro-batches), 8 tokens (stands for ≥ 4: the prefill tiles).
+// Measured at 1, 2, 4 and 8 tokens (decode, batched decode and pipeline
+// micro-batches of 2-3, of 4-7, and the prefill tiles from 8); other counts
+// interpolate the time per byte linearly in the tokens between the measured
+// counts and extend the last two beyond them, since past a few tokens the
+// batched kernels' time grows by the same amount per token.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,15 +28,15 @@ class ThreadPool;
 namespace shardlm::parallel {
 
 struct KernelRates {
-  std::map<std::pair<DType, int>, double> gbs;  // (type, class tokens) → GB/s
+  std::map<std::pair<DType, int>, double> gbs;  // (type, measured tokens) → GB/s
 
-  static int token_class(int64_t tokens) { return tokens <= 1 ? 1 : tokens <= 3 ? 2 : 8; }
-  // GB/s for this type at this many tokens; 0 when not measured.
+  // GB/s for this type at this many tokens (see above); 0 when not measured.
   double rate(DType type, int64_t tokens) const;
   bool empty() const { return gbs.empty(); }
 
-  // {"Q4_0": [gbs at 1, at 2, at 8], ...}; from_json ignores unknown types and
-  // rejects (Error naming `who`) anything else malformed.
+  // {"Q4_0": [GB/s at 1, 2, 4, 8 tokens], ...}; from_json also reads the
+  // older [at 1, 2, 8], ignores unknown types and rejects (Error naming `who`)
+  // anything else malformed.
   nlohmann::json to_json() const;
   static KernelRates from_json(const nlohmann::json& j, const std::string& who);
 };
@@ -41,8 +44,13 @@ struct KernelRates {
 // Weight types worth measuring when the model is not known yet (a worker at start).
 std::vector<DType> common_weight_types();
 
-// Matvec over a `matrix_bytes` matrix per type and class with `pool` (null:
-// one thread), best of a few calls.
+// A matrix size whose rates are those of a model's weights: twice the last
+// level cache (a model streams from memory; rates measured in a large L3 were
+// up to 1.6× too fast), at least `at_least`, at most 1 GiB.
+size_t streamed_matrix_bytes(size_t at_least);
+
+// Matvec over a `matrix_bytes` matrix per type and token count with `pool`
+// (null: one thread), best of a few calls.
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes);
 
 }  // namespace shardlm::parallel

@@ -146,15 +146,15 @@ TEST(MatmulIsa, StridedViewsMatchReference) {
   }
 }
 
-// matmul() runs, per type and decode token count, the kernel the dispatcher
-// timed fastest: its results match the reference, and repeated calls (later
+// matmul() runs, per type and decode / batched-decode token count, the kernel
+// the dispatcher timed fastest: its results match the reference, and repeated calls (later
 // steps of a decode) give the same bits.
 TEST(MatmulDispatch, DecodeMatchesReferenceAndIsStable) {
   ThreadPool pool(2);
   const int64_t rows = 37, cols = 1024;
   for (DType type : kTypes) {
     const auto m = random_matrix(type, rows, cols, 91);
-    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 6, 8}) {
       SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens) + " on " +
                    isa_name(matmul_kernel_isa(type, n_tokens)));
       EXPECT_LE(matmul_kernel_isa(type, n_tokens), active_isa());
@@ -191,6 +191,16 @@ TEST(MatmulDispatch, TimedTypesGiveTheSameBitsOnEveryIsa) {
         const auto y = run(isa, m.view, x, n_tokens, nullptr);
         EXPECT_EQ(0, std::memcmp(y.data(), avx2.data(), y.size() * 4));
       }
+    }
+    // Batched decode (4-15 tokens) is timed between the AVX-512 and AMX panel
+    // kernels only.
+    if (!isa_available(Isa::Avx512) || !isa_available(Isa::Amx) || !isa_has_kernel(Isa::Amx, type, 4)) continue;
+    for (int64_t n_tokens : {4, 5, 8, 9, 15}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
+      const auto x = random_activations(n_tokens, cols, uint32_t(80 + n_tokens));
+      const auto vnni = run(Isa::Avx512, m.view, x, n_tokens, nullptr);
+      const auto amx = run(Isa::Amx, m.view, x, n_tokens, nullptr);
+      EXPECT_EQ(0, std::memcmp(vnni.data(), amx.data(), amx.size() * 4));
     }
   }
 }

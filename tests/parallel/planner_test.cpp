@@ -231,9 +231,12 @@ TEST(KernelRates, JsonRoundTripAndErrors) {
   k.gbs[{DType::Q6_K, 8}] = 3;
   const auto back = KernelRates::from_json(k.to_json(), "t");
   EXPECT_EQ(back.gbs, k.gbs);
-  EXPECT_EQ(back.rate(DType::Q4_0, 3), 17);  // 2-3 tokens: one class
-  EXPECT_EQ(back.rate(DType::Q6_K, 64), 3);
-  EXPECT_EQ(back.rate(DType::Q8_0, 1), 0);   // not measured
+  EXPECT_EQ(back.rate(DType::Q4_0, 2), 17);
+  // Seconds per byte are linear in the tokens between and past measured counts.
+  EXPECT_DOUBLE_EQ(1 / back.rate(DType::Q4_0, 3), 1 / 17.0 + (1 / 17.0 - 1 / 9.5));
+  EXPECT_DOUBLE_EQ(back.rate(DType::Q6_K, 4), 3);  // below the only count: its rate
+  EXPECT_DOUBLE_EQ(back.rate(DType::Q6_K, 64), 3.0 / 8);  // past it: time per token
+  EXPECT_EQ(back.rate(DType::Q8_0, 1), 0);  // not measured
   // A type this build does not know is skipped; malformed rows are errors.
   EXPECT_TRUE(KernelRates::from_json(nlohmann::json::parse(R"({"Q9_9": [1, 2, 3]})"), "t").empty());
   EXPECT_NE(error_of([] { KernelRates::from_json(nlohmann::json::parse(R"({"Q4_0": [1, 2]})"), "w1"); })
@@ -244,6 +247,8 @@ TEST(KernelRates, JsonRoundTripAndErrors) {
             std::string::npos);
   const auto n = nodes_from_json_text(R"([{"name": "a", "kernel_rates": {"Q4_0": [10, 18, 4]}}])", "n.json");
   EXPECT_EQ(n[0].kernel_rates.rate(DType::Q4_0, 1), 10);
+  EXPECT_EQ(n[0].kernel_rates.rate(DType::Q4_0, 8), 4);  // an earlier build's [1, 2, 8]
+  EXPECT_EQ(KernelRates::from_json(nlohmann::json::parse(R"({"Q4_0": [1, 2, 3, 4]})"), "t").rate(DType::Q4_0, 4), 3);
 }
 
 }  // namespace

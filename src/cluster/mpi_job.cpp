@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <thread>
 
 #include "cluster/mpi_weights.h"
@@ -26,13 +25,6 @@ constexpr size_t kDescriptionBytes = 16 << 10;
 constexpr size_t kProbeBytes = size_t(64) << 20;
 constexpr size_t kRateMatrixBytes = size_t(16) << 20;
 
-std::vector<DType> weight_types(const gguf::File& file) {
-  std::set<DType> types;
-  for (const auto& t : file.tensors())
-    if (t.n_dims == 2 && t.name != "token_embd.weight") types.insert(t.type);
-  return {types.begin(), types.end()};
-}
-
 // This rank: {"host", "error"} or {"host", "memory_bytes", "cores", "bandwidth_gbs", "kernel_rates"}.
 // Measured by all ranks at once, so ranks sharing a host see their share of it.
 nlohmann::json describe_self(const gguf::File* file, const std::string& error) {
@@ -45,7 +37,9 @@ nlohmann::json describe_self(const gguf::File* file, const std::string& error) {
   j["memory_bytes"] = memory_available_bytes();
   j["cores"] = cores;
   j["bandwidth_gbs"] = measure_read_bandwidth(kProbeBytes, nullptr, 2);
-  j["kernel_rates"] = parallel::measure_kernel_rates(weight_types(*file), nullptr, kRateMatrixBytes).to_json();
+  // Rates of weights streamed from memory, unless the whole model fits in the cache.
+  const size_t matrix = std::min(parallel::streamed_matrix_bytes(kRateMatrixBytes), size_t(file->file_size()));
+  j["kernel_rates"] = parallel::measure_kernel_rates(parallel::matmul_weight_types(*file), nullptr, matrix).to_json();
   return j;
 }
 

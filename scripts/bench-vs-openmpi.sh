@@ -10,7 +10,12 @@
 # $ROUNDS (default 1): run every implementation that many times, interleaved
 # (round 1 of all, then round 2 of all, ...), and report each size's best
 # round: on a shared machine the best round is the least disturbed one.
-# Example (issue #4 sizes): ROUNDS=2 scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
+# Last, per rank count, the targets of issue #15 as busbw ratios of the
+# best rounds: shm/vader >= 1, tcp/ompi-tcp >= 1, tcp/floor >= 0.8 (2 ranks),
+# mpi/vader >= 0.9 (the mpi backend runs where mpirun puts it: vader on one
+# host), and CLIFF where a shardlm size falls below half of both neighbours.
+# The load average is printed with every round.
+# Example (issue #15 sizes): ROUNDS=2 scripts/bench-vs-openmpi.sh build 16K 64M "2 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -71,11 +76,31 @@ summary() {
     paste -d' ' $(for name in "${names[@]}"; do echo "$out/$np-$name.col"; done) |
       awk '{ printf "%12s", $1; for (i = 2; i <= NF; i += 2) printf " %12s", $i; print "" }'
   done
+  targets "$np"
 }
 
+# targets NP: the ratios of the last summary's busbw columns (.col files).
+targets() {
+  local np=$1
+  echo "## $np ranks, targets (busbw ratio, best rounds): shm/vader>=1 tcp/ompi-tcp>=1 tcp/floor>=0.8 mpi/vader>=0.9"
+  col() { if [ -s "$out/$np-$1.col" ]; then cat "$out/$np-$1.col"; else awk '{ print $1, "-" }' "$out/$np-ompi-vader.col"; fi; }
+  paste -d' ' <(col ompi-vader) <(col ompi-tcp) <(col shardlm-shm) <(col shardlm-tcp) <(col shardlm-mpi) \
+    <(col tcp-floor) |
+    awk '{ size[NR] = $1; v[NR] = $2; t[NR] = $4; s[NR] = $6; c[NR] = $8; m[NR] = $10; f[NR] = $12 }
+         function ratio(a, b, want) { if (a == "-" || b == "-" || b <= 0) return sprintf("%14s", "-");
+                                      return sprintf("%8.2f %-5s", a / b, a / b >= want ? "ok" : "MISS") }
+         function cliff(x, i) { return i > 1 && i < NR && x[i] != "-" && x[i] < 0.5 * x[i-1] && x[i] < 0.5 * x[i+1] }
+         END { printf "%12s %14s %14s %14s %14s %s\n", "size(B)", "shm/vader", "tcp/ompi-tcp", "tcp/floor", "mpi/vader", "cliffs"
+               for (i = 1; i <= NR; i++) {
+                 cl = (cliff(s, i) ? " shm" : "") (cliff(c, i) ? " tcp" : "") (cliff(m, i) ? " mpi" : "")
+                 printf "%12s %s %s %s %s %s\n", size[i], ratio(s[i], v[i], 1), ratio(c[i], t[i], 1),
+                        ratio(c[i], f[i], 0.8), ratio(m[i], v[i], 0.9), cl == "" ? "none" : "CLIFF" cl } }'
+}
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
 for round in $(seq 1 "$rounds"); do
 for np in $nps; do
-  echo "## $np ranks, round $round"
+  echo "## $np ranks, round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
   run "$np-ompi-vader" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl vader,self "$bench_bin" "$min" "$max" "ob1+vader"
   run "$np-ompi-tcp" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
     "$bench_bin" "$min" "$max" "ob1+tcp loopback"

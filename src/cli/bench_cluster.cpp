@@ -1,11 +1,8 @@
-// `shardlm bench -m MODEL --nodes ...`: the model benchmark on workers. One
-// job runs three requests: a one-token warm-up that faults the slices in, the
-// prompt alone (its time is prompt processing), and the prompt followed by
-// the decoded tokens (the time after its first token is decode). The workers
-// report their RuntimeStats per request; the driving worker also up to the
-// first token, which splits the third request into its two phases. Bytes on
-// the wire are counts, so the other workers' decode share is exactly the
-// third request less the second.
+// `shardlm bench -m MODEL --nodes ...`: the model benchmark on workers, over
+// the cluster engine (serve/cluster_engine.h). One job runs three periods
+// closed by marks: a one-token warm-up that faults the slices in, the prompt
+// (its steps' time is prompt processing) and the decode steps of the same
+// sequence. The workers report their RuntimeStats per period.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -19,6 +16,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "serve/cluster_engine.h"
 
 namespace shardlm::cli {
 namespace {
@@ -27,33 +25,16 @@ constexpr int kMinTimedTokens = 16;
 constexpr double kMinTimedSeconds = 0.05;
 
 
-parallel::RuntimeStats minus(parallel::RuntimeStats a, const parallel::RuntimeStats& b) {
-  a.forward_seconds -= b.forward_seconds;
-  a.collective_seconds -= b.collective_seconds;
-  a.all_reduce_seconds -= b.all_reduce_seconds;
-  a.p2p_wait_seconds -= b.p2p_wait_seconds;
-  a.total_seconds -= b.total_seconds;
-  a.all_reduces -= b.all_reduces;
-  a.forward_calls -= b.forward_calls;
-  a.tokens -= b.tokens;
-  a.bytes_sent -= b.bytes_sent;
-  return a;
-}
+enum Period { kWarmUp, kPrompt, kDecode };
 
-enum Request { kWarmUp, kPromptOnly, kPromptAndDecode };
-
-// The driver's (first) and every other worker's stats of one phase.
-std::vector<parallel::RuntimeStats> phase_stats(const std::vector<std::vector<cluster::RequestStats>>& all,
-                                                const std::vector<std::string>& nodes, Request q) {
+// Every worker's stats of one period, the driver's first.
+std::vector<parallel::RuntimeStats> period_stats(const std::vector<std::vector<cluster::RequestStats>>& all,
+                                                 const std::vector<std::string>& nodes, Period p) {
   std::vector<parallel::RuntimeStats> out;
   for (size_t w = 0; w < all.size(); ++w) {
-    if (all[w].size() <= size_t(q))
-      throw Error(fmt::format("worker {} reported {} requests' stats, expected {}", nodes[w], all[w].size(), int(q) + 1));
-    const auto& r = all[w][q];
-    if (q != kPromptAndDecode) out.push_back(r.total);
-    else if (w > 0) out.push_back(minus(r.total, all[w][kPromptOnly].total));
-    else if (r.to_first_token) out.push_back(minus(r.total, *r.to_first_token));
-    else throw Error(fmt::format("worker {} did not report when its first token came", nodes[w]));
+    if (all[w].size() <= size_t(p))
+      throw Error(fmt::format("worker {} reported {} periods' stats, expected {}", nodes[w], all[w].size(), int(p) + 1));
+    out.push_back(all[w][p].total);
   }
   return out;
 }
@@ -81,20 +62,27 @@ void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r) 
   const auto config = ModelConfig::from_gguf(*file);
   const auto prompt = bench_prompt_tokens(r.prompt, config.n_vocab);
 
-  cluster::ClusterJob job(*file, o);
+  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, 1, o.plan.n_ctx,
+                              o.n_batch, config.n_vocab);
+  const cluster::ClusterJob& job = engine.job();
   const auto& plan = job.plan();
   const auto& setup = job.stats();
   SamplerParams greedy;
   greedy.temperature = 0;
-  const auto ignore = [](TokenId) {};
-  job.generate({prompt[0]}, 1, greedy, -1, ignore);
-  job.generate(prompt, 1, greedy, -1, ignore);
-  if (r.gen > 0) job.generate(prompt, r.gen + 1, greedy, -1, ignore);
-  const auto worker_stats = job.finish();
-  // The driving worker's own clock: tokens reach the coordinator in bursts,
-  // so their arrival times do not tell how long a step took.
-  const double prompt_s = phase_stats(worker_stats, o.nodes, kPromptOnly)[0].total_seconds;
-  const double decode_s = r.gen > 0 ? phase_stats(worker_stats, o.nodes, kPromptAndDecode)[0].total_seconds : 0;
+  engine.add(0, greedy, {});
+  feed(engine, std::span(prompt).first(1), 0, batch);
+  engine.free(0);
+  engine.mark();
+  engine.add(0, greedy, {});
+  TokenId next = feed(engine, prompt, 0, batch);
+  engine.mark();
+  for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
+  engine.free(0);
+  engine.mark();
+  const auto worker_stats = engine.finish();
+  // The driving worker's own clock: the coordinator's round trip per step is not in it.
+  const double prompt_s = period_stats(worker_stats, o.nodes, kPrompt)[0].total_seconds;
+  const double decode_s = r.gen > 0 ? period_stats(worker_stats, o.nodes, kDecode)[0].total_seconds : 0;
   if (r.gen > 0 && decode_s < kMinTimedSeconds)
     spdlog::warn("decode took {:.1f} ms on the driving worker: too short to time well; raise --gen", decode_s * 1e3);
 
@@ -116,8 +104,8 @@ void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r) 
 
   std::printf("\n| phase | ms/token | %s |\n", kBreakdownColumns);
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  print_breakdown_row("prompt", phase_stats(worker_stats, o.nodes, kPromptOnly), r.prompt, plan);
-  if (r.gen > 0) print_breakdown_row("decode", phase_stats(worker_stats, o.nodes, kPromptAndDecode), r.gen, plan);
+  print_breakdown_row("prompt", period_stats(worker_stats, o.nodes, kPrompt), r.prompt, plan);
+  if (r.gen > 0) print_breakdown_row("decode", period_stats(worker_stats, o.nodes, kDecode), r.gen, plan);
   std::printf("(tokens/s and per token: times measured on the first worker, which drives; wire bytes of all "
               "workers)\n");
 }

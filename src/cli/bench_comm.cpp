@@ -26,7 +26,7 @@
 #include "cli/commands.h"
 #include "comm/communicator.h"
 #include "comm/reduce.h"
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "comm/tuning.h"
 #include "core/error.h"
 
@@ -184,7 +184,7 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
   } else if (op == "reduce_scatter") {
     for (size_t i = 0; i < per_rank; ++i)
       row.wrong += at(b, dt, i) != float(n) * float((size_t(me) * per_rank + i) % 7) + base;
-    row.algo = per_rank * elem * size_t(n) < c.config().ring_bytes ? "direct" : "ring";
+    row.algo = per_rank * elem * size_t(n) < c.config().ring_from_bytes ? "direct" : "ring";
   } else if (op == "all_gather") {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per_rank; ++i)
@@ -192,7 +192,7 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
     row.algo = "direct";
   } else {
     for (size_t i = 0; i < count; ++i) row.wrong += at(a, dt, i) != test_value(0, i);
-    row.algo = n > 2 && count * elem >= c.config().ring_bytes ? "scatter-ring" : "direct";
+    row.algo = n > 2 && count * elem >= c.config().ring_from_bytes ? "scatter-ring" : "direct";
   }
   int64_t wrong = row.wrong;
   float wrong_f = float(wrong);
@@ -327,8 +327,8 @@ void run_bench(const CommBenchOptions& o) {
     co.rank = 0;
     co.size = o.np;
     if (o.backend == "tcp") {
-      comm::tcp::Fd listener = comm::tcp::listen_on({"127.0.0.1", 0});
-      co.coordinator = fmt::format("127.0.0.1:{}", comm::tcp::local_port(listener.get()));
+      net::Fd listener = net::listen_on({"127.0.0.1", 0});
+      co.coordinator = fmt::format("127.0.0.1:{}", net::local_port(listener.get()));
       co.listen_fd = listener.release();
     } else {
       co.coordinator = fmt::format("shardlm-bench-{}", getpid());

@@ -12,8 +12,9 @@
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "comm/communicator.h"
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -66,6 +67,30 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   }
 }
 
+// Greedy: every prompt in one step each, then `gen` - 1 steps with an entry
+// per sequence. Returns the seconds of those decode steps.
+double decode_steps(parallel::DistributedSession& s, const std::vector<std::vector<TokenId>>& prompts, int gen) {
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  std::vector<TokenId> next(prompts.size());
+  Batch b;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    s.add(int32_t(i), greedy, {});
+    b.clear();
+    for (size_t t = 0; t < prompts[i].size(); ++t) b.add(int32_t(i), int32_t(t), prompts[i][t], t + 1 == prompts[i].size());
+    next[i] = s.step(b).at(0).token;
+  }
+  const auto t0 = Clock::now();
+  for (int k = 1; k < gen; ++k) {
+    b.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) b.add(int32_t(i), int32_t(prompts[i].size()) + k - 1, next[i], true);
+    for (const auto& t : s.step(b)) next[size_t(t.slot)] = t.token;
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t i = 0; i < prompts.size(); ++i) s.free(int32_t(i));
+  return seconds;
+}
+
 // One rank: connect, run the session, rank 0 prints. Returns the exit code.
 int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port, const std::string& shm_name) {
   try {
@@ -87,32 +112,26 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     parallel::RuntimeOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
+    ro.n_batch = std::max(o.prompt, o.seqs);
     ro.threads = o.threads;
     parallel::DistributedSession s(world, plan, *file, ro);
     double decode_seconds = 0;
     int64_t decoded = 0;
     if (rank == 0) {
-      parallel::GenerateRequest q;
+      std::vector<std::vector<TokenId>> prompts;
       for (int i = 0; i < o.seqs; ++i) {
         std::vector<TokenId> p;
         for (int t = 0; t < o.prompt; ++t) p.push_back(TokenId((t * 31 + i * 7 + 1) % s.model().config().n_vocab));
-        q.prompts.push_back(p);
+        prompts.push_back(p);
       }
-      q.n_predict = 4;
-      q.sampling.temperature = 0;
-      s.generate(q, [](int, TokenId) {});  // warm-up: page in the weights
+      decode_steps(s, prompts, 4);  // warm-up: page in the weights
       s.reset_stats();
-      q.n_predict = o.gen;
-      Clock::time_point first{};
-      int64_t n = 0;
-      s.generate(q, [&](int, TokenId) {
-        if (n++ == o.seqs - 1) first = Clock::now();  // every sequence has its first token: decode starts
-      });
-      decode_seconds = std::chrono::duration<double>(Clock::now() - first).count();
-      decoded = n - o.seqs;
+      decode_seconds = decode_steps(s, prompts, o.gen);
+      decoded = int64_t(o.seqs) * (o.gen - 1);
       s.shutdown();
     } else {
-      s.serve();
+      while (s.serve()) {
+      }
     }
     std::vector<parallel::RuntimeStats> all(size_t(world->size()));
     parallel::RuntimeStats mine = s.stats();
@@ -143,8 +162,8 @@ void bench_dist(DistBenchOptions o) {
                                                 parallel::streamed_matrix_bytes(kRateMatrixBytes));
     }
   }
-  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"127.0.0.1", 0});
-  const uint16_t port = comm::tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});
+  const uint16_t port = net::local_port(listener.get());
   const std::string shm_name = fmt::format("shardlm-bench-{}", getpid());
   std::vector<pid_t> pids;
   std::fflush(nullptr);
@@ -170,16 +189,18 @@ void add_bench_dist(CLI::App& bench) {
   auto o = std::make_shared<DistBenchOptions>();
   auto* cmd = bench.add_subcommand("dist", "decode tok/s of one model over local ranks (tensor/pipeline parallel)");
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
-  cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str();
-  cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str();
-  cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 64));
-  cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(CLI::Range(2, 4096));
-  cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(1, 4096));
-  cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str();
+  cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str()->check(integer_in(1, 16));
+  cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str()->check(integer_in(1, 16));
+  cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str()->check(integer_in(1, 1024));
+  cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(integer_in(1, 64));
+  cmd->add_option("--gen", o->gen, "tokens per sequence")->capture_default_str()->check(integer_in(2, 4096));
+  cmd->add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(integer_in(1, 4096));
+  cmd->add_option("--backend", o->backend, "tcp|shm")->capture_default_str()->check(CLI::IsMember({"tcp", "shm"}));
   cmd->add_option("--bandwidth", o->bandwidth_gbs, "GB/s per rank for the plan's prediction where no rate is measured")
-      ->capture_default_str();
-  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's");
+      ->capture_default_str()
+      ->check(finite_in(0.001, 1e5));
+  cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
   cmd->callback([o] { bench_dist(*o); });
 }

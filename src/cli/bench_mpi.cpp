@@ -1,18 +1,19 @@
 // `mpirun -np N shardlm bench -m MODEL --backend mpi ...`: the model benchmark
-// on the ranks an MPI launcher started. Rank 0 drives and times three
-// requests as the worker benchmark does (bench_cluster.cpp): a one-token
-// warm-up, the prompt alone, the prompt with the decoded tokens (timed from
-// its first token on).
+// on the ranks an MPI launcher started. Rank 0 drives the step engine as the
+// worker benchmark does (bench_cluster.cpp): a one-token warm-up, the prompt,
+// then one decode step per token, each phase on rank 0's clock.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
+#include <span>
 
 #include "cli/bench_common.h"
 #include "cli/run_cluster.h"
 #include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/mpi_job.h"
+#include "serve/session_engine.h"
 #include "model/config.h"
 #include "parallel/wire_format.h"
 
@@ -29,40 +30,27 @@ void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
     return;
   }
   auto& session = job.session();
+  serve::SessionEngine engine(session);
   const auto& plan = job.plan();
   const auto config = session.model().config();
-  parallel::GenerateRequest q;
-  q.prompts = {bench_prompt_tokens(r.prompt, config.n_vocab)};
-  q.sampling.temperature = 0;
+  const auto prompt = bench_prompt_tokens(r.prompt, config.n_vocab);
+  SamplerParams greedy;
+  greedy.temperature = 0;
   const auto seconds = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
 
-  parallel::GenerateRequest warm_up = q;
-  warm_up.prompts[0].resize(1);
-  warm_up.n_predict = 1;
-  session.generate(warm_up, [](int, TokenId) {});
-  q.n_predict = 1;
+  engine.add(0, greedy, {});  // warm-up: faults the slices in
+  feed(engine, std::span(prompt).first(1), 0, batch);
+  engine.free(0);
+  engine.add(0, greedy, {});
   auto t = Clock::now();
-  session.generate(q, [](int, TokenId) {});
+  TokenId next = feed(engine, prompt, 0, batch);
   const double prompt_s = seconds(t);
-  double decode_s = 0;
-  parallel::RuntimeStats at_first;
-  if (r.gen > 0) {
-    q.n_predict = r.gen + 1;
-    session.reset_stats();
-    bool first = true;
-    session.generate(q, [&](int, TokenId) {
-      if (!first) return;
-      t = Clock::now();  // decode starts at the first generated token
-      at_first = session.stats();
-      first = false;
-    });
-    decode_s = seconds(t);
-  }
-  parallel::RuntimeStats decode_stats = session.stats();
-  decode_stats.forward_seconds -= at_first.forward_seconds;
-  decode_stats.all_reduce_seconds -= at_first.all_reduce_seconds;
-  decode_stats.collective_seconds -= at_first.collective_seconds;
-  decode_stats.p2p_wait_seconds -= at_first.p2p_wait_seconds;
+  session.reset_stats();
+  t = Clock::now();
+  for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
+  const double decode_s = seconds(t);
+  const parallel::RuntimeStats decode_stats = session.stats();
+  engine.free(0);
   job.finish();
 
   const std::string threads = r.threads > 0 ? std::to_string(r.threads) : "host cores / ranks";

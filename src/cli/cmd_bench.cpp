@@ -8,6 +8,7 @@ void add_bench(CLI::App& app) {
   add_bench_kernels(bench[0]);
   add_bench_comm(bench[0]);
   add_bench_dist(bench[0]);
+  add_bench_serve(bench[0]);
 }
 
 }  // namespace shardlm::cli

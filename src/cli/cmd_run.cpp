@@ -12,8 +12,9 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/chat_loop.h"
 #include "cli/commands.h"
-#include "cli/generated_text.h"
+#include "cli/scheduled_run.h"
 #include "cli/usage.h"
 #include "cli/run_cluster.h"
 #include "core/error.h"
@@ -22,6 +23,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "model/session.h"
+#include "serve/local_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -36,6 +38,8 @@ struct RunOptions {
   std::string prompt_file;  // -f FILE
   std::vector<std::string> stops;
   bool no_display_prompt = false;
+  bool chat = false;        // --chat / -cnv: cli/chat_loop.h
+  std::string chat_template_file;
   int n_predict = 128;      // -1: until the end of text or of the context
   SamplerParams sampling;
   int64_t seed = -1;
@@ -75,11 +79,17 @@ std::string prompt_text(const RunOptions& o, bool prompt_given) {
 }
 
 void run(RunOptions o, const CLI::App& cmd) {
+  if (o.chat) {
+    if (o.cluster.enabled()) throw UsageError("--chat: only on this machine (without --nodes)");
+    o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
+    return run_chat({o.model, o.prompt, o.n_predict, o.sampling, o.threads, o.ctx, o.batch, o.kv_type, o.stops,
+                     o.chat_template_file},
+                    std::cin);
+  }
   o.prompt = prompt_text(o, cmd.count("--prompt") > 0);
-  // Chat mode (-cnv) is meant to hook in here: a loop of prompts built with
-  // the model's chat template, each answered with the code below.
   if (!o.cluster.enabled())
-    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--distribute-weights", "--cache-dir"})
+    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port",
+                             "--distribute-weights", "--cache-dir"})
       if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {
     if (o.cluster.mpi() && (!o.cluster.nodes.empty() || !o.cluster.hostfile.empty()))
@@ -104,16 +114,16 @@ void run(RunOptions o, const CLI::App& cmd) {
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   ModelOptions mo;
   mo.n_ctx = o.ctx;
-  mo.n_batch = o.batch;
+  mo.n_batch = o.batch + 1;  // a prompt chunk of --batch, and room for the scheduler's decode entry
   mo.kv_type = kv_type;
   mo.pool = pool.get();
-  Model model(*file, mo);
-  warn_if_beyond_training(model.config(), o.ctx);
+  serve::LocalEngine engine(*file, mo);
+  const ModelConfig config = ModelConfig::from_gguf(*file);
+  warn_if_beyond_training(config, o.ctx);
   // Embeddings may have padding rows beyond the vocabulary; never the reverse.
-  const int64_t n_vocab = tokenizer->n_vocab();
-  if (n_vocab > model.config().n_vocab)
-    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight only {} rows", o.model, n_vocab,
-                            model.config().n_vocab));
+  if (tokenizer->n_vocab() > config.n_vocab)
+    throw Error(fmt::format("{}: tokenizer has {} tokens but token_embd.weight only {} rows", o.model,
+                            tokenizer->n_vocab(), config.n_vocab));
   const double load_s = seconds_since(t_load);
 
   const auto prompt = tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -122,49 +132,26 @@ void run(RunOptions o, const CLI::App& cmd) {
     throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), o.ctx));
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-  Sampler sampler(o.sampling, n_vocab);
-  for (TokenId t : prompt) sampler.accept(t);
-
   g_interrupted.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  GeneratedText text(*tokenizer, o.stops, !o.no_display_prompt);
-  text.begin(o.prompt);
-
-  const auto t_prompt = Clock::now();
-  const bool prompt_done = eval_prompt(model, prompt, 0, 0, &g_interrupted);
-  const double prompt_s = seconds_since(t_prompt);
-
-  const int64_t n_predict = o.n_predict < 0 ? o.ctx : o.n_predict;
-  int n_generated = 0;
-  const auto t_decode = Clock::now();
-  int32_t pos = int32_t(prompt.size());
-  while (prompt_done && n_generated < n_predict && pos < o.ctx && !g_interrupted.load()) {
-    const TokenId next = sampler.sample(model.logits(0).first(size_t(n_vocab)));
-    sampler.accept(next);
-    ++n_generated;
-    if (!text.push(next)) break;
-    if (n_generated == n_predict || pos >= o.ctx) break;
-    Batch b;
-    b.add(0, pos++, next, true);
-    model.forward(b);
-  }
-  const double decode_s = seconds_since(t_decode);
-  text.end();
+  const auto result = run_scheduled(engine, *tokenizer,
+                                    {o.prompt, prompt, o.sampling, o.n_predict, o.stops, !o.no_display_prompt,
+                                     o.batch, &g_interrupted});
   std::signal(SIGINT, previous);
-  if (!text.ended() && pos >= o.ctx && n_generated < n_predict && !g_interrupted.load())
-    note_context_full(o.ctx);
+  if (result.context_full) note_context_full(o.ctx);
 
   const auto mem = read_memory_usage();
   auto per_s = [](double n, double s) { return s > 0 ? n / s : 0.0; };
-  std::fprintf(stderr, "\n%s%s\n", g_interrupted.load() ? "interrupted; " : "", model.config().summary().c_str());
+  std::fprintf(stderr, "\n%s%s\n", g_interrupted.load() ? "interrupted; " : "", config.summary().c_str());
   std::fprintf(stderr, "load:    %8.1f ms\n", load_s * 1e3);
-  std::fprintf(stderr, "prompt:  %5zu tokens in %8.1f ms = %8.1f tok/s\n", prompt.size(), prompt_s * 1e3,
-               per_s(double(prompt.size()), prompt_s));
-  std::fprintf(stderr, "decode:  %5d tokens in %8.1f ms = %8.1f tok/s (%d threads, seed %llu)\n", n_generated,
-               decode_s * 1e3, per_s(n_generated, decode_s), threads,
+  std::fprintf(stderr, "prompt:  %5zu tokens in %8.1f ms = %8.1f tok/s\n", prompt.size(), result.prompt_seconds * 1e3,
+               per_s(double(prompt.size()), result.prompt_seconds));
+  std::fprintf(stderr, "decode:  %5lld tokens in %8.1f ms = %8.1f tok/s (%d threads, seed %llu)\n",
+               static_cast<long long>(result.generated), result.decode_seconds * 1e3,
+               per_s(double(result.generated), result.decode_seconds), threads,
                static_cast<unsigned long long>(o.sampling.seed));
   std::fprintf(stderr, "memory:  VmRSS %.1f MiB, VmHWM %.1f MiB (KV cache %.1f MiB, %s)\n", double(mem.rss_kib) / 1024,
-               double(mem.hwm_kib) / 1024, double(model.kv_cache().bytes()) / (1 << 20), o.kv_type.c_str());
+               double(mem.hwm_kib) / 1024, double(engine.kv_cache_bytes()) / (1 << 20), o.kv_type.c_str());
 }
 
 }  // namespace
@@ -181,6 +168,9 @@ void add_run(CLI::App& app) {
   cmd->add_option("--stop", o->stops, "end generation at this text, not printed (repeatable)")
       ->allow_extra_args(false);
   cmd->add_flag("--no-display-prompt", o->no_display_prompt, "print only the generated text");
+  cmd->add_flag("--chat,--conversation", o->chat,
+                "chat (also -cnv): each line of standard input is a message, -p the system message");
+  cmd->add_option("--chat-template-file", o->chat_template_file, "--chat with this Jinja template instead of the model's");
   cmd->add_option("--temp", o->sampling.temperature, "temperature; 0 = greedy")
       ->capture_default_str()
       ->check(finite_in(0, 100));

@@ -15,11 +15,18 @@
 
 #include "chat/errors.h"
 #include "chat/model_template.h"
+#include "cli/chat_template_file.h"
 #include "cli/commands.h"
+#include "cli/run_cluster.h"
+#include "cli/usage.h"
+#include "cluster/logging.h"
+#include "cluster/mpi_job.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "serve/cluster_engine.h"
 #include "serve/http_server.h"
+#include "serve/session_engine.h"
 #include "serve/local_engine.h"
 #include "serve/scheduler.h"
 #include "tokenizer/vocab.h"
@@ -40,28 +47,8 @@ struct ServeOptions {
   std::string api_key_file;
   std::string alias;
   std::string chat_template_file;
+  ClusterRunOptions cluster;  // --nodes/--hostfile: the workers compute (cli/run_cluster.h)
 };
-
-// The model's chat template, or none (ChatML) when the GGUF has none and no
-// file is given; a template that does not parse is an error at start, not a
-// 400 on every request.
-std::optional<chat::ModelTemplate> load_chat_template(const gguf::File& file, const std::string& override_path) {
-  std::optional<std::string> source;
-  if (!override_path.empty()) {
-    std::ifstream in(override_path, std::ios::binary);
-    if (!in) throw Error(fmt::format("--chat-template-file {}: cannot open", override_path));
-    source = std::string(std::istreambuf_iterator<char>(in), {});
-  } else if (!file.find("tokenizer.chat_template")) {
-    spdlog::warn("serve: the model has no tokenizer.chat_template; chat requests use ChatML");
-    return std::nullopt;
-  }
-  const tok::Vocabulary vocab = tok::Vocabulary::load(file);
-  try {
-    return chat::ModelTemplate(file, vocab, source);
-  } catch (const chat::ParseError& e) {
-    throw Error(fmt::format("chat template{}: {}", override_path.empty() ? "" : " " + override_path, e.what()));
-  }
-}
 
 std::set<std::string> read_api_keys(const std::string& path) {
   std::ifstream in(path);
@@ -79,55 +66,106 @@ std::set<std::string> read_api_keys(const std::string& path) {
 
 serve::HttpServer* g_server = nullptr;
 
+// Under MPI the other ranks wait for rank 0's next step as long as the server
+// idles; a dead rank is mpirun's to report (it ends the job).
+constexpr double kServeFollowSeconds = 7 * 24 * 3600.0;
+
 void serve(const ServeOptions& o) {
   if (o.parallel < 1 || o.parallel > 256) throw Error(fmt::format("--parallel {} must be in [1, 256]", o.parallel));
   if (o.ctx < 8) throw Error(fmt::format("--ctx {} is too small", o.ctx));
   std::set<std::string> keys;
   if (!o.api_key_file.empty()) keys = read_api_keys(o.api_key_file);
+  // A step holds a decode entry per slot and the prefill budget.
+  const int64_t step_entries = o.prefill_budget + o.parallel;
+  std::unique_ptr<cluster::MpiJob> mpi_job;
+  if (o.cluster.mpi()) {
+    cluster::log_to_stderr();
+    auto mo = make_mpi_job_options(o.cluster, o.ctx, step_entries, "f32", o.threads, o.parallel);
+    mo.op_timeout_seconds = kServeFollowSeconds;
+    mpi_job = std::make_unique<cluster::MpiJob>(o.model, mo);
+    if (mpi_job->rank() != 0) {
+      // Rank 0 ends the job (on its own SIGINT/SIGTERM, which mpirun passes to every rank).
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGTERM, SIG_IGN);
+      return mpi_job->finish();  // follows rank 0's steps until it stops serving
+    }
+  }
   auto file = gguf::File::open(o.model);
   auto tok = Tokenizer::from_gguf(*file);
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
-  ModelOptions mo;
-  mo.n_ctx = o.ctx;
-  mo.n_seq = o.parallel;
-  mo.n_batch = o.prefill_budget + o.parallel;
-  mo.pool = pool.get();
-  serve::LocalEngine engine(*file, mo);
-  serve::Metrics metrics;
-  serve::SchedulerOptions so;
-  so.prefill_budget = o.prefill_budget;
-  so.max_waiting = o.max_waiting;
-  serve::Scheduler scheduler(engine, *tok, so, &metrics);
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<serve::Engine> engine_owner;
+  serve::ClusterEngine* cluster_engine = nullptr;
+  if (mpi_job) {
+    const auto& plan = mpi_job->plan();
+    spdlog::info("serve: tp {} × pp {} on {} MPI ranks", plan.tp, plan.pp, mpi_job->world_size());
+    engine_owner = std::make_unique<serve::SessionEngine>(mpi_job->session());
+  } else if (o.cluster.enabled()) {
+    cluster::log_to_stderr();
+    auto co = make_cluster_options(o.cluster, o.ctx, step_entries, "f32", o.threads);
+    co.plan.n_seq = o.parallel;
+    co.progress = false;
+    auto engine = std::make_unique<serve::ClusterEngine>(
+        [&file, co] { return std::make_unique<cluster::ClusterJob>(*file, co); }, o.parallel, o.ctx, step_entries,
+        ModelConfig::from_gguf(*file).n_vocab);
+    const auto& plan = engine->job().plan();
+    spdlog::info("serve: tp {} × pp {} on {} workers", plan.tp, plan.pp, plan.size());
+    cluster_engine = engine.get();
+    engine_owner = std::move(engine);
+  } else {
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
+    ModelOptions mo;
+    mo.n_ctx = o.ctx;
+    mo.n_seq = o.parallel;
+    mo.n_batch = step_entries;
+    mo.pool = pool.get();
+    engine_owner = std::make_unique<serve::LocalEngine>(*file, mo);
+  }
+  {
+    serve::Engine& engine = *engine_owner;
+    serve::Metrics metrics;
+    serve::SchedulerOptions so;
+    so.prefill_budget = o.prefill_budget;
+    so.max_waiting = o.max_waiting;
+    serve::Scheduler scheduler(engine, *tok, so, &metrics);
 
-  const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
-  serve::ServerOptions http;
-  http.chat_template = chat_template ? &*chat_template : nullptr;
-  http.host = o.host;
-  http.port = o.port;
-  http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
-  http.api_keys = std::move(keys);
-  http.max_body_bytes = o.max_body;
-  http.connection_threads = o.parallel + o.max_waiting + 8;
-  serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
-  const int port = server.bind();
-  scheduler.start();
-  g_server = &server;
-  std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
-  std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
-  std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
-              o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
-  std::fflush(stdout);
-  server.listen();
-  g_server = nullptr;
+    const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
+    serve::ServerOptions http;
+    http.chat_template = chat_template ? &*chat_template : nullptr;
+    http.host = o.host;
+    http.port = o.port;
+    http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+    http.api_keys = std::move(keys);
+    http.max_body_bytes = o.max_body;
+    http.connection_threads = o.parallel + o.max_waiting + 8;
+    serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
+    const int port = server.bind();
+    scheduler.start();
+    g_server = &server;
+    std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
+    std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+    std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
+                o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
+    std::fflush(stdout);
+    server.listen();
+    g_server = nullptr;
+  }
+  if (mpi_job) mpi_job->finish();  // the other ranks stop following
+  if (cluster_engine && cluster_engine->health().empty()) {
+    try {
+      cluster_engine->finish();  // the workers go back to idle
+    } catch (const Error& e) {
+      spdlog::warn("serve: {}", e.what());
+    }
+  }
 }
 
 }  // namespace
 
 void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (on workers: --nodes)");
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("-c,--ctx", o->ctx, "positions per sequence (prompt + completion)")->capture_default_str();
@@ -141,7 +179,15 @@ void add_serve(CLI::App& app) {
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
-  cmd->callback([o] { serve(*o); });
+  add_cluster_run_options(*cmd, o->cluster);
+  cmd->callback([o, cmd] {
+    if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))
+      throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
+    if (!o->cluster.enabled())
+      for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
+        if (cmd->count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
+    serve(*o);
+  });
 }
 
 }  // namespace shardlm::cli

@@ -7,10 +7,12 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 
 #include "cli/commands.h"
 #include "cli/synth.h"
+#include "cli/usage.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
@@ -237,11 +239,16 @@ void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_voca
 }
 
 void synthesize(const SynthOptions& o) {
-  synth::Preset preset = synth::find_preset(o.preset);
+  synth::Preset preset;
+  try {
+    preset = synth::find_preset(o.preset);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   if (o.layers != 0) {
     if (o.layers < 1 || o.layers > preset.n_layer)
-      throw Error(fmt::format("synth: --layers {} is outside 1..{} (the layers of {})", o.layers, preset.n_layer,
-                              preset.name));
+      throw UsageError(fmt::format("--layers: {} is not in [1, {}] (the layers of {})", o.layers, preset.n_layer,
+                                   preset.name));
     preset.n_layer = o.layers;
     preset.moe.n_leading_dense = std::min(preset.moe.n_leading_dense, o.layers);
   }
@@ -249,9 +256,8 @@ void synthesize(const SynthOptions& o) {
   const auto want = q4_k_m ? std::optional(DType::Q4_K) : dtype_from_name(o.type);
   const auto file_type = want ? gguf::file_type_for(*want) : std::nullopt;
   if (!file_type)
-    throw Error(fmt::format("synth: --type '{}' is not one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
-                            "q2_k, q3_k, q4_k, q4_k_m, q5_k, q6_k", o.type));
-  if (o.threads < 1 || o.threads > 256) throw Error("synth: --threads must be 1..256");
+    throw UsageError(fmt::format("--type: '{}' is not one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
+                                 "q2_k, q3_k, q4_k, q4_k_m, q5_k, q6_k", o.type));
   const auto start = std::chrono::steady_clock::now();
 
   gguf::Writer w(o.output);
@@ -324,9 +330,12 @@ void add_synth(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("-o,--output", o->output, "output .gguf file")->required();
   cmd->add_option("--vocab-from", o->vocab_from, "copy the tokenizer.* metadata of this GGUF");
-  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  cmd->add_option("--layers", o->layers, "keep only the first N layers (the real per-layer shape in less memory)");
-  cmd->add_option("-t,--threads", o->threads, "quantization threads")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed")
+      ->capture_default_str()
+      ->check(integer_in(0, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--layers", o->layers, "keep only the first N layers (the real per-layer shape in less memory)")
+      ->check(integer_in(1, 1 << 16));
+  cmd->add_option("-t,--threads", o->threads, "quantization threads")->capture_default_str()->check(integer_in(1, 256));
   cmd->callback([o] { synthesize(*o); });
 }
 

@@ -18,6 +18,7 @@ void add_bench(CLI::App& app);  // bench [model options] | bench kernels | bench
 void add_bench_kernels(CLI::App& bench);
 void add_bench_comm(CLI::App& bench);
 void add_bench_dist(CLI::App& bench);   // bench dist: local ranks, tp/pp
+void add_bench_serve(CLI::App& bench);  // bench serve: load an OpenAI-compatible server
 void add_bench_model(CLI::App& bench);  // options on `bench` itself: -m MODEL ...
 
 }  // namespace shardlm::cli

@@ -1,6 +1,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include "cli/commands.h"
@@ -29,6 +30,10 @@ int main(int argc, char** argv) {
   shardlm::cli::add_bench(app);
   shardlm::cli::add_template(app);
 
+  // llama.cpp's -cnv, which CLI11 would read as -c nv.
+  static char conversation[] = "--conversation";
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "-cnv") == 0) argv[i] = conversation;
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "cli/usage.h"
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "parallel/nodes.h"
 
 namespace shardlm::cli {
@@ -24,7 +24,7 @@ std::vector<std::string> node_addresses(const std::string& nodes, const std::str
   std::set<std::string> seen;
   for (const auto& n : specs) {
     try {
-      const auto hp = comm::tcp::parse_host_port(n.name, flag);
+      const auto hp = net::parse_host_port(n.name, flag);
       if (hp.port == 0) throw Error(fmt::format("{}: port 0 in '{}'", flag, n.name));
     } catch (const Error& e) {
       throw UsageError(e.what());

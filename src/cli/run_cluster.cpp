@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "cli/cluster_token.h"
-#include "cli/generated_text.h"
+#include "cli/scheduled_run.h"
 #include "cli/node_list.h"
 #include "cluster/logging.h"
 #include "comm/transport.h"
@@ -16,6 +16,7 @@
 #include "model/config.h"
 #include "parallel/nodes.h"
 #include "parallel/wire_format.h"
+#include "serve/cluster_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -53,6 +54,18 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
                  "seconds of silence after which a worker is declared dead (heartbeats; a long step is not silence)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  cmd.add_option("--comm-port", o.comm_port,
+                 "PORT or LO-HI: the job's links from the workers come to this port (the first free one of the range)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              cluster::parse_port_range(text);
+            } catch (const Error& e) {
+              return e.what();
+            }
+            return "";
+          },
+          "PORT|LO-HI"));
 }
 
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
@@ -72,13 +85,14 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   o.threads = threads;
   o.worker_model = c.worker_model;
   o.peer_timeout = c.peer_timeout;
+  if (!c.comm_port.empty()) o.comm_ports = cluster::parse_port_range(c.comm_port);
   return o;
 }
 
 void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
-  using Clock = std::chrono::steady_clock;
   cluster::log_to_stderr();
-  const cluster::ClusterOptions o = make_cluster_options(c, r.ctx, r.batch, r.kv_type, r.threads);
+  // One KV slot; a step holds a prompt chunk of --batch or a decode entry.
+  const cluster::ClusterOptions o = make_cluster_options(c, r.ctx, r.batch + 1, r.kv_type, r.threads);
 
   auto file = gguf::File::open(r.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
@@ -89,23 +103,16 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
 
   warn_if_beyond_training(ModelConfig::from_gguf(*file), r.ctx);
 
-  cluster::ClusterJob job(*file, o);
+  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, o.plan.n_seq, r.ctx,
+                              o.n_batch, ModelConfig::from_gguf(*file).n_vocab);
+  const ScheduledRunResult result = run_scheduled(
+      engine, *tokenizer, {r.prompt, prompt, r.sampling, r.n_predict, r.stops, r.display_prompt, r.batch, nullptr});
+  engine.finish();
+  const cluster::ClusterJob& job = engine.job();
   const auto& plan = job.plan();
-  GeneratedText text(*tokenizer, r.stops, r.display_prompt);
-  text.begin(r.prompt);
-  int n_generated = 0;
-  const auto t0 = Clock::now();
-  const int64_t room = r.ctx - int64_t(prompt.size());
-  const int32_t n_predict = int32_t(r.n_predict < 0 ? room : std::min<int64_t>(r.n_predict, room));
-  job.generate(prompt, n_predict, r.sampling, tokenizer->eos(), [&](TokenId t) {
-    if (text.ended()) return;  // the workers finish the request; nothing more is shown
-    ++n_generated;
-    text.push(t);
-  });
-  job.finish();
-  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  text.end();
-  if (!text.ended() && n_generated == room && (r.n_predict < 0 || r.n_predict > room)) note_context_full(r.ctx);
+  if (result.context_full) note_context_full(r.ctx);
+  const double gen_s = result.prompt_seconds + result.decode_seconds;
+  const int64_t n_generated = result.generated;
 
   const auto& st = job.stats();
   std::fprintf(stderr, "\n%s\n", ModelConfig::from_gguf(*file).summary().c_str());
@@ -113,8 +120,9 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
                size_t(plan.size()), plan.tp, plan.pp, double(st.bytes_sent) / (1 << 20), st.cached,
                o.worker_model.empty() ? "" : " (workers map their own model)");
   std::fprintf(stderr, "setup:   %8.1f ms\n", st.setup_seconds * 1e3);
-  std::fprintf(stderr, "generate: %4d tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n", n_generated,
-               gen_s * 1e3, prompt.size(), gen_s > 0 ? n_generated / gen_s : 0.0);
+  std::fprintf(stderr, "generate: %4lld tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n",
+               static_cast<long long>(n_generated), gen_s * 1e3, prompt.size(),
+               gen_s > 0 ? double(n_generated) / gen_s : 0.0);
 }
 
 }  // namespace shardlm::cli

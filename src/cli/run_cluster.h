@@ -33,6 +33,7 @@ struct ClusterRunOptions {
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
+  std::string comm_port;  // --comm-port PORT or LO-HI; empty: any
   bool distribute_weights = false;  // --backend mpi: rank 0 sends the others their slices
   std::string cache_dir;            // ... and they keep them here
   std::string backend = "workers";  // --backend: workers (--nodes/--hostfile) or mpi (ranks from mpirun/srun)

@@ -3,18 +3,18 @@
 // prints the same story as single-node `run`; the other ranks follow it.
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <set>
 
-#include "cli/generated_text.h"
 #include "cli/run_cluster.h"
+#include "cli/scheduled_run.h"
 #include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/mpi_job.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "parallel/wire_format.h"
+#include "serve/session_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -48,9 +48,9 @@ cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t 
 }
 
 void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r) {
-  using Clock = std::chrono::steady_clock;
   cluster::log_to_stderr();
-  cluster::MpiJob job(r.model, make_mpi_job_options(c, r.ctx, r.batch, r.kv_type, r.threads, 1));
+  // One KV slot; a step holds a prompt chunk of --batch or a decode entry.
+  cluster::MpiJob job(r.model, make_mpi_job_options(c, r.ctx, r.batch + 1, r.kv_type, r.threads, 1));
   if (job.rank() != 0) {
     job.finish();
     return;
@@ -67,33 +67,21 @@ void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r) {
     fail(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
   warn_if_beyond_training(job.session().model().config(), r.ctx);
 
-  GeneratedText text(*tokenizer, r.stops, r.display_prompt);
-  text.begin(r.prompt);
-  int n_generated = 0;
-  const int64_t room = r.ctx - int64_t(prompt.size());
-  parallel::GenerateRequest q;
-  q.prompts = {prompt};
-  q.n_predict = int32_t(r.n_predict < 0 ? room : std::min<int64_t>(r.n_predict, room));
-  q.sampling = r.sampling;
-  q.eos = tokenizer->eos();
-  const auto t0 = Clock::now();
-  job.session().generate(q, [&](int, TokenId t) {
-    if (text.ended()) return;
-    ++n_generated;
-    text.push(t);
-  });
-  const double gen_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  serve::SessionEngine engine(job.session());
+  const ScheduledRunResult result = run_scheduled(
+      engine, *tokenizer, {r.prompt, prompt, r.sampling, r.n_predict, r.stops, r.display_prompt, r.batch, nullptr});
   job.finish();
-  text.end();
-  if (!text.ended() && n_generated == room && (r.n_predict < 0 || r.n_predict > room)) note_context_full(r.ctx);
+  if (result.context_full) note_context_full(r.ctx);
 
   const auto& plan = job.plan();
+  const double gen_s = result.prompt_seconds + result.decode_seconds;
   std::fprintf(stderr, "\n%s\n", job.session().model().config().summary().c_str());
   std::fprintf(stderr, "mpi: %d ranks on %zu host(s), tp %d × pp %d, wire %s\n", job.world_size(),
                std::set<std::string>(job.hosts().begin(), job.hosts().end()).size(), plan.tp, plan.pp,
                parallel::wire_type_name(plan.wire_type).c_str());
-  std::fprintf(stderr, "generate: %4d tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n", n_generated,
-               gen_s * 1e3, prompt.size(), gen_s > 0 ? n_generated / gen_s : 0.0);
+  std::fprintf(stderr, "generate: %4lld tokens in %8.1f ms (prompt %zu tokens included) = %.1f tok/s\n",
+               static_cast<long long>(result.generated), gen_s * 1e3, prompt.size(),
+               gen_s > 0 ? double(result.generated) / gen_s : 0.0);
 }
 
 }  // namespace shardlm::cli

@@ -72,7 +72,7 @@ std::string preset_names() {
 const Preset& find_preset(const std::string& name) {
   for (const auto& p : kPresets)
     if (p.name == name) return p;
-  throw Error("synth: --preset '" + name + "' is unknown (known: " + preset_names() + ")");
+  throw Error("--preset: '" + name + "' is unknown (known: " + preset_names() + ")");
 }
 
 }  // namespace shardlm::cli::synth

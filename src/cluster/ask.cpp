@@ -4,7 +4,7 @@
 
 #include "cluster/dial.h"
 #include "cluster/protocol.h"
-#include "comm/tcp_handshake.h"
+#include "net/handshake.h"
 #include "core/error.h"
 #include "parallel/nodes.h"
 
@@ -12,11 +12,11 @@ namespace shardlm::cluster {
 
 nlohmann::json ask_worker(const std::string& address, const std::string& token) {
   const std::string who = "worker " + address;
-  comm::tcp::Fd fd = dial(address, 5, who);
-  comm::tcp::HandshakeParams hp;
+  net::Fd fd = dial(address, 5, who);
+  net::HandshakeParams hp;
   hp.token = token;
   hp.cluster_id = kClusterId;
-  comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+  net::handshake(fd.get(), net::Role::Connector, hp, after_seconds(10), who);
   Channel ch(std::move(fd), who);
   return ch.expect_json(MsgType::Info, after_seconds(10));
 }

@@ -15,7 +15,7 @@
 #include "cluster/ask.h"
 #include "cluster/dial.h"
 #include "cluster/job_wire.h"
-#include "comm/tcp_handshake.h"
+#include "net/handshake.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
@@ -59,6 +59,7 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   const auto t0 = Clock::now();
   if (opt_.nodes.empty()) throw Error("--nodes: no workers given");
   const ModelConfig config = ModelConfig::from_gguf(file);
+  n_vocab_ = config.n_vocab;
 
   // 1. Connect and authenticate; each worker describes its machine.
   std::vector<parallel::NodeSpec> nodes;
@@ -82,8 +83,9 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   }
 
   // 3. The job's communicator listens here; each worker gets the address it reached us on.
-  comm::tcp::Fd listener = comm::tcp::listen_on(comm::tcp::HostPort{"", 0});
-  const uint16_t comm_port = comm::tcp::local_port(listener.get());
+  net::Fd listener = listen_in_range(opt_.comm_ports, "--comm-port");
+  const uint16_t comm_port = net::local_port(listener.get());
+  spdlog::debug("the job's links from the workers come to port {}", comm_port);
   const int world_size = plan_.size() + 1;
   std::vector<std::vector<ByteRange>> ranges(workers_.size());
   const bool stream = opt_.worker_model.empty();
@@ -98,26 +100,30 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
     nlohmann::json job = {
         {"rank", int(i) + 1},
         {"size", world_size},
-        {"comm_address", with_port(comm::tcp::local_ip(workers_[i]->fd()), comm_port)},
+        {"comm_address", with_port(net::local_ip(workers_[i]->fd()), comm_port)},
         {"plan", plan_to_json(plan_)},
         {"options",
-         {{"n_ctx", opt_.plan.n_ctx}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
+         {{"n_ctx", opt_.plan.n_ctx}, {"n_seq", opt_.plan.n_seq}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
           {"kv_type", opt_.plan.kv_type == DType::F16 ? "f16" : "f32"}, {"peer_timeout", opt_.peer_timeout}}},
         {"model", model},
         {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
     workers_[i]->send_json(MsgType::Job, job, after_seconds(30));
   }
+  // From here on a worker may be busy for long (receiving, loading): it beats, and so do we.
+  std::vector<Channel*> channels;
+  for (auto& w : workers_) channels.push_back(w.get());
+  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
 
   // 4. Slices: only to workers that do not have them yet.
   std::vector<bool> need(workers_.size(), false);
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (!stream) continue;
-    const auto status = workers_[i]->expect_json(MsgType::Status, after_seconds(60));
+    const auto status = workers_[i]->expect_json_live(MsgType::Status, opt_.peer_timeout);
     need[i] = status.value("status", "") == "need";
     if (!need[i]) ++stats_.cached;
   }
   if (stream) send_slices(file, ranges, need);
-  for (auto& w : workers_) w->expect_json(MsgType::Status, after_seconds(600));  // ready
+  for (auto& w : workers_) w->expect_json_live(MsgType::Status, opt_.peer_timeout);  // ready
 
   // 5. The job's communicator: rank 0 here, workers 1..n; the workers split off their own.
   comm::ConnectOptions co;
@@ -134,9 +140,6 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   } catch (const Error& e) {
     fail_job(e.what());
   }
-  std::vector<Channel*> channels;
-  for (auto& w : workers_) channels.push_back(w.get());
-  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
   stats_.setup_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -153,11 +156,11 @@ void ClusterJob::connect_workers(std::vector<parallel::NodeSpec>& nodes) {
   }
   for (const auto& address : opt_.nodes) {
     const std::string who = "worker " + address;
-    comm::tcp::Fd fd = dial(address, 5, who);
-    comm::tcp::HandshakeParams hp;
+    net::Fd fd = dial(address, 5, who);
+    net::HandshakeParams hp;
     hp.token = opt_.token;
     hp.cluster_id = kClusterId;
-    comm::tcp::handshake(fd.get(), comm::tcp::Role::Connector, hp, after_seconds(10), who);
+    net::handshake(fd.get(), net::Role::Connector, hp, after_seconds(10), who);
     workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
     const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
     // A busy worker follows its Info with a Status error saying whose job it serves.
@@ -182,7 +185,7 @@ void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vect
     if (!need[i]) continue;
     auto flush = [&] {
       if (msg.empty()) return;
-      workers_[i]->send(MsgType::Data, msg.data(), msg.size(), after_seconds(120));
+      workers_[i]->send_live(MsgType::Data, msg.data(), msg.size(), opt_.peer_timeout);
       msg.clear();
     };
     for (const auto& r : ranges[i]) {
@@ -201,77 +204,89 @@ void ClusterJob::send_slices(const gguf::File& file, const std::vector<std::vect
       }
     }
     flush();
-    workers_[i]->send(MsgType::DataEnd, nullptr, 0, after_seconds(30));
+    workers_[i]->send_live(MsgType::DataEnd, nullptr, 0, opt_.peer_timeout);
   }
 }
 
-void ClusterJob::generate(const std::vector<TokenId>& prompt, int32_t n_predict, const SamplerParams& s,
-                          TokenId eos, const std::function<void(TokenId)>& on_token) {
-  if (finished_) throw Error("cluster: the job is finished");
-  if (prompt.empty()) throw Error("cluster: a request needs at least one prompt token");
-  WireRequest r;
-  r.n_predict = n_predict;
-  r.eos = eos;
-  r.sampling = s;
-  r.n_tokens = int32_t(prompt.size());
-  std::vector<uint8_t> payload(sizeof r + prompt.size() * sizeof(TokenId));
-  std::memcpy(payload.data(), &r, sizeof r);
-  std::memcpy(payload.data() + sizeof r, prompt.data(), prompt.size() * sizeof(TokenId));
+std::vector<parallel::SlotToken> ClusterJob::run(const parallel::StepMessage& message) {
+  if (finished_) throw Error(fmt::format("cluster: the job is over{}", failure_.empty() ? "" : ": " + failure_));
+  const std::vector<uint8_t> payload = message.encode();
   try {
     workers_[0]->send(MsgType::Request, payload.data(), payload.size(), after_seconds(opt_.peer_timeout));
   } catch (const Error& e) {
     fail_worker(0, Fault::Lost, e.what());
   }
-
-  // Nothing was read since the last request: what is buffered counts from now.
-  last_heard_.assign(workers_.size(), Clock::now());
-  std::vector<pollfd> fds(workers_.size());
   for (;;) {
-    for (size_t i = 0; i < workers_.size(); ++i) fds[i] = {workers_[i]->fd(), POLLIN, 0};
-    ::poll(fds.data(), fds.size(), 50);
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      if (!fds[i].revents) continue;
-      Message m;
-      try {
-        m = workers_[i]->recv(after_seconds(opt_.peer_timeout));
-      } catch (const Error& e) {
-        fail_worker(i, Fault::Lost, e.what());
-      }
-      last_heard_[i] = Clock::now();
-      if (m.type == MsgType::Heartbeat) continue;
-      if (m.type == MsgType::Token && i == 0) {
-        if (m.payload.size() % sizeof(WireToken) != 0)
-          fail_worker(i, Fault::Reported, fmt::format("Token message of {} bytes", m.payload.size()));
-        for (size_t at = 0; at < m.payload.size(); at += sizeof(WireToken)) {
-          WireToken t;
-          std::memcpy(&t, m.payload.data() + at, sizeof t);
-          if (t.seq < 0) return;
-          on_token(t.token);
-        }
-        continue;
-      }
-      std::string what = fmt::format("unexpected {} message", type_name(m.type));
-      if (m.type == MsgType::Status) {
-        try {
-          what = m.json().value("message", "unspecified error");
-        } catch (const Error& e) {
-          what = e.what();
-        }
-      }
-      fail_worker(i, Fault::Reported, what);
-    }
-    for (size_t i = 0; i < workers_.size(); ++i)
-      if (Clock::now() - last_heard_[i] > std::chrono::duration<double>(opt_.peer_timeout))
-        fail_worker(i, Fault::Silent, "");
+    std::optional<Message> answer = watch(50);
+    if (answer) return step_tokens(answer->payload, message);
   }
+}
+
+void ClusterJob::check_idle() {
+  if (finished_) return;
+  if (watch(0)) fail_worker(0, Fault::Reported, "a Token message while no step ran");
+}
+
+// Reads what the workers sent within `timeout_ms`: heartbeats, the driver's
+// Token frame (returned), anything else or silence for peer_timeout fails the job.
+std::optional<Message> ClusterJob::watch(int timeout_ms) {
+  if (last_heard_.empty()) last_heard_.assign(workers_.size(), Clock::now());
+  std::vector<pollfd> fds(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) fds[i] = {workers_[i]->fd(), POLLIN, 0};
+  ::poll(fds.data(), fds.size(), timeout_ms);
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (!fds[i].revents) continue;
+    Message m;
+    try {
+      m = workers_[i]->recv(after_seconds(opt_.peer_timeout));
+    } catch (const Error& e) {
+      fail_worker(i, Fault::Lost, e.what());
+    }
+    last_heard_[i] = Clock::now();
+    if (m.type == MsgType::Heartbeat) continue;
+    if (m.type == MsgType::Token && i == 0) return m;
+    std::string what = fmt::format("unexpected {} message", type_name(m.type));
+    if (m.type == MsgType::Status) {
+      try {
+        what = m.json().value("message", "unspecified error");
+      } catch (const Error& e) {
+        what = e.what();
+      }
+    }
+    fail_worker(i, Fault::Reported, what);
+  }
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (Clock::now() - last_heard_[i] > std::chrono::duration<double>(opt_.peer_timeout))
+      fail_worker(i, Fault::Silent, "");
+  return std::nullopt;
+}
+
+// The driver's answer to a step: one (slot, token) per sampling entry, in entry order.
+std::vector<parallel::SlotToken> ClusterJob::step_tokens(const std::vector<uint8_t>& payload,
+                                                         const parallel::StepMessage& message) {
+  std::vector<parallel::SlotToken> tokens(payload.size() / sizeof(parallel::SlotToken));
+  if (payload.size() % sizeof(parallel::SlotToken) != 0)
+    fail_worker(0, Fault::Reported, fmt::format("Token message of {} bytes", payload.size()));
+  if (!payload.empty()) std::memcpy(tokens.data(), payload.data(), payload.size());
+  size_t k = 0;
+  for (const auto& e : message.entries.entries) {
+    if (!e.want_logits || message.kind != parallel::StepKind::Step) continue;
+    if (k >= tokens.size() || tokens[k].slot != e.seq || tokens[k].token < 0 || tokens[k].token >= n_vocab_)
+      fail_worker(0, Fault::Reported, fmt::format("Token message does not answer the step's entry for slot {}", e.seq));
+    ++k;
+  }
+  if (k != tokens.size()) fail_worker(0, Fault::Reported, fmt::format("{} tokens for {} sampling entries", tokens.size(), k));
+  return tokens;
 }
 
 std::vector<std::vector<RequestStats>> ClusterJob::finish() {
   if (finished_) throw Error("cluster: the job is finished");
   finished_ = true;
-  const WireRequest end;  // no prompt: the job is over
+  parallel::StepMessage end;
+  end.kind = parallel::StepKind::Shutdown;
+  const auto payload = end.encode();
   try {
-    workers_[0]->send(MsgType::Request, &end, sizeof end, after_seconds(opt_.peer_timeout));
+    workers_[0]->send(MsgType::Request, payload.data(), payload.size(), after_seconds(opt_.peer_timeout));
   } catch (const Error& e) {
     fail_worker(0, Fault::Lost, e.what());
   }
@@ -330,6 +345,7 @@ void ClusterJob::fail_worker(size_t i, Fault fault, const std::string& what) {
   }
   world_.reset();
   finished_ = true;
+  failure_ = message;
   throw Error(message);
 }
 

@@ -4,26 +4,29 @@
 // from the worker's own copy with --worker-model), then becomes world rank 0
 // of the job's communicator. It holds no layers itself: the coordinator may be
 // a laptop, and keeping it out of the plan means every rank of the plan is a
-// worker with the same code path. It tokenizes, sends each request to the
-// workers' rank 0 on its control connection, and receives the generated
-// tokens there (8 bytes each). While it waits it watches every worker's
+// worker with the same code path. It runs the workers' step-level engine
+// (parallel/runtime.h): each step's sequence operations and entries go to the
+// workers' rank 0 on its control connection as one Request frame, the sampled
+// tokens come back in one Token frame (8 bytes per token). While it waits it watches every worker's
 // heartbeats (cluster/heartbeat.h): a worker silent for peer_timeout, or
 // whose connection closes, is named in the error and the others are told to
 // give the job up, so they are idle again at once.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cluster/heartbeat.h"
+#include "cluster/port_range.h"
 #include "cluster/protocol.h"
 #include "cluster/shard.h"
 #include "comm/communicator.h"
 #include "model/sampler.h"
 #include "parallel/planner.h"
+#include "parallel/step_message.h"
 
 namespace shardlm::gguf { class File; }
 
@@ -32,12 +35,13 @@ namespace shardlm::cluster {
 struct ClusterOptions {
   std::vector<std::string> nodes;  // worker host:port, in rank order
   std::string token;
-  parallel::PlanRequest plan;      // tp, pp, layers, n_ctx, kv_type, force
-  int64_t n_batch = 512;
+  parallel::PlanRequest plan;      // tp, pp, layers, n_ctx, n_seq (KV slots), kv_type, force
+  int64_t n_batch = 512;           // most entries per step
   int threads = 0;                 // per worker; 0: all its cores
   std::string worker_model;        // non-empty: workers map this path instead of receiving slices
   bool progress = true;            // progress bar on stderr
   double peer_timeout = kDefaultPeerTimeoutSeconds;  // silence that makes a worker dead
+  PortRange comm_ports;            // where the job's links to the workers listen (--comm-port)
 };
 
 struct ClusterStats {
@@ -55,13 +59,17 @@ class ClusterJob {
   const parallel::Plan& plan() const { return plan_; }
   const ClusterStats& stats() const { return stats_; }
 
-  // Runs one request (a fresh sequence; call again for the next); on_token is
-  // called for every token. Throws Error naming the failed node when a worker
-  // dies or fails.
-  void generate(const std::vector<TokenId>& prompt, int32_t n_predict, const SamplerParams& sampling, TokenId eos,
-                const std::function<void(TokenId)>& on_token);
+  // Runs one step message (StepKind::Step or Mark) on the workers; returns
+  // the sampled tokens in entry order. Throws Error naming the failed node
+  // when a worker dies, goes silent or fails; the job is over then.
+  std::vector<parallel::SlotToken> run(const parallel::StepMessage& message);
+  // Between steps: reads the workers' heartbeats so that their connections
+  // never fill, and throws like run() when one died or went silent.
+  void check_idle();
+  bool failed() const { return !failure_.empty(); }
+  const std::string& failure() const { return failure_; }
   // Ends the job; the workers go back to idle. Returns where each worker's
-  // time went, [worker][request] (a worker that failed to say: no entries).
+  // time went, [worker][period between marks] (a worker that failed to say: no entries).
   std::vector<std::vector<RequestStats>> finish();
 
  private:
@@ -70,6 +78,8 @@ class ClusterJob {
   [[noreturn]] void fail_worker(size_t i, Fault fault, const std::string& what);
   // Something failed where no worker is known to be at fault yet.
   [[noreturn]] void fail_job(const std::string& what);
+  std::optional<Message> watch(int timeout_ms);
+  std::vector<parallel::SlotToken> step_tokens(const std::vector<uint8_t>& payload, const parallel::StepMessage& message);
   void connect_workers(std::vector<parallel::NodeSpec>& nodes);
   void send_slices(const gguf::File& file, const std::vector<std::vector<ByteRange>>& ranges,
                    const std::vector<bool>& need);
@@ -80,6 +90,8 @@ class ClusterJob {
   std::shared_ptr<comm::Communicator> world_;
   ClusterStats stats_;
   bool finished_ = false;
+  std::string failure_;  // why the job failed, once it has
+  int64_t n_vocab_ = 0;
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::unique_ptr<HeartbeatSender> beats_;  // declared after workers_: stops before they close
 };

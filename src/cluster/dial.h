@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 
 namespace shardlm::cluster {
 
 // "worker host:port" errors name `who`.
-comm::tcp::Fd dial(const std::string& address, double timeout_s, const std::string& who);
+net::Fd dial(const std::string& address, double timeout_s, const std::string& who);
 // "ip:port" of the first address `address` ("host:port") resolves to.
 std::string resolve_address(const std::string& address, const std::string& what);
 

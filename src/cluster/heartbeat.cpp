@@ -25,7 +25,7 @@ void HeartbeatSender::loop() {
       if (failed_[i]) continue;
       try {
         // A short deadline: a peer that stopped reading must not stall the others' beats.
-        channels_[i]->send(MsgType::Heartbeat, nullptr, 0, after_seconds(interval_.count()));
+        channels_[i]->send_heartbeat(after_seconds(interval_.count()));
       } catch (const Error&) {
         failed_[i] = true;
       }

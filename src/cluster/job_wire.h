@@ -1,29 +1,21 @@
 // What the coordinator and the driving worker (world rank 1 = rank 0 of the
-// workers' communicator) exchange on the driver's control connection, as
-// Request and Token frames (cluster/protocol.h).
+// workers' communicator) exchange on the driver's control connection while a
+// job runs (cluster/protocol.h): a Request frame is one step of the workers'
+// engine, parallel::StepMessage::encode() (sequence adds and frees, the
+// step's entries; a Mark closes a stats period, a Shutdown ends the job);
+// the driver answers every step but the Shutdown with one Token frame: the
+// sampled tokens as parallel::SlotToken records, in entry order.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "model/sampler.h"
+#include "parallel/step_message.h"
 
 namespace shardlm::cluster {
 
-// A job runs requests until one with n_tokens == 0 (no prompt follows it).
-constexpr int32_t kMaxPromptTokens = 1 << 24;
-constexpr size_t kMaxTokensPerFrame = 4096;
-constexpr size_t kMaxReportedRequests = 1024;  // per-request stats a worker keeps for its Status done
-
-struct WireRequest {
-  int32_t n_predict = 0, eos = -1;
-  int32_t n_tokens = 0;
-  SamplerParams sampling;  // checked where the request is run (DistributedSession::generate)
-};
-
-struct WireToken {
-  int32_t seq = 0;  // -1: the request is over
-  int32_t token = -1;
-};
+constexpr size_t kMaxStepBytes = size_t(64) << 20;  // decode() checks the content against the job's limits
+constexpr size_t kMaxTokensPerFrame = 65536;       // one per entry of a step at most
+constexpr size_t kMaxReportedRequests = 1024;      // stats periods a worker keeps for its Status done
 
 }  // namespace shardlm::cluster

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <ctime>
 
 #include "cluster/job_wire.h"
@@ -30,8 +32,8 @@ size_t max_length(MsgType t) {
     case MsgType::Data: return kMaxDataBytes + 16;
     case MsgType::DataEnd:
     case MsgType::Heartbeat: return 0;
-    case MsgType::Request: return sizeof(WireRequest) + size_t(kMaxPromptTokens) * sizeof(int32_t);
-    case MsgType::Token: return kMaxTokensPerFrame * sizeof(WireToken);
+    case MsgType::Request: return kMaxStepBytes;
+    case MsgType::Token: return kMaxTokensPerFrame * sizeof(parallel::SlotToken);
     case MsgType::Abort: return 4096;
   }
   return 0;
@@ -83,44 +85,62 @@ nlohmann::json Message::json() const {
   return j;
 }
 
-void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline) {
+namespace {
+// Progress of a live peer is checked per piece of a long frame.
+constexpr size_t kPieceBytes = size_t(256) << 10;
+}  // namespace
+
+comm::Deadline Channel::Pace::next() const { return silence_s > 0 ? after_seconds(silence_s) : whole; }
+
+void Channel::throw_silent(const Pace& pace, const Error& cause) const {
+  // A deadline per piece passed: the peer made no progress for silence_s.
+  if (pace.silence_s > 0 && std::string_view(cause.what()).find("timed out") != std::string_view::npos)
+    throw Error(fmt::format("{}: not responding for {:g} s (--peer-timeout)", peer_, pace.silence_s));
+  throw cause;
+}
+
+void Channel::send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace) {
   std::lock_guard lock(send_mu_);
   Header h;
   h.type = uint32_t(type);
   h.length = bytes;
-  comm::tcp::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
-  if (bytes) comm::tcp::write_all(fd_.get(), data, bytes, deadline, peer_);
-}
-
-void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
-  const std::string text = j.dump();
-  send(type, text.data(), text.size(), deadline);
-}
-
-Message Channel::recv(comm::Deadline deadline) {
-  Header h;
-  comm::tcp::read_all(fd_.get(), &h, sizeof h, deadline, peer_);
-  if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
-  if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
-  Message m;
-  m.type = MsgType(h.type);
-  if (h.length > max_length(m.type))
-    throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
-                            max_length(m.type)));
-  m.payload.resize(size_t(h.length));
-  if (h.length) comm::tcp::read_all(fd_.get(), m.payload.data(), m.payload.size(), deadline, peer_);
-  return m;
-}
-
-Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
-  for (;;) {
-    Message m = recv(deadline);
-    if (m.type != MsgType::Heartbeat) return m;
+  try {
+    net::write_all(fd_.get(), &h, sizeof h, pace.next(), peer_);
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = pace.silence_s > 0 ? std::min(kPieceBytes, bytes - done) : bytes - done;
+      net::write_all(fd_.get(), p + done, n, pace.next(), peer_);
+      done += n;
+    }
+  } catch (const Error& e) {
+    throw_silent(pace, e);
   }
 }
 
-nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
-  Message m = recv_skipping_heartbeats(deadline);
+Message Channel::recv_paced(const Pace& pace) {
+  Header h;
+  Message m;
+  try {
+    net::read_all(fd_.get(), &h, sizeof h, pace.next(), peer_);
+    if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
+    if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
+    m.type = MsgType(h.type);
+    if (h.length > max_length(m.type))
+      throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
+                              max_length(m.type)));
+    m.payload.resize(size_t(h.length));
+    for (size_t done = 0; done < m.payload.size();) {
+      const size_t n = pace.silence_s > 0 ? std::min(kPieceBytes, m.payload.size() - done) : m.payload.size() - done;
+      net::read_all(fd_.get(), m.payload.data() + done, n, pace.next(), peer_);
+      done += n;
+    }
+  } catch (const Error& e) {
+    throw_silent(pace, e);
+  }
+  return m;
+}
+
+nlohmann::json Channel::checked_json(const Message& m, MsgType type) const {
   if (m.type != type)
     throw Error(fmt::format("{}: expected a {} message, got {}", peer_, type_name(type), type_name(m.type)));
   nlohmann::json j;
@@ -132,6 +152,51 @@ nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
   if (type == MsgType::Status && j.value("status", "") == "error")
     throw Error(fmt::format("{}: {}", peer_, j.value("message", "unspecified error")));
   return j;
+}
+
+void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline) {
+  send_paced(type, data, bytes, Pace{deadline, 0});
+}
+
+void Channel::send_heartbeat(comm::Deadline deadline) {
+  std::unique_lock lock(send_mu_, std::try_to_lock);
+  if (!lock) return;
+  Header h;
+  h.type = uint32_t(MsgType::Heartbeat);
+  net::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
+}
+
+void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
+  const std::string text = j.dump();
+  send(type, text.data(), text.size(), deadline);
+}
+
+Message Channel::recv(comm::Deadline deadline) { return recv_paced(Pace{deadline, 0}); }
+
+Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
+  for (;;) {
+    Message m = recv(deadline);
+    if (m.type != MsgType::Heartbeat) return m;
+  }
+}
+
+nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
+  return checked_json(recv_skipping_heartbeats(deadline), type);
+}
+
+void Channel::send_live(MsgType type, const void* data, size_t bytes, double silence_s) {
+  send_paced(type, data, bytes, Pace{{}, silence_s});
+}
+
+Message Channel::recv_live(double silence_s) {
+  for (;;) {
+    Message m = recv_paced(Pace{{}, silence_s});
+    if (m.type != MsgType::Heartbeat) return m;
+  }
+}
+
+nlohmann::json Channel::expect_json_live(MsgType type, double silence_s) {
+  return checked_json(recv_live(silence_s), type);
 }
 
 nlohmann::json plan_to_json(const parallel::Plan& plan) {

@@ -17,10 +17,11 @@
 //   worker → Status ready | error
 //   ... the job runs: the workers compute over the comm layer; the
 //       coordinator sends Request frames to the driving worker (rank 1) on
-//       this connection and gets Token frames back, until an empty Request
-//       ends the job (cluster/job_wire.h). Both sides send a Heartbeat every
-//       peer_timeout / 6 on every control connection of the job; a side that
-//       hears nothing for peer_timeout declares the other dead. The
+//       this connection and gets Token frames back, until a Shutdown step
+//       ends the job (cluster/job_wire.h). From the Job message on (so
+//       through the transfer and loading too) both sides send a Heartbeat
+//       every peer_timeout / 6; a side that hears nothing for peer_timeout
+//       (no frame, nor progress within a long one) declares the other dead. The
 //       coordinator relays a worker's death to the others with Abort ...
 //   worker → Status done {requests: [RequestStats per request]} | error
 //            (then closes; the worker is idle again)
@@ -35,7 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/tcp_socket.h"
+#include "core/error.h"
+#include "net/socket.h"
 #include "parallel/planner.h"
 #include "parallel/runtime.h"
 
@@ -52,8 +54,8 @@ enum class MsgType : uint32_t {
   Data = 4,
   DataEnd = 5,
   Heartbeat = 6,  // empty
-  Request = 7,    // WireRequest, then its prompt tokens (i32 each)
-  Token = 8,      // WireToken records
+  Request = 7,    // one step of the workers' engine (cluster/job_wire.h)
+  Token = 8,      // the step's sampled tokens
   Abort = 9,      // {"reason"}: the job is over, another member failed
 };
 
@@ -70,13 +72,17 @@ struct Message {
 // heartbeat thread and the job's thread); recv() from one at a time.
 class Channel {
  public:
-  Channel(comm::tcp::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+  Channel(net::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_.get(); }
   void close() { fd_.reset(); }
 
   void send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline);
   void send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline);
+  // A Heartbeat, unless another frame is being sent right now: its bytes
+  // already show the peer we are alive, and a beat must not wait behind a
+  // large frame on a slow link (the other channels' beats would wait too).
+  void send_heartbeat(comm::Deadline deadline);
   Message recv(comm::Deadline deadline);
   // The next message that is not a Heartbeat.
   Message recv_skipping_heartbeats(comm::Deadline deadline);
@@ -84,9 +90,29 @@ class Channel {
   // "error" becomes an Error with its message).
   nlohmann::json expect_json(MsgType type, comm::Deadline deadline);
 
+  // The same without a deadline for the whole: however long the peer takes
+  // (a worker loading its slices, a transfer over a slow link), it must show
+  // it is alive at least every `silence_s` (any frame, Heartbeats included,
+  // or the next piece of a long frame). A silent peer is an Error
+  // "<peer>: not responding for S s (--peer-timeout)".
+  void send_live(MsgType type, const void* data, size_t bytes, double silence_s);
+  Message recv_live(double silence_s);  // skips Heartbeats
+  nlohmann::json expect_json_live(MsgType type, double silence_s);
+
  private:
+  // A frame read or written piece by piece, each piece by `pace`'s next deadline.
+  struct Pace {
+    comm::Deadline whole;   // used when silence_s == 0
+    double silence_s = 0;
+    comm::Deadline next() const;
+  };
+  void send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace);
+  Message recv_paced(const Pace& pace);
+  nlohmann::json checked_json(const Message& m, MsgType type) const;
+  [[noreturn]] void throw_silent(const Pace& pace, const Error& cause) const;
+
   std::mutex send_mu_;
-  comm::tcp::Fd fd_;
+  net::Fd fd_;
   std::string peer_;
 };
 

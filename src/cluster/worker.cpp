@@ -16,7 +16,7 @@
 #include "cluster/protocol.h"
 #include "cluster/shard_cache.h"
 #include "cluster/worker_job.h"
-#include "comm/tcp_handshake.h"
+#include "net/handshake.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/membw.h"
@@ -27,7 +27,7 @@ extern char** environ;
 
 namespace shardlm::cluster {
 namespace fs = std::filesystem;
-using comm::tcp::Fd;
+using net::Fd;
 
 namespace {
 
@@ -111,9 +111,9 @@ std::string host_name() {
 }
 
 Worker::Worker(WorkerOptions options) : opt_(std::move(options)) {
-  auto where = comm::tcp::parse_host_port(opt_.listen, "--listen");
-  listener_ = comm::tcp::listen_on(where);
-  port_ = comm::tcp::local_port(listener_.get());
+  auto where = net::parse_host_port(opt_.listen, "--listen");
+  listener_ = net::listen_on(where);
+  port_ = net::local_port(listener_.get());
   if (!opt_.cache_dir.empty()) {
     std::error_code ec;
     fs::create_directories(opt_.cache_dir, ec);
@@ -144,12 +144,12 @@ void Worker::serve() {
       std::lock_guard lock(mu_);
       if (opt_.max_jobs >= 0 && jobs_done_ >= opt_.max_jobs) break;
     }
-    Fd c = comm::tcp::accept_until(listener_.get(), after_seconds(0.2));
+    Fd c = net::accept_until(listener_.get(), after_seconds(0.2));
     if (!c) continue;
     std::lock_guard lock(mu_);
     if (connections_ >= kMaxConnections) {
       spdlog::warn("worker: {} connections being handled; closing one from {}", connections_,
-                   comm::tcp::peer_address(c.get()));
+                   net::peer_address(c.get()));
       continue;
     }
     ++connections_;
@@ -192,14 +192,14 @@ nlohmann::json Worker::info_json() {
 }
 
 void Worker::handle_connection(Fd fd) {
-  const std::string address = comm::tcp::peer_address(fd.get());
+  const std::string address = net::peer_address(fd.get());
   const std::string peer = "coordinator " + address;
   try {
-    comm::tcp::set_nonblocking(fd.get());
-    comm::tcp::HandshakeParams hp;
+    net::set_nonblocking(fd.get());
+    net::HandshakeParams hp;
     hp.token = opt_.token;
     hp.cluster_id = kClusterId;
-    comm::tcp::handshake(fd.get(), comm::tcp::Role::Acceptor, hp, after_seconds(kHandshakeSeconds), peer);
+    net::handshake(fd.get(), net::Role::Acceptor, hp, after_seconds(kHandshakeSeconds), peer);
   } catch (const Error& e) {
     spdlog::warn("worker: refused a connection: {}", e.what());
     return;

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 #include "parallel/kernel_rates.h"
 
 namespace shardlm::cluster {
@@ -56,8 +56,8 @@ class Worker {
   void serve();  // runs until max_jobs jobs were served (forever by default)
 
  private:
-  void handle_connection(comm::tcp::Fd fd);
-  void run_job(comm::tcp::Fd fd, const std::string& peer);
+  void handle_connection(net::Fd fd);
+  void run_job(net::Fd fd, const std::string& peer);
   nlohmann::json info_json();
   std::string busy_text();  // with mu_ held
 
@@ -68,7 +68,7 @@ class Worker {
 
   WorkerOptions opt_;
   MachineInfo info_;
-  comm::tcp::Fd listener_;
+  net::Fd listener_;
   uint16_t port_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -12,6 +12,7 @@
 #include "cluster/control_pump.h"
 #include "cluster/heartbeat.h"
 #include "cluster/job_wire.h"
+#include "cluster/keepalive.h"
 #include "cluster/protocol.h"
 #include "cluster/shard.h"
 #include "cluster/shard_cache.h"
@@ -23,7 +24,7 @@
 
 namespace shardlm::cluster {
 namespace fs = std::filesystem;
-using comm::tcp::Fd;
+using net::Fd;
 
 std::string job_context_to_text(const JobContext& c) {
   return nlohmann::json{{"token", c.token},
@@ -74,7 +75,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     const auto& o = j.at("options");
     s.runtime.n_ctx = o.at("n_ctx").get<int64_t>();
     s.runtime.n_batch = o.at("n_batch").get<int64_t>();
-    s.runtime.n_seq = 1;
+    s.runtime.n_seq = o.value("n_seq", int64_t(1));
     s.runtime.kv_type = o.at("kv_type").get<std::string>() == "f16" ? DType::F16 : DType::F32;
     s.runtime.threads = o.at("threads").get<int>();
     s.peer_timeout_s = o.value("peer_timeout", kDefaultPeerTimeoutSeconds);
@@ -92,7 +93,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     throw Error(fmt::format("{}: Job rank {} of {} does not match a plan of {} ranks", who, s.rank, s.size,
                             s.plan.size()));
   if (s.runtime.n_ctx < 1 || s.runtime.n_ctx > (int64_t(1) << 24) || s.runtime.n_batch < 1 ||
-      s.runtime.n_batch > 65536 || s.runtime.threads < 0 || s.runtime.threads > 1024 ||
+      s.runtime.n_batch > 65536 || s.runtime.n_seq < 1 || s.runtime.n_seq > 1024 || s.runtime.threads < 0 || s.runtime.threads > 1024 ||
       !(s.peer_timeout_s >= 0.1 && s.peer_timeout_s <= 3600))
     throw Error(fmt::format("{}: Job options out of range", who));
   if (s.mode != "stream" && s.mode != "local") throw Error(fmt::format("{}: unknown model mode '{}'", who, s.mode));
@@ -102,74 +103,42 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
   return s;
 }
 
-WireRequest parse_request(const Message& m, std::vector<TokenId>& prompt, int64_t n_ctx, const std::string& who) {
-  WireRequest r;
-  if (m.payload.size() < sizeof r) throw Error(fmt::format("{}: short Request message", who));
-  std::memcpy(&r, m.payload.data(), sizeof r);
-  if (r.n_tokens != 0 && (r.n_tokens < 1 || r.n_tokens >= n_ctx || r.n_tokens > kMaxPromptTokens || r.n_predict < 0))
-    throw Error(fmt::format("{}: request of {} prompt tokens does not fit --ctx {}", who, r.n_tokens, n_ctx));
-  if (m.payload.size() != sizeof r + size_t(r.n_tokens) * sizeof(TokenId))
-    throw Error(fmt::format("{}: Request of {} bytes does not hold its {} prompt tokens", who, m.payload.size(),
-                            r.n_tokens));
-  prompt.resize(size_t(r.n_tokens));
-  if (r.n_tokens) std::memcpy(prompt.data(), m.payload.data() + sizeof r, prompt.size() * sizeof(TokenId));
-  return r;
-}
-
-// Driver of the workers' runtime: takes each request from the coordinator and
-// streams every token back to it. Returns where this rank's time went, per request.
-std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, comm::Communicator& workers,
-                                parallel::DistributedSession& session, int64_t n_ctx) {
-  using Clock = std::chrono::steady_clock;
-  std::vector<RequestStats> per_request;
-  // Test hook: slows generation down so a test can stop or kill a worker mid-way.
+// Driver of the workers' runtime: runs each step the coordinator sends and
+// answers it with the sampled tokens (an empty Token frame for a mark).
+// Returns where this rank's time went, per period between marks.
+std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, parallel::DistributedSession& session) {
+  std::vector<RequestStats> periods;
+  // Test hook: slows every step down so a test can stop or kill a worker mid-way.
   const char* delay = std::getenv("SHARDLM_WORKER_TOKEN_DELAY_MS");
   const auto pause = std::chrono::milliseconds(delay ? std::atoi(delay) : 0);
   for (;;) {
-    parallel::GenerateRequest q;
-    q.prompts.emplace_back();
-    const WireRequest r = parse_request(pump.next_request(), q.prompts[0], n_ctx, ch.peer());
-    int32_t more = r.n_tokens > 0;
-    workers.broadcast(&more, sizeof more, 0);
-    if (!more) return per_request;
-    q.n_predict = r.n_predict;
-    q.eos = r.eos;
-    q.sampling = r.sampling;
-    // Both parts' totals from this clock, so that they add up to the request.
-    const auto t0 = Clock::now();
-    const auto since_t0 = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-    RequestStats stats;
-    session.generate(q, [&](int seq, TokenId token) {
-      if (!stats.to_first_token) {
-        stats.to_first_token = session.stats();
-        stats.to_first_token->total_seconds = since_t0();
-      }
-      if (pause.count() > 0) std::this_thread::sleep_for(pause);
-      const WireToken t{seq, token};
-      ch.send(MsgType::Token, &t, sizeof t, after_seconds(60));
-    });
-    const WireToken end{-1, -1};
-    ch.send(MsgType::Token, &end, sizeof end, after_seconds(60));
-    stats.total = session.stats();
-    stats.total.total_seconds = since_t0();
-    // Ending the followers' serve() after every request puts a boundary in every rank's stats.
-    session.shutdown();
-    if (per_request.size() < kMaxReportedRequests) per_request.push_back(stats);
-    session.reset_stats();
+    const Message m = pump.next_request();
+    const auto step = parallel::StepMessage::decode(m.payload, session.n_slots(), session.max_step_entries(),
+                                                    session.n_ctx(), session.n_vocab(), ch.peer());
+    if (step.kind == parallel::StepKind::Logits)
+      throw Error(fmt::format("{}: a logits step is not served to a coordinator", ch.peer()));
+    if (step.kind == parallel::StepKind::Shutdown) {
+      session.run(step);
+      return periods;
+    }
+    const auto tokens = session.run(step);
+    if (step.kind == parallel::StepKind::Mark) {
+      if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
+      session.reset_stats();
+    }
+    if (pause.count() > 0 && !tokens.empty()) std::this_thread::sleep_for(pause);
+    ch.send(MsgType::Token, tokens.data(), tokens.size() * sizeof tokens[0], after_seconds(60));
   }
 }
 
-// The other workers: serve the driver's requests one at a time, as long as it says there are more.
-std::vector<RequestStats> follow(comm::Communicator& workers, parallel::DistributedSession& session) {
-  std::vector<RequestStats> per_request;
-  for (;;) {
-    int32_t more = 0;
-    workers.broadcast(&more, sizeof more, 0);
-    if (!more) return per_request;
-    session.serve();
-    if (per_request.size() < kMaxReportedRequests) per_request.push_back({session.stats(), std::nullopt});
+// The other workers: run the driver's steps, a stats period per mark, until it shuts down.
+std::vector<RequestStats> follow(parallel::DistributedSession& session) {
+  std::vector<RequestStats> periods;
+  while (session.serve()) {
+    if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
     session.reset_stats();
   }
+  return periods;
 }
 
 // Where the job's slices come from: the worker's own copy, the cache, or the coordinator.
@@ -191,7 +160,7 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   part = shard_path.string() + ".part";
   ShardWriter w(part, job.file_size);
   for (;;) {
-    Message m = ch.recv_skipping_heartbeats(after_seconds(120));
+    Message m = ch.recv_live(job.peer_timeout_s);
     if (m.type == MsgType::DataEnd) break;
     if (m.type != MsgType::Data) throw Error(fmt::format("{}: unexpected message during the transfer", ch.peer()));
     w.write_records(m.payload, ch.peer());
@@ -206,6 +175,13 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   spdlog::info("worker: received {:.1f} MiB of slices", double(w.received()) / (1 << 20));
   if (cached && ctx.cache_max_bytes > 0) evict_cached_shards(dir, ctx.cache_max_bytes, shard_path);
   return shard_path;
+}
+
+// Test hook: a long setup (before saying ready, and again before loading the
+// slices), during which a test can stop the worker or check that it beats.
+void slow_setup_for_tests() {
+  if (const char* delay = std::getenv("SHARDLM_WORKER_SETUP_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
 }
 
 [[noreturn]] void give_up(const std::string& why) {
@@ -224,11 +200,14 @@ int serve_job(int raw_fd, const JobContext& ctx) {
   std::unique_ptr<Channel> ch;
   int status = 1;
   try {
-    comm::tcp::set_nonblocking(raw_fd);
+    net::set_nonblocking(raw_fd);
     ch = std::make_unique<Channel>(Fd(raw_fd), ctx.peer);
     const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), ctx.peer);
     spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,
                  job.plan.ranks[size_t(job.rank - 1)].to_string(), double(job.shard_bytes) / (1 << 20), job.mode);
+    // Setup (a transfer, loading the slices) may take long: the coordinator hears we are alive.
+    auto setup_beats = std::make_unique<HeartbeatSender>(std::vector<Channel*>{ch.get()},
+                                                         heartbeat_interval(job.peer_timeout_s));
     const int64_t available = memory_available_bytes();
     if (job.memory_needed > available)
       throw Error(fmt::format("worker {}: not enough memory: its slices and KV cache need {:.1f} MiB, MemAvailable is "
@@ -239,7 +218,13 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     if (file->file_size() != job.file_size)
       throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
                               file->file_size(), job.file_size));
+    slow_setup_for_tests();
     ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));
+    // From here on this thread reads nothing more from the coordinator: the
+    // pump does (heartbeats both ways, an Abort, its silence), while we
+    // connect and load too.
+    auto pump = std::make_unique<ControlPump>(*ch, job.peer_timeout_s, give_up);
+    setup_beats.reset();
 
     comm::ConnectOptions co;
     co.backend = "tcp";
@@ -250,17 +235,18 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     co.cluster_id = "shardlm-job";
     // Liveness is the heartbeats' business: a step may legitimately take long.
     co.timeouts.op = std::chrono::hours(24);
+    co.timeouts.connect = std::chrono::hours(24);  // the coordinator may still be sending other workers their slices
     auto world = comm::Communicator::connect(co);
+    keep_alive_all_connections(job.peer_timeout_s);
     auto workers = world->split(0, job.rank);
+    slow_setup_for_tests();
     parallel::RuntimeOptions ro = job.runtime;
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
-    std::vector<RequestStats> per_request;
-    {
-      ControlPump pump(*ch, job.peer_timeout_s, give_up);
-      per_request = workers->rank() == 0 ? drive(*ch, pump, *workers, session, ro.n_ctx) : follow(*workers, session);
-    }
+    const std::vector<RequestStats> per_request =
+        workers->rank() == 0 ? drive(*ch, *pump, session) : follow(session);
+    pump.reset();
     spdlog::info("worker: job done");
     nlohmann::json stats = nlohmann::json::array();
     for (const auto& s : per_request) stats.push_back(request_stats_to_json(s));

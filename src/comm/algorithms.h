@@ -96,10 +96,10 @@ class Ring {
 // A chain reduce to rank 0 (rank k adds what k+1 passed down and passes it
 // on), then a chain broadcast back up, both cut into pieces and pipelined.
 // Each link moves the whole buffer twice (a ring moves 2(n-1)/n of it), but
-// one way at a time. That pays where a link's two directions are served by the same CPUs
-// (TCP over loopback: one direction alone moves 3-5 GB/s here, both at once
-// about 1 GB/s each), not on a real full-duplex wire. All ranks get rank 0's
-// bits.
+// one way at a time. That pays where a link's two directions are served by
+// the same CPUs (TCP over loopback: both directions at once move far less
+// than twice one direction), not on a real full-duplex wire. All ranks get
+// rank 0's bits.
 class ChainAllReduce {
  public:
   ChainAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op,

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "comm/mpi/mpi.h"
+#include "comm/shm/shm.h"
+#include "comm/tcp/tcp.h"
 #include "comm/transport.h"
 #include "core/error.h"
 
@@ -14,14 +17,8 @@ std::string_view reduce_op_name(ReduceOp op) { return op == ReduceOp::Sum ? "sum
 
 std::unique_ptr<Transport> connect_transport(const ConnectOptions& options) {
   if (options.backend == "tcp") return connect_tcp(options);
-#ifdef SHARDLM_COMM_HAVE_SHM
   if (options.backend == "shm") return connect_shm(options);
-#endif
-#ifdef SHARDLM_COMM_HAVE_MPI
   if (options.backend == "mpi") return connect_mpi(options);
-#endif
-  if (options.backend == "shm" || options.backend == "mpi")
-    throw Error(fmt::format("comm backend '{}' is not built into this binary", options.backend));
   throw Error(fmt::format("unknown comm backend '{}' (tcp, shm, mpi)", options.backend));
 }
 
@@ -43,22 +40,6 @@ std::string load_token(const std::string& token_file) {
   line = trim(line);
   if (line.empty()) throw Error(fmt::format("token file {}: first line is empty", token_file));
   return line;
-}
-
-std::vector<std::string> read_hostfile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("cannot read hostfile {}", path));
-  std::vector<std::string> hosts;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    line = trim(line.substr(0, line.find('#')));
-    if (line.empty()) continue;
-    if (line.find_first_of(" \t") != std::string::npos)
-      throw Error(fmt::format("hostfile {}:{}: expected one host[:port] per line", path, n));
-    hosts.push_back(line);
-  }
-  if (hosts.empty()) throw Error(fmt::format("hostfile {}: no hosts", path));
-  return hosts;
 }
 
 }  // namespace shardlm::comm

@@ -1,16 +1,15 @@
 // The Communicator's collectives: pick an algorithm (or the backend's fast
-// path) and run it, now or on the progress thread. Each operation captures
-// its group, tag and arguments by value; the tag is taken at call time so
-// that queued and immediate operations keep the order of the calls.
+// path) and run it under the world's lock.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "comm/algorithms.h"
 #include "comm/communicator.h"
-#include "comm/engine.h"
+#include "comm/world_state.h"
 #include "comm/reduce.h"
 #include "comm/tuning.h"
 #include "core/error.h"
@@ -20,7 +19,7 @@ namespace {
 
 using Op = std::function<void()>;
 
-Op all_reduce_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t count, DType dtype,
+Op all_reduce_op(WorldState* e, const Group& g, uint64_t tag, void* buf, size_t count, DType dtype,
                  ReduceOp op, AllReduceChoice choice, bool loopback) {
   return [=] {
     if (g.size() == 1 || count == 0) return;
@@ -48,7 +47,7 @@ Op all_reduce_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t coun
   };
 }
 
-Op all_gather_op(Engine* e, const Group& g, uint64_t tag, const void* send, void* recv,
+Op all_gather_op(WorldState* e, const Group& g, uint64_t tag, const void* send, void* recv,
                  size_t bytes) {
   return [=] {
     if (g.size() == 1) {
@@ -62,7 +61,7 @@ Op all_gather_op(Engine* e, const Group& g, uint64_t tag, const void* send, void
   };
 }
 
-Op reduce_scatter_op(Engine* e, const Group& g, uint64_t tag, const void* send, void* recv,
+Op reduce_scatter_op(WorldState* e, const Group& g, uint64_t tag, const void* send, void* recv,
                      size_t count, DType dtype, ReduceOp op) {
   return [=] {
     const size_t elem = reduce_elem_bytes(dtype), bytes = count * elem;
@@ -75,7 +74,7 @@ Op reduce_scatter_op(Engine* e, const Group& g, uint64_t tag, const void* send, 
         e->transport().reduce_scatter(g, send, recv, count, dtype, op, d))
       return;
     Links links(e->transport(), g, tag, d);
-    if (bytes * size_t(g.size()) < e->config().ring_bytes) {
+    if (bytes * size_t(g.size()) < e->config().ring_from_bytes) {
       reduce_scatter_direct(links, send, recv, count, dtype, op);
       return;
     }
@@ -89,20 +88,20 @@ Op reduce_scatter_op(Engine* e, const Group& g, uint64_t tag, const void* send, 
   };
 }
 
-Op broadcast_op(Engine* e, const Group& g, uint64_t tag, void* buf, size_t bytes, int root) {
+Op broadcast_op(WorldState* e, const Group& g, uint64_t tag, void* buf, size_t bytes, int root) {
   return [=] {
     if (g.size() == 1) return;
     Deadline d = e->deadline();
     if (e->config().allow_fast_paths && e->transport().broadcast(g, buf, bytes, root, d)) return;
     Links links(e->transport(), g, tag, d);
-    if (g.size() > 2 && bytes >= e->config().ring_bytes)
+    if (g.size() > 2 && bytes >= e->config().ring_from_bytes)
       broadcast_scatter_ring(links, buf, bytes, root, e->config().ring_chunk_bytes);
     else
       broadcast_direct(links, buf, bytes, root);
   };
 }
 
-Op barrier_op(Engine* e, const Group& g, uint64_t tag) {
+Op barrier_op(WorldState* e, const Group& g, uint64_t tag) {
   return [=] {
     if (g.size() == 1) return;
     Deadline d = e->deadline();
@@ -126,56 +125,29 @@ void Communicator::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op)
 void Communicator::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op,
                               AllReduceChoice choice) {
   reduce_elem_bytes(dtype);
-  engine_->run(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count, dtype, op,
+  world_->run(all_reduce_op(world_.get(), group_, next_collective_tag(), buf, count, dtype, op,
                              choice, loopback_links()));
 }
 
-Work Communicator::all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op) {
-  size_t bytes = count * reduce_elem_bytes(dtype);
-  return engine_->submit(all_reduce_op(engine_.get(), group_, next_collective_tag(), buf, count,
-                                       dtype, op, choose_all_reduce_choice(bytes), loopback_links()));
-}
-
 void Communicator::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
-  engine_->run(all_gather_op(engine_.get(), group_, next_collective_tag(), send, recv,
+  world_->run(all_gather_op(world_.get(), group_, next_collective_tag(), send, recv,
                              bytes_per_rank));
-}
-
-Work Communicator::all_gather_async(const void* send, void* recv, size_t bytes_per_rank) {
-  return engine_->submit(all_gather_op(engine_.get(), group_, next_collective_tag(), send, recv,
-                                       bytes_per_rank));
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                   ReduceOp op) {
   reduce_elem_bytes(dtype);
-  engine_->run(reduce_scatter_op(engine_.get(), group_, next_collective_tag(), send, recv, count,
+  world_->run(reduce_scatter_op(world_.get(), group_, next_collective_tag(), send, recv, count,
                                  dtype, op));
-}
-
-Work Communicator::reduce_scatter_async(const void* send, void* recv, size_t count, DType dtype,
-                                        ReduceOp op) {
-  reduce_elem_bytes(dtype);
-  return engine_->submit(reduce_scatter_op(engine_.get(), group_, next_collective_tag(), send,
-                                           recv, count, dtype, op));
 }
 
 void Communicator::broadcast(void* buf, size_t bytes, int root) {
   check_root(group_, root);
-  engine_->run(broadcast_op(engine_.get(), group_, next_collective_tag(), buf, bytes, root));
-}
-
-Work Communicator::broadcast_async(void* buf, size_t bytes, int root) {
-  check_root(group_, root);
-  return engine_->submit(broadcast_op(engine_.get(), group_, next_collective_tag(), buf, bytes, root));
+  world_->run(broadcast_op(world_.get(), group_, next_collective_tag(), buf, bytes, root));
 }
 
 void Communicator::barrier() {
-  engine_->run(barrier_op(engine_.get(), group_, next_collective_tag()));
-}
-
-Work Communicator::barrier_async() {
-  return engine_->submit(barrier_op(engine_.get(), group_, next_collective_tag()));
+  world_->run(barrier_op(world_.get(), group_, next_collective_tag()));
 }
 
 }  // namespace shardlm::comm

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "comm/algorithms.h"
-#include "comm/engine.h"
+#include "comm/world_state.h"
 #include "comm/reduce.h"
 #include "comm/tuning.h"
 #include "core/error.h"
@@ -59,8 +59,8 @@ CommConfig CommConfig::from_env() {
     c.algo = *algo;
   }
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
-  c.ring_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_BYTES", c.ring_bytes);
-  c.chain_bytes = env_bytes("SHARDLM_ALLREDUCE_CHAIN_BYTES", c.chain_bytes);
+  c.ring_from_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_FROM_BYTES", c.ring_from_bytes);
+  c.chain_from_bytes = env_bytes("SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES", c.chain_from_bytes);
   c.ring_chunk_bytes = std::max<size_t>(env_bytes("SHARDLM_RING_CHUNK_BYTES", c.ring_chunk_bytes), 4096);
   c.tuning = TuningTable::load_default();
   c.tuning_from_file = true;
@@ -73,8 +73,8 @@ std::shared_ptr<Communicator> Communicator::create(std::unique_ptr<Transport> tr
   world.my_index = transport->rank();
   for (int r = 0; r < transport->size(); ++r) world.ranks.push_back(r);
   const bool check_tuning = config.tuning_from_file && transport->size() > 1;
-  auto engine = std::make_shared<Engine>(std::move(transport), config);
-  auto comm = std::make_shared<Communicator>(std::move(engine), std::move(world));
+  auto state = std::make_shared<WorldState>(std::move(transport), config);
+  auto comm = std::make_shared<Communicator>(std::move(state), std::move(world));
   if (check_tuning) comm->agree_on_tuning();
   return comm;
 }
@@ -91,7 +91,7 @@ void Communicator::agree_on_tuning() {
   if (rank() == 0)
     std::fprintf(stderr, "shardlm: warning: the ranks hold different comm tuning tables (%s); using the defaults\n",
                  TuningTable::default_path().c_str());
-  engine_->drop_tuning();
+  world_->drop_tuning();
 }
 
 std::shared_ptr<Communicator> Communicator::connect(const ConnectOptions& options,
@@ -101,13 +101,13 @@ std::shared_ptr<Communicator> Communicator::connect(const ConnectOptions& option
   return create(connect_transport(options), c);
 }
 
-Communicator::Communicator(std::shared_ptr<Engine> engine, Group group)
-    : engine_(std::move(engine)), group_(std::move(group)) {}
+Communicator::Communicator(std::shared_ptr<WorldState> world, Group group)
+    : world_(std::move(world)), group_(std::move(group)) {}
 
 Communicator::~Communicator() = default;
 
-std::string_view Communicator::backend() const { return engine_->transport().backend(); }
-const CommConfig& Communicator::config() const { return engine_->config(); }
+std::string_view Communicator::backend() const { return world_->transport().backend(); }
+const CommConfig& Communicator::config() const { return world_->config(); }
 
 uint64_t Communicator::next_collective_tag() {
   uint32_t seq = collective_seq_++ & kMaxUserTag;
@@ -121,7 +121,7 @@ uint64_t Communicator::user_tag(uint32_t tag) const {
 
 bool Communicator::loopback_links() const {
   for (int r = 0; r < size(); ++r)
-    if (r != rank() && !engine_->transport().shares_host(world_rank(r))) return false;
+    if (r != rank() && !world_->transport().shares_host(world_rank(r))) return false;
   return size() > 1;
 }
 
@@ -145,35 +145,13 @@ static void check_rank(const Group& g, int r, const char* what) {
     throw Error(fmt::format("comm: {} rank {} out of range (communicator size {})", what, r, g.size()));
 }
 
-Work Communicator::send_async(int peer, uint32_t tag, const void* data, size_t bytes) {
-  check_rank(group_, peer, "send to");
-  uint64_t t = user_tag(tag);
-  int to = world_rank(peer);
-  Engine* e = engine_.get();
-  return e->submit([=] {
-    RequestPtr r = e->transport().isend(to, t, data, bytes);
-    e->transport().wait_all(std::span<const RequestPtr>(&r, 1), e->deadline());
-  });
-}
-
-Work Communicator::recv_async(int peer, uint32_t tag, void* data, size_t capacity) {
-  check_rank(group_, peer, "receive from");
-  uint64_t t = user_tag(tag);
-  int from = world_rank(peer);
-  Engine* e = engine_.get();
-  return e->submit([=] {
-    RequestPtr r = e->transport().irecv(from, t, data, capacity);
-    e->transport().wait_all(std::span<const RequestPtr>(&r, 1), e->deadline());
-  });
-}
-
 void Communicator::send(int peer, uint32_t tag, const void* data, size_t bytes) {
   check_rank(group_, peer, "send to");
   uint64_t t = user_tag(tag);
   if (peer == rank()) throw Error("comm: send to self is not supported");
-  engine_->run([&] {
-    RequestPtr r = engine_->transport().isend(world_rank(peer), t, data, bytes);
-    engine_->transport().wait_all(std::span<const RequestPtr>(&r, 1), engine_->deadline());
+  world_->run([&] {
+    RequestPtr r = world_->transport().isend(world_rank(peer), t, data, bytes);
+    world_->transport().wait_all(std::span<const RequestPtr>(&r, 1), world_->deadline());
   });
 }
 
@@ -182,9 +160,9 @@ size_t Communicator::recv(int peer, uint32_t tag, void* data, size_t capacity) {
   uint64_t t = user_tag(tag);
   if (peer == rank()) throw Error("comm: receive from self is not supported");
   size_t got = 0;
-  engine_->run([&] {
-    RequestPtr r = engine_->transport().irecv(world_rank(peer), t, data, capacity);
-    engine_->transport().wait_all(std::span<const RequestPtr>(&r, 1), engine_->deadline());
+  world_->run([&] {
+    RequestPtr r = world_->transport().irecv(world_rank(peer), t, data, capacity);
+    world_->transport().wait_all(std::span<const RequestPtr>(&r, 1), world_->deadline());
     got = r->bytes();
   });
   return got;
@@ -209,9 +187,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     if (members[i] == rank()) child.my_index = int(i);
     child.ranks.push_back(world_rank(members[i]));
   }
-  engine_->run([&] { engine_->transport().group_created(group_, child); });
   if (color < 0) return nullptr;
-  return std::make_shared<Communicator>(engine_, std::move(child));
+  return std::make_shared<Communicator>(world_, std::move(child));
 }
 
 }  // namespace shardlm::comm

@@ -12,17 +12,14 @@
 // throws at once. Results are bit-identical on every rank: sums are done in a
 // fixed order (one-shot: rank order 0..n-1; ring: each segment's owner in
 // ring order, then its bits are copied; chain: rank 0's bits; native: the
-// backend's, see shm_collectives.h and mpi_transport.h), f16/bf16 are
+// backend's, see shm/slot_collectives.h and mpi/mpi_transport.h), f16/bf16 are
 // reduced in f32 and rounded. Which algorithm runs depends on the tuning
 // table (comm/tuning.h), so the bits are reproducible for one table, group
 // size and message size.
 //
-// Async forms queue the operation on the communicator family's progress
-// thread (started on first use) and return a Work handle; the caller must
-// keep the buffers alive and untouched until wait() returns. Blocking calls
-// made while async work is queued first wait for that work (one total order
-// per process). A Communicator is safe to use from several threads, but the
-// order of calls must still match across ranks.
+// A Communicator is safe to use from several threads (one call at a time
+// reaches the transport), but the order of calls must still match across
+// ranks.
 #pragma once
 
 #include <cstddef>
@@ -53,16 +50,16 @@ struct CommConfig {
   // kind and size (comm/tuning.h; `shardlm bench comm --tune` writes it).
   // Without one: the backend's own all-reduce where it has one (shm, mpi),
   // else one-shot below `small_bytes`, recursive doubling below
-  // `ring_bytes`, ring above; but chain from `chain_bytes` on for two ranks
-  // on one host (their link's two directions share the same CPUs).
+  // `ring_from_bytes`, ring above; but chain from `chain_from_bytes` on for
+  // two ranks on one host (their link's two directions share the same CPUs).
   // A forced algorithm (not Auto) runs as asked, without the backend's own.
   // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|native|auto,
-  // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_BYTES,
-  // SHARDLM_ALLREDUCE_CHAIN_BYTES.
+  // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_FROM_BYTES,
+  // SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES, SHARDLM_RING_CHUNK_BYTES.
   AllReduceAlgo algo = AllReduceAlgo::Auto;
   size_t small_bytes = 32 << 10;
-  size_t ring_bytes = 256 << 10;
-  size_t chain_bytes = 4 << 20;
+  size_t ring_from_bytes = 256 << 10;
+  size_t chain_from_bytes = 4 << 20;
   // Ring pipelining: each ring step is sent in pieces of at most this size so
   // that sending, receiving and reducing overlap.
   size_t ring_chunk_bytes = 512 << 10;
@@ -77,21 +74,7 @@ struct CommConfig {
   static CommConfig from_env();
 };
 
-class Engine;  // shared by a world and its splits: transport, lock, progress thread
-
-// Handle of an async operation. wait() rethrows the operation's error.
-class Work {
- public:
-  struct State;
-  Work() = default;
-  explicit Work(std::shared_ptr<State> s) : state_(std::move(s)) {}
-  bool valid() const { return state_ != nullptr; }
-  bool test() const;  // true once finished (successfully or not); never throws
-  void wait();        // blocks until finished; throws its Error if it failed
-
- private:
-  std::shared_ptr<State> state_;
-};
+class WorldState;  // comm/world_state.h: shared by a world and its splits
 
 class Communicator : public std::enable_shared_from_this<Communicator> {
  public:
@@ -102,7 +85,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   static std::shared_ptr<Communicator> connect(const ConnectOptions& options,
                                                CommConfig config = CommConfig::from_env());
 
-  Communicator(std::shared_ptr<Engine> engine, Group group);
+  Communicator(std::shared_ptr<WorldState> world, Group group);
   ~Communicator();
 
   int rank() const { return group_.my_index; }
@@ -130,15 +113,6 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void broadcast(void* buf, size_t bytes, int root);
   void barrier();
 
-  Work all_reduce_async(void* buf, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
-  Work all_gather_async(const void* send, void* recv, size_t bytes_per_rank);
-  Work reduce_scatter_async(const void* send, void* recv, size_t count_per_rank, DType dtype,
-                            ReduceOp op = ReduceOp::Sum);
-  Work broadcast_async(void* buf, size_t bytes, int root);
-  Work barrier_async();
-  Work send_async(int peer, uint32_t tag, const void* data, size_t bytes);
-  Work recv_async(int peer, uint32_t tag, void* data, size_t capacity);
-
   // Collective over this communicator: members with equal color form a new
   // communicator, ordered by (key, old rank). color < 0: not in any (returns
   // nullptr). Reuses the parent's links.
@@ -155,7 +129,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   uint64_t user_tag(uint32_t tag) const;
   void agree_on_tuning();
 
-  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<WorldState> world_;
   Group group_;
   uint32_t collective_seq_ = 0;
   uint32_t split_seq_ = 0;

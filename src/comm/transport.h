@@ -1,15 +1,17 @@
 // What a communication backend (tcp, shm, mpi) supplies to the Communicator:
 // point-to-point links from this rank to every other rank of the world, plus
-// optional collective fast paths. The collective algorithms (one-shot,
-// recursive doubling, ring) are written once, in comm/algorithms*.cpp, on top
-// of isend/irecv/wait_all below; a backend only moves bytes.
+// optional collective fast paths. The collective algorithms (one-shot and
+// recursive doubling in comm/algorithms.cpp, ring.cpp, chain.cpp) are written
+// once on top of isend/irecv/wait_all below; a backend only moves bytes. Each
+// backend lives in its own folder (comm/tcp, comm/shm, comm/mpi) and shows
+// the rest of comm only its factory (comm/<backend>/<backend>.h).
 //
 // Contract, in full (a backend author needs nothing else):
 //
 // * Threading. The Communicator serializes every call into one Transport (all
 //   communicators split from one world share one Transport and one lock), so a
-//   backend needs no locking of its own. Calls may come from different threads
-//   (the caller's, or the communicator's progress thread), never concurrently.
+//   backend needs no locking of its own. Calls may come from different
+//   threads, never concurrently.
 //
 // * Messages. isend/irecv move one message of `bytes` bytes (0 is allowed)
 //   with a 64-bit tag. The tag is opaque to the backend (the Communicator packs
@@ -167,13 +169,6 @@ class Transport {
     return false;
   }
   virtual bool barrier(const Group&, Deadline) { return false; }
-  // Called on every member of `parent`, collectively, after a split() made
-  // `child` (e.g. so an MPI backend can MPI_Comm_split alongside). `child` is
-  // this rank's new group, or has no ranks when it passed a negative color.
-  virtual void group_created(const Group& parent, const Group& child) {
-    (void)parent;
-    (void)child;
-  }
 };
 
 // ---- creating a transport ----------------------------------------------------
@@ -189,24 +184,14 @@ struct ConnectOptions {
   std::string token;            // shared secret (see load_token)
   std::string cluster_id = "shardlm";
   Timeouts timeouts;
-  int sockets_per_peer = 1;     // tcp: stripe large messages over this many
 };
 
-// Dispatches on options.backend. shm/mpi exist when their sources were built
-// (src/comm/shm_transport.cpp defines connect_shm, src/comm/mpi_transport.cpp
-// defines connect_mpi; src/comm/CMakeLists.txt defines SHARDLM_COMM_HAVE_SHM /
-// SHARDLM_COMM_HAVE_MPI when those files exist).
+// Dispatches on options.backend; a backend this binary was configured
+// without throws Error saying so (comm/CMakeLists.txt).
 std::unique_ptr<Transport> connect_transport(const ConnectOptions& options);
-std::unique_ptr<Transport> connect_tcp(const ConnectOptions& options);
-std::unique_ptr<Transport> connect_shm(const ConnectOptions& options);
-std::unique_ptr<Transport> connect_mpi(const ConnectOptions& options);
 
 // The shared token: $SHARDLM_TOKEN, else the first line of token_file (when
 // not empty). Throws Error when neither gives a non-empty token.
 std::string load_token(const std::string& token_file = "");
-
-// Reads the ranks of a hostfile: one "host[:port]" per line, '#' comments.
-// The first entry is the coordinator; size = number of entries.
-std::vector<std::string> read_hostfile(const std::string& path);
 
 }  // namespace shardlm::comm

@@ -137,8 +137,8 @@ AllReduceChoice default_all_reduce(const CommConfig& c, std::string_view backend
 
 AllReduceChoice sized_all_reduce(const CommConfig& c, int ranks, bool loopback, size_t bytes) {
   if (bytes < c.small_bytes) return {AllReduceAlgo::OneShot, 0};
-  if (bytes < c.ring_bytes) return {AllReduceAlgo::RecursiveDoubling, 0};
-  if (bytes >= c.chain_bytes && ranks == 2 && loopback) return {AllReduceAlgo::Chain, 0};
+  if (bytes < c.ring_from_bytes) return {AllReduceAlgo::RecursiveDoubling, 0};
+  if (bytes >= c.chain_from_bytes && ranks == 2 && loopback) return {AllReduceAlgo::Chain, 0};
   return {AllReduceAlgo::Ring, 0};
 }
 

@@ -1,27 +1,20 @@
 // How every backend (shm, tcp, mpi) waits for a peer: poll without blocking
 // for a while, then sleep in the OS. The one rule lives here.
 //
-// Sleeping is slow to undo: waking a process costs 20-25 us+ on the 2-vCPU
-// VMs we measure on (futex or poll wake-up plus a reschedule), several times
-// a 16 KiB exchange (2.5-3 us over shm when both ranks poll on idle cores).
-// But polling only pays while the peer gets to run. Measured on the 2-vCPU VM
-// (16 KiB f32 all_reduce, 2 ranks, median): with 2 compilers running, shm
-// busy spin 2 ms 3.1-7.9 us vs block at once 19-56 us; with 4-6 compilers,
-// spin 2 ms 7.1 us .. 6.1 ms (the spinner burns the slice its peer needs),
-// spin 50 us 114 us, poll with sched_yield 7.6 us .. 8 ms (a yield can hand
-// the core to a compiler for its whole slice), block at once 9.9-16 us (tcp
-// 47-70 us).
-// Our own 4 ranks on 2 cores: shm yield 26 us vs block 45-54 us, tcp 230 vs
-// 330-400 us. Hence, at the start of each wait, with R our ranks on this
-// host, O other runnable tasks (/proc/loadavg, sampled at most once a second:
-// a decode step waits dozens of times and should not touch the file system)
-// and C usable cores:
+// Sleeping is slow to undo: waking a process (futex or poll wake-up plus a
+// reschedule) costs several times a small shm exchange between two polling
+// ranks. But polling only pays while the peer gets to run: on a crowded host
+// a spinner burns the time slice its peer needs, and a sched_yield() can hand
+// the core to an unrelated task for a whole slice. Hence, at the start of each
+// wait, with R our ranks on this host, O other runnable tasks (/proc/loadavg,
+// sampled at most once a second: a decode step waits dozens of times and
+// should not touch the file system) and C usable cores:
 //   * R + O > 2C (more than two tasks a core): block at once;
 //   * else R <= C: busy-poll up to kOwnCoreSpin, then block;
 //   * else (our ranks outnumber cores): poll with sched_yield() (the core
 //     goes to another rank, often the one awaited) for kSharedCoreYield,
 //     then block.
-// Figures and commands: docs/BENCHMARKS.md "Collectives".
+// The measurements behind these choices: docs/BENCHMARKS.md "Collectives".
 #pragma once
 
 #include <chrono>

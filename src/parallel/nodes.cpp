@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "comm/transport.h"
 #include "core/error.h"
 
 namespace shardlm::parallel {
@@ -75,9 +74,22 @@ std::vector<NodeSpec> nodes_from_list(const std::string& list) {
   return nodes;
 }
 
+// One "host[:port]" per line, '#' comments; the first is the coordinator.
 std::vector<NodeSpec> nodes_from_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("cannot read hostfile {}", path));
   std::vector<NodeSpec> nodes;
-  for (const auto& host : comm::read_hostfile(path)) nodes.push_back(default_node(host));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = line.substr(0, line.find('#'));
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    if (line.find_first_of(" \t") != std::string::npos)
+      throw Error(fmt::format("hostfile {}:{}: expected one host[:port] per line", path, n));
+    nodes.push_back(default_node(line));
+  }
+  if (nodes.empty()) throw Error(fmt::format("hostfile {}: no hosts", path));
   return nodes;
 }
 

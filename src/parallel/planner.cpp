@@ -14,6 +14,14 @@
 namespace shardlm::parallel {
 namespace {
 
+// Memory in a unit that shows the difference between small figures too
+// (a tiny model on a node that reports a few MiB).
+std::string memory_text(int64_t bytes) {
+  if (bytes >= (int64_t(1) << 30)) return fmt::format("{:.2f} GiB", double(bytes) / double(1ll << 30));
+  if (bytes >= (int64_t(1) << 20)) return fmt::format("{:.1f} MiB", double(bytes) / double(1 << 20));
+  return fmt::format("{} bytes", bytes);
+}
+
 // Bytes one TP rank sends for one all-reduce of `values` floats: f32 as the
 // ring/one-shot algorithms of comm/ move it, a compressed payload as
 // parallel/wire_all_reduce.h does (its encoding to each other rank).
@@ -169,9 +177,9 @@ struct Builder {
     for (int r = 0; r < p.size(); ++r) {
       if (p.costs[size_t(r)].memory_bytes() > p.nodes[size_t(r)].memory_bytes) {
         p.fits = false;
-        p.notes.push_back(fmt::format("rank {} ({}) needs {:.2f} GiB but has {:.2f} GiB", r, p.nodes[size_t(r)].name,
-                                      double(p.costs[size_t(r)].memory_bytes()) / double(1ll << 30),
-                                      double(p.nodes[size_t(r)].memory_bytes) / double(1ll << 30)));
+        p.notes.push_back(fmt::format("rank {} ({}) needs {} but has {}", r, p.nodes[size_t(r)].name,
+                                      memory_text(p.costs[size_t(r)].memory_bytes()),
+                                      memory_text(p.nodes[size_t(r)].memory_bytes)));
       }
     }
   }

@@ -1,5 +1,4 @@
 #include "parallel/runtime.h"
-#include "parallel/runtime_request.h"
 
 #include <fmt/format.h>
 
@@ -43,6 +42,9 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
     throw Error(fmt::format("runtime: the plan has {} ranks but the world has {}", plan_.size(), world_->size()));
   stage_index_ = plan_.stage_of(rank_);
   tp_index_ = plan_.tp_index(rank_);
+  if (opt_.n_seq < 1 || opt_.n_batch < 1 || opt_.n_ctx < 1)
+    throw Error(fmt::format("runtime: {} slots, {} entries per step, {} positions: each must be at least 1", opt_.n_seq,
+                            opt_.n_batch, opt_.n_ctx));
   stage_ = world_->split(stage_index_, tp_index_);
   if (opt_.threads > 1) pool_ = std::make_unique<ThreadPool>(opt_.threads);
   ModelOptions mo;
@@ -57,7 +59,11 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
   model_ = std::make_unique<Model>(file, mo);
   const auto& c = model_->config();
   hidden_in_.resize(size_t(opt_.n_batch * c.n_embd));
-  recv_buf_.resize(8 + size_t(opt_.n_batch) * (12 + wire_row_bytes(plan_.wire_type, size_t(c.n_embd))));
+  recv_buf_.resize(8 + size_t(opt_.n_batch) * wire_row_bytes(plan_.wire_type, size_t(c.n_embd)));
+  last_stage_ = plan_.ranks[size_t(rank_)].last_stage(c);
+  live_.assign(size_t(opt_.n_seq), false);
+  samplers_.resize(size_t(opt_.n_seq));
+  if (rank_ == 0) builder_ = std::make_unique<StepBuilder>(opt_.n_seq, opt_.n_batch, opt_.n_ctx, c.n_vocab);
 }
 
 DistributedSession::~DistributedSession() = default;
@@ -82,104 +88,87 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
   stats_.bytes_sent += sent;
 }
 
-void DistributedSession::broadcast_request(Request& r) {
-  world_->broadcast(&r.h, sizeof r.h, 0);
-  if (r.h.op == kShutdown) return;
-  if (r.h.n_seqs < 1 || r.h.n_seqs > opt_.n_seq || r.h.n_tokens < 1 ||
-      r.h.n_tokens > opt_.n_seq * opt_.n_ctx)
-    throw Error(fmt::format("runtime: request from rank 0 with {} sequences / {} tokens does not fit", r.h.n_seqs,
-                            r.h.n_tokens));
-  r.lens.resize(size_t(r.h.n_seqs));
-  r.tokens.resize(size_t(r.h.n_tokens));
-  world_->broadcast(r.lens.data(), r.lens.size() * sizeof(int32_t), 0);
-  world_->broadcast(r.tokens.data(), r.tokens.size() * sizeof(TokenId), 0);
+void DistributedSession::broadcast(const StepMessage* message, StepMessage& received) {
+  int64_t bytes = 0;
+  if (message) {
+    message_buf_ = message->encode();
+    bytes = int64_t(message_buf_.size());
+  }
+  world_->broadcast(&bytes, sizeof bytes, 0);
+  const int64_t limit = 64 + int64_t(opt_.n_batch) * 16 + (4 * opt_.n_seq + 16) * (64 + 4 * opt_.n_ctx);
+  if (bytes < 12 || bytes > limit)
+    throw Error(fmt::format("runtime: step message of {} bytes from rank 0 (at most {})", bytes, limit));
+  message_buf_.resize(size_t(bytes));
+  world_->broadcast(message_buf_.data(), message_buf_.size(), 0);
+  if (!message)
+    received = StepMessage::decode(message_buf_, opt_.n_seq, opt_.n_batch, opt_.n_ctx, model_->config().n_vocab,
+                                   "runtime: rank 0");
 }
 
-void DistributedSession::generate(const GenerateRequest& q, const std::function<void(int, TokenId)>& on_token) {
-  if (rank_ != 0) throw Error("runtime: generate() is for rank 0; other ranks call serve()");
-  const auto& c = model_->config();
-  if (q.prompts.empty() || int64_t(q.prompts.size()) > opt_.n_seq)
-    throw Error(fmt::format("generate: {} prompts, the session holds 1 to {} sequences", q.prompts.size(),
-                            opt_.n_seq));
-  if (q.n_predict < 1) throw Error("generate: the number of tokens to generate must be at least 1");
-  Request r;
-  r.h.op = kGenerate;
-  r.h.n_seqs = int32_t(q.prompts.size());
-  r.h.n_predict = q.n_predict;
-  r.h.eos = q.eos;
-  const auto& s = q.sampling;
-  r.h.sampling = s;
-  if (s.repeat_penalty <= 0) throw Error(fmt::format("generate: repeat penalty {} must be positive", s.repeat_penalty));
-  for (size_t i = 0; i < q.prompts.size(); ++i) {
-    const auto& p = q.prompts[i];
-    if (p.empty()) throw Error(fmt::format("generate: prompt {} is empty", i));
-    if (int64_t(p.size()) + q.n_predict > opt_.n_ctx)
-      throw Error(fmt::format("generate: prompt {} ({} tokens) + {} tokens exceeds the context of {}", i, p.size(),
-                              q.n_predict, opt_.n_ctx));
-    for (TokenId t : p)
-      if (t < 0 || t >= c.n_vocab)
-        throw Error(fmt::format("generate: prompt {}: token id {} is outside the vocabulary of {}", i, t, c.n_vocab));
-    r.lens.push_back(int32_t(p.size()));
-    r.tokens.insert(r.tokens.end(), p.begin(), p.end());
-  }
-  r.h.n_tokens = int64_t(r.tokens.size());
-  broadcast_request(r);
-  run(r, on_token, nullptr);
+void DistributedSession::add(int32_t slot, const SamplerParams& params, std::span<const TokenId> kept_prefix) {
+  if (rank_ != 0) throw Error("runtime: add() is for rank 0; other ranks call serve()");
+  builder_->add(slot, params, kept_prefix);
+}
+
+void DistributedSession::free(int32_t slot) {
+  if (rank_ != 0) throw Error("runtime: free() is for rank 0; other ranks call serve()");
+  builder_->free(slot);
+}
+
+std::vector<SlotToken> DistributedSession::step(const Batch& entries) {
+  if (rank_ != 0) throw Error("runtime: step() is for rank 0; other ranks call serve()");
+  return run(builder_->take(StepKind::Step, entries));
+}
+
+std::vector<SlotToken> DistributedSession::run(const StepMessage& m) {
+  if (rank_ != 0) throw Error("runtime: run() is for rank 0; other ranks call serve()");
+  StepMessage unused;
+  broadcast(&m, unused);
+  return execute(m, nullptr);
 }
 
 std::vector<float> DistributedSession::prompt_logits(const std::vector<TokenId>& prompt) {
   if (rank_ != 0) throw Error("runtime: prompt_logits() is for rank 0");
   if (prompt.empty() || int64_t(prompt.size()) > opt_.n_ctx)
     throw Error(fmt::format("prompt_logits: {} tokens for a context of {}", prompt.size(), opt_.n_ctx));
-  for (TokenId t : prompt)
-    if (t < 0 || t >= model_->config().n_vocab) throw Error(fmt::format("prompt_logits: token id {} out of range", t));
-  Request r;
-  r.h.op = kLogits;
-  r.h.n_seqs = 1;
-  r.h.n_predict = 0;
-  r.lens = {int32_t(prompt.size())};
-  r.tokens = prompt;
-  r.h.n_tokens = int64_t(prompt.size());
-  broadcast_request(r);
+  if (builder_->live(0)) throw Error("prompt_logits: slot 0 is live");
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  builder_->add(0, greedy, {});
   std::vector<float> logits;
-  run(r, nullptr, &logits);
+  Batch b;
+  for (size_t at = 0; at < prompt.size(); at += size_t(opt_.n_batch)) {
+    const size_t end = std::min(prompt.size(), at + size_t(opt_.n_batch));
+    b.clear();
+    for (size_t i = at; i < end; ++i) b.add(0, int32_t(i), prompt[i], i + 1 == prompt.size());
+    const StepMessage m = builder_->take(end == prompt.size() ? StepKind::Logits : StepKind::Step, b);
+    StepMessage unused;
+    broadcast(&m, unused);
+    execute(m, &logits);
+  }
+  builder_->free(0);
   return logits;
+}
+
+void DistributedSession::mark() {
+  if (rank_ != 0) throw Error("runtime: mark() is for rank 0");
+  run(builder_->take(StepKind::Mark, {}));
 }
 
 void DistributedSession::shutdown() {
   if (rank_ != 0) throw Error("runtime: shutdown() is for rank 0");
-  Request r;
-  r.h.op = kShutdown;
-  broadcast_request(r);
+  run(builder_->take(StepKind::Shutdown, {}));
 }
 
-void DistributedSession::serve() {
+bool DistributedSession::serve() {
   if (rank_ == 0) throw Error("runtime: rank 0 drives; serve() is for the other ranks");
   for (;;) {
-    Request r;
-    broadcast_request(r);
-    if (r.h.op == kShutdown) return;
-    run(r, nullptr, nullptr);
+    StepMessage m;
+    broadcast(nullptr, m);
+    execute(m, nullptr);
+    if (m.kind == StepKind::Shutdown) return false;
+    if (m.kind == StepKind::Mark) return true;
   }
-}
-
-void DistributedSession::run(const Request& r, const std::function<void(int, TokenId)>& on_token,
-                             std::vector<float>* logits_out) {
-  const auto t = Clock::now();
-  samplers_.clear();
-  if (plan_.ranks[size_t(rank_)].last_stage(model_->config()) && r.h.op == kGenerate) {
-    std::vector<Range> slices;
-    for (int i = 0; i < plan_.tp; ++i) slices.push_back(plan_.ranks[size_t(plan_.rank_of(stage_index_, i))].vocab_rows);
-    for (int s = 0; s < r.h.n_seqs; ++s) {
-      samplers_.push_back(std::make_unique<ShardedSampler>(r.sampling(s), slices, tp_index_));
-      for (TokenId id : r.prompt(s)) samplers_.back()->accept(id);
-    }
-  }
-  if (stage_index_ == 0)
-    drive(r, on_token, logits_out);
-  else
-    follow(r, logits_out);
-  stats_.total_seconds += since(t);
 }
 
 }  // namespace shardlm::parallel

@@ -2,19 +2,21 @@
 // slice of the Model from its own mapped copy of the file, tensor-parallel
 // partial sums meet in all-reduces inside each stage, hidden states go stage
 // to stage by send/recv, and the last stage samples with the vocabulary split
-// (parallel/sharded_sampler.h). Rank 0 drives: generate() broadcasts the
-// request, every other rank follows it in serve().
+// (parallel/sharded_sampler.h), so only token ids travel back.
 //
-// Schedule: the first stage feeds prompts in chunks of n_batch tokens
-// (chunked prefill), then decodes; with several sequences it keeps up to pp
-// micro-batches in flight, so stage i works on micro-batch k+1 while stage
-// i+1 works on k. Later stages are pure dataflow: they run whatever arrives
-// and pass it on until the first stage says the request is over. The last
-// stage sends the sampled tokens back to the first stage (a few bytes).
+// The interface is a step-level engine (the shape of serve/engine.h): rank 0
+// adds and frees sequences in KV slots and runs steps of entries from any
+// number of them; each step is broadcast to every rank as one StepMessage
+// (parallel/step_message.h) and every rank runs it. Within a step the first
+// stage cuts the entries into up to pp micro-batches along sequences and
+// sends each on as soon as it is computed, so stage i works on micro-batch
+// k+1 while stage i+1 works on k; the last stage sends each micro-batch's
+// sampled tokens back to the first stage (a few bytes). The bubble is at
+// step boundaries: a step of m micro-batches takes m + pp - 1 stage times.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <span>
 #include <memory>
 #include <vector>
 
@@ -23,23 +25,17 @@
 #include "model/sampler.h"
 #include "parallel/planner.h"
 #include "parallel/sharded_sampler.h"
+#include "parallel/step_message.h"
 #include "parallel/wire_all_reduce.h"
 
 namespace shardlm::parallel {
 
 struct RuntimeOptions {
   int64_t n_ctx = 512;    // positions per sequence
-  int64_t n_seq = 1;      // most sequences of one request
-  int64_t n_batch = 256;  // prefill chunk and largest forward batch
+  int64_t n_seq = 1;      // KV slots: sequences live at once
+  int64_t n_batch = 256;  // most entries in one step
   DType kv_type = DType::F32;
   int threads = 1;        // compute threads of this rank
-};
-
-struct GenerateRequest {
-  std::vector<std::vector<TokenId>> prompts;  // one sequence each
-  int32_t n_predict = 16;                     // tokens to generate per sequence
-  SamplerParams sampling;                     // sequence i uses seed + i
-  TokenId eos = -1;                           // ends a sequence early (-1: never)
 };
 
 // Where this rank's time went, summed since construction or reset_stats().
@@ -50,7 +46,7 @@ struct RuntimeStats {
   double collective_seconds = 0;  // all-reduces and candidate exchanges
   double all_reduce_seconds = 0;  // the all-reduces alone (they run inside forward)
   double p2p_wait_seconds = 0;    // waiting for hidden states or tokens
-  double total_seconds = 0;       // inside generate()/serve() requests
+  double total_seconds = 0;       // inside steps
   int64_t all_reduces = 0;
   int64_t forward_calls = 0;
   int64_t tokens = 0;             // generated tokens (all sequences)
@@ -67,17 +63,29 @@ class DistributedSession {
                      RuntimeOptions options);
   ~DistributedSession();
 
-  // Rank 0. on_token(seq, token) is called for every generated token in order.
-  // Throws Error for a request that does not fit the options (before any
-  // other rank is involved) and for any peer failure.
-  void generate(const GenerateRequest& request, const std::function<void(int seq, TokenId token)>& on_token);
-  // Rank 0: the full logits after the prompt (gathered on purpose: tests, debugging).
+  // Rank 0: the engine. add()/free() go out with the next step. step()
+  // returns one token per entry that wants one, in entry order. Throws Error
+  // for a request that does not fit (before any other rank is involved) and
+  // for any peer failure.
+  void add(int32_t slot, const SamplerParams& params, std::span<const TokenId> kept_prefix);
+  void free(int32_t slot);
+  std::vector<SlotToken> step(const Batch& entries);
+  // Rank 0: runs a step message made elsewhere (the coordinator's, checked by decode()).
+  std::vector<SlotToken> run(const StepMessage& message);
+  // Rank 0: the full logits after the prompt in slot 0, which must be free
+  // (gathered on purpose: tests, debugging). Slot 0 is free again after.
   std::vector<float> prompt_logits(const std::vector<TokenId>& prompt);
-  // Rank 0: releases the followers' serve().
+  // Rank 0: a stats boundary on every rank (the followers' serve() returns true).
+  void mark();
+  // Rank 0: releases the followers' serve() for good.
   void shutdown();
-  // Ranks other than 0: follows rank 0's requests until shutdown().
-  void serve();
+  // Ranks other than 0: run rank 0's steps; true at a mark(), false at shutdown().
+  bool serve();
 
+  int64_t n_slots() const { return opt_.n_seq; }
+  int64_t n_ctx() const { return opt_.n_ctx; }
+  int64_t max_step_entries() const { return opt_.n_batch; }
+  int64_t n_vocab() const { return model_->config().n_vocab; }
   const Model& model() const { return *model_; }
   const Plan& plan() const { return plan_; }
   int rank() const { return rank_; }
@@ -85,32 +93,32 @@ class DistributedSession {
   void reset_stats() { stats_ = {}; }
 
  private:
-  struct Request;
-  struct Seq;
-  using Tokens = std::vector<std::pair<int32_t, TokenId>>;
-  void broadcast_request(Request& r);
-  void run(const Request& r, const std::function<void(int, TokenId)>& on_token, std::vector<float>* logits_out);
-  void drive(const Request& r, const std::function<void(int, TokenId)>& on_token, std::vector<float>* logits_out);
-  void follow(const Request& r, std::vector<float>* logits_out);
-  // Runs a batch on this stage and hands it on; on the last stage returns the
-  // sampled (seq, token) pairs or, for a logits request, gathers the logits.
-  Tokens run_batch(const Request& r, const Batch& batch, const float* hidden, std::vector<float>* logits_out);
-  Tokens sample(const Batch& batch);
+  void broadcast(const StepMessage* message, StepMessage& received);
+  std::vector<SlotToken> execute(const StepMessage& m, std::vector<float>* logits_out);
+  void apply(const SeqOp& op);
+  // Runs a micro-batch on this stage and hands it on; on the last stage
+  // returns the sampled tokens or, for a logits step, gathers the logits.
+  std::vector<SlotToken> run_batch(StepKind kind, const Batch& batch, const float* hidden,
+                                   std::vector<float>* logits_out);
+  std::vector<SlotToken> sample(const Batch& batch);
   void gather_logits(std::vector<float>* logits_out);
-  void send_stage(int kind, const Batch* batch);
-  bool recv_stage(Batch& batch);  // false: end of request
-  void send_tokens(const Tokens& tokens);
-  Tokens recv_tokens();
+  void send_stage(const Batch& batch);
+  void recv_stage(const Batch& expected);
+  void send_tokens(const std::vector<SlotToken>& tokens);
+  std::vector<SlotToken> recv_tokens(size_t expected);
   void all_reduce_hook(float* data, size_t count);
 
   std::shared_ptr<comm::Communicator> world_, stage_;
   Plan plan_;
   RuntimeOptions opt_;
   int rank_, stage_index_, tp_index_;
+  bool last_stage_ = false;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Model> model_;
-  std::vector<std::unique_ptr<ShardedSampler>> samplers_;  // last stage: one per sequence
-  std::vector<uint8_t> send_buf_, recv_buf_;
+  std::unique_ptr<StepBuilder> builder_;                   // rank 0
+  std::vector<bool> live_;                                 // every rank: slots added and not freed
+  std::vector<std::unique_ptr<ShardedSampler>> samplers_;  // last stage: one per live slot
+  std::vector<uint8_t> send_buf_, recv_buf_, message_buf_;
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
   std::vector<Candidate> cand_mine_, cand_all_;

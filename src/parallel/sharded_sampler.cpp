@@ -23,26 +23,18 @@ ShardedSampler::ShardedSampler(const SamplerParams& params, std::vector<Range> s
   SamplerParams chooser = params_;
   chooser.repeat_penalty = 1.0f;
   chooser.presence_penalty = 0.0f;
+  chooser.frequency_penalty = 0.0f;
   chooser_ = std::make_unique<Sampler>(chooser, int64_t(merged));
   merged_logits_.resize(merged);
-}
-
-float ShardedSampler::penalized(TokenId id, float l) const {
-  if (std::find(recent_.begin(), recent_.end(), id) == recent_.end()) return l;
-  l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-  return l - params_.presence_penalty;
 }
 
 void ShardedSampler::local_candidates(std::span<const float> logits, Candidate* out) {
   const Range mine = slices_[size_t(mine_)];
   if (int64_t(logits.size()) != mine.size())
     throw Error(fmt::format("sampler: {} logits for a vocabulary slice of {}", logits.size(), mine.size()));
-  const bool penalties = params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f;
   scratch_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const auto id = TokenId(mine.begin + int64_t(i));
-    scratch_[i] = {id, penalties ? penalized(id, logits[i]) : logits[i]};
-  }
+  for (size_t i = 0; i < logits.size(); ++i) scratch_[i] = {TokenId(mine.begin + int64_t(i)), logits[i]};
+  apply_penalties(mine);
   const size_t keep = std::min(per_rank_, scratch_.size());
   const auto better = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
@@ -61,6 +53,23 @@ TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {
   std::sort(scratch_.begin(), scratch_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
   for (size_t i = 0; i < scratch_.size(); ++i) merged_logits_[i] = scratch_[i].logit;
   return scratch_[size_t(chooser_->sample(merged_logits_))].id;
+}
+
+// The single-node Sampler's penalties, on the recent tokens inside this slice.
+void ShardedSampler::apply_penalties(Range mine) {
+  if (params_.repeat_penalty == 1.0f && params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f) return;
+  seen_.assign(recent_.begin(), recent_.end());
+  std::sort(seen_.begin(), seen_.end());
+  for (size_t i = 0; i < seen_.size();) {
+    const TokenId id = seen_[i];
+    size_t count = 1;
+    while (i + count < seen_.size() && seen_[i + count] == id) ++count;
+    i += count;
+    if (id < mine.begin || id >= mine.end) continue;
+    float& l = scratch_[size_t(id - mine.begin)].logit;
+    l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    l -= params_.presence_penalty + float(count) * params_.frequency_penalty;
+  }
 }
 
 void ShardedSampler::accept(TokenId id) {

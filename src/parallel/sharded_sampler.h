@@ -36,7 +36,7 @@ class ShardedSampler {
   void accept(TokenId id);  // a prompt or generated token, for the penalties
 
  private:
-  float penalized(TokenId id, float logit) const;
+  void apply_penalties(Range mine);  // on scratch_, this slice's candidates
 
   SamplerParams params_;
   std::vector<Range> slices_;
@@ -44,6 +44,7 @@ class ShardedSampler {
   size_t per_rank_ = 1;
   std::unique_ptr<Sampler> chooser_;  // penalties off: they were applied locally
   std::vector<TokenId> recent_;       // the last penalty_window tokens, oldest first
+  std::vector<TokenId> seen_;         // scratch: recent_ sorted
   std::vector<Candidate> scratch_;
   std::vector<float> merged_logits_;
 };

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/sampler.h"
@@ -46,6 +47,14 @@ class Engine {
   // Runs one step; returns one token per entry with sample=true, in entry order.
   // At most one sampling entry per slot; entries' slots must be live.
   virtual std::vector<SampledToken> step(std::span<const StepEntry> entries) = 0;
+
+  // Empty while the engine can run steps; otherwise why not (a cluster
+  // engine whose worker died names it). Called from any thread.
+  virtual std::string health() const { return {}; }
+  // Called before admitting requests while health() is not empty: a cluster
+  // engine forms its job again (the node may be back). True when it did, and
+  // so every slot's cache is empty now. Not thread-safe with step().
+  virtual bool recover() { return false; }
 };
 
 }  // namespace shardlm::serve

@@ -102,7 +102,11 @@ void HttpServer::routes() {
 
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const Gauges g = scheduler_.gauges();
-    send_json(res, 200, Json{{"status", "ok"}, {"slots_idle", g.kv_slots - g.kv_slots_used}, {"slots_processing", g.kv_slots_used}});
+    const std::string problem = scheduler_.health();
+    Json body{{"status", problem.empty() ? "ok" : "degraded"}, {"slots_idle", g.kv_slots - g.kv_slots_used},
+              {"slots_processing", g.kv_slots_used}};
+    if (!problem.empty()) body["error"] = problem;
+    send_json(res, problem.empty() ? 200 : 503, body);
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(scheduler_.gauges()), "text/plain; version=0.0.4");
@@ -169,13 +173,13 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
 
   if (!a.stream) {
     const auto c = state->stream->wait_all();
-    if (c.finish == FinishReason::Error) return send_error(res, 500, c.error);
+    if (c.finish == FinishReason::Error) return send_error(res, scheduler_.health().empty() ? 500 : 503, c.error);
     return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage()));
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
+      [state, this](size_t, httplib::DataSink& sink) {
         if (!state->started) {
           state->started = true;
           if (state->head.kind == ApiKind::Chat && !write(sink, sse(chunk_json(state->head, "", FinishReason::None, true))))
@@ -185,7 +189,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
         if (!c.text.empty() && !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None)))) return false;
         if (!c.done) return true;
         if (c.finish == FinishReason::Error) {
-          if (!write(sink, sse(error_json(c.error, 500)))) return false;
+          if (!write(sink, sse(error_json(c.error, scheduler_.health().empty() ? 500 : 503)))) return false;
         } else {
           if (!write(sink, sse(chunk_json(state->head, "", c.finish)))) return false;
           if (state->include_usage && !write(sink, sse(usage_chunk_json(state->head, state->stream->usage())))) return false;

@@ -20,6 +20,7 @@ class LocalEngine final : public Engine {
   int64_t n_ctx() const override { return model_.options().n_ctx; }
   int64_t max_step_entries() const override { return model_.options().n_batch; }
   int64_t n_vocab() const override { return model_.config().n_vocab; }
+  size_t kv_cache_bytes() const { return model_.kv_cache().bytes(); }
 
   void add(SlotId slot, const SamplerParams& params, std::span<const TokenId> kept_prefix) override;
   void free(SlotId slot) override;

@@ -55,6 +55,11 @@ void Scheduler::loop() {
   }
 }
 
+bool Scheduler::has_waiting() const {
+  std::lock_guard lock(mu_);
+  return !waiting_.empty();
+}
+
 Gauges Scheduler::gauges() const {
   std::lock_guard lock(mu_);
   return {n_running_, int64_t(waiting_.size()), n_running_, engine_.n_slots()};
@@ -91,6 +96,8 @@ void Scheduler::admit() {
 bool Scheduler::step() {
   drop_cancelled();
   std::erase_if(running_, [](const auto& r) { return r->stream == nullptr; });
+  if (running_.empty() && !engine_.health().empty() && has_waiting() && engine_.recover())
+    slots_ = PrefixSlots(engine_.n_slots());  // a new engine: nothing of the old caches is there
   admit();
   if (running_.empty()) return false;
 
@@ -123,6 +130,9 @@ bool Scheduler::step() {
   } catch (const std::exception& e) {
     spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
     for (auto& r : running_) end(*r, FinishReason::Error, e.what());
+    running_.clear();
+    std::lock_guard lock(mu_);
+    n_running_ = 0;
     return true;
   }
   size_t k = 0;

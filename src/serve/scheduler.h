@@ -59,6 +59,8 @@ class Scheduler {
   // Entries of the last step: (prompt entries, decode entries).
   std::pair<int64_t, int64_t> last_step_entries() const { return last_step_; }
   Gauges gauges() const;
+  // The engine's health(): empty while it can run steps.
+  std::string health() const { return engine_.health(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -80,6 +82,7 @@ class Scheduler {
   };
 
   void drop_cancelled();
+  bool has_waiting() const;
   void admit();
   void on_token(Running& r, TokenId token);
   void end(Running& r, FinishReason reason, std::string error = {});

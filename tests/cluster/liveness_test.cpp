@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <random>
 
 #include "cluster/cluster_fixture.h"
 
@@ -110,6 +111,88 @@ TEST_F(ClusterTest, IdleAndGarbageConnectionsNeverDelayAJob) {
   EXPECT_TRUE(workers_[0]->running());
 }
 
+// A worker that freezes while it sets the job up (receiving or loading its
+// slices can take minutes) is named within the peer timeout; one that is
+// merely slow beats all along and is not.
+TEST_F(ClusterTest, WorkerStoppedDuringSetupIsNamedWithinThePeerTimeout) {
+  const std::string a = start_worker();
+  const std::string b = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=30000"});
+  auto coordinator = start_run({"-n", "8", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--peer-timeout", "1"});
+  for (int i = 0; i < 500 && workers_[1]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(workers_[1]->err().find("worker: job as rank"), std::string::npos) << workers_[1]->err();
+  workers_[1]->signal_group(SIGSTOP);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
+  EXPECT_LT(seconds_since(t0), 3.0);
+  EXPECT_NE(error_line(coordinator->err()).find("worker " + b + ": not responding for 1 s (--peer-timeout)"),
+            std::string::npos)
+      << coordinator->err();
+  workers_[1]->signal_group(SIGCONT);
+  for (int i = 0; i < 250 && workers_[0]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
+  EXPECT_NE(workers_[0]->err().find("worker: idle"), std::string::npos) << workers_[0]->err();
+}
+
+TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
+  const std::string a = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1500"});
+  const std::string b = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1500"});
+  auto r = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--peer-timeout", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, single_node());
+}
+
+// A coordinator that stops while the workers set up (here after they said
+// ready, so before they connect to it and while they load) is given up within
+// the peer timeout. (--worker-model: no transfer, so the stop comes after it.)
+TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1000"});
+  auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
+  for (int i = 0; i < 500 && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  coordinator->signal_group(SIGSTOP);
+  const auto t0 = Clock::now();
+  while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
+  EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
+  EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
+  coordinator->kill9();
+  auto next = run({"-n", "40", "--nodes", node});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+}
+
+// While a worker serves a job, strangers connect to it: idle connections,
+// random bytes, half a handshake that then stalls. The job does not notice.
+TEST_F(ClusterTest, GarbageAndHalfOpenConnectionsDuringAJobLeaveItUnaffected) {
+  const auto reference = run({"-n", "100"});
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  const std::string node = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=20"});
+  auto job = start_run({"-n", "100", "--nodes", node});
+  wait_for_output(*job, 20);
+  std::vector<int> strangers;
+  for (int i = 0; i < 32; ++i) strangers.push_back(open_raw(node));  // idle
+  std::mt19937 random(12);
+  for (int i = 0; i < 8; ++i) {
+    std::string bytes(size_t(1 + random() % 9000), '\0');
+    for (auto& c : bytes) c = char(random());
+    const int fd = open_raw(node);
+    EXPECT_GT(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0);
+    strangers.push_back(fd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    // The first 40 of the 88 bytes of a HELLO (net/handshake.h), then nothing.
+    std::string hello = "SHLMCOMM";
+    hello.append("\x01\0\0\0", 4);
+    hello.append(28, '\0');
+    const int fd = open_raw(node);
+    EXPECT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL), ssize_t(hello.size()));
+    strangers.push_back(fd);
+  }
+  EXPECT_EQ(job->wait(std::chrono::seconds(60)), 0) << job->err();
+  EXPECT_EQ(job->out(), reference.out);
+  for (int fd : strangers) close(fd);
+  auto next = run({"-n", "40", "--nodes", node});
+  ASSERT_EQ(next.status, 0) << next.err;
+  EXPECT_EQ(next.out, single_node());
+}
+
 TEST_F(ClusterTest, OneWorkerTwiceInTheNodeListIsAnImmediateError) {
   const std::string node = start_worker();
   const std::string port = node.substr(node.rfind(':') + 1);
@@ -150,6 +233,35 @@ TEST_F(ClusterTest, ThreeWorkersStoppedKilledRestarted) {
   ASSERT_EQ(fourth.status, 0) << fourth.err;
   EXPECT_EQ(fourth.out, single_node());
   workers_[2]->signal_group(SIGCONT);
+}
+
+// --comm-port: the workers connect back to the first free port of the range.
+TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port)), next = std::to_string(ntohs(a.sin_port) + 1);
+  const std::string node = start_worker();
+  auto run_debug = [&](const std::string& range) {
+    Process p({SHARDLM_BINARY, "--log-level", "debug", "run", "-m", kModel, "-p", "Once upon a time", "--temp", "0",
+               "-t", "1", "-n", "40", "--nodes", node, "--comm-port", range},
+              dir_ / "comm.out", dir_ / "comm.err", {kToken});
+    const int status = p.wait();
+    return Result{status, p.out(), p.err()};
+  };
+  const auto refused = run_debug(port);
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(error_line(refused.err).find("--comm-port: no free port in " + port + "-" + port), std::string::npos)
+      << refused.err;
+  const auto moved = run_debug(port + "-" + next);
+  ASSERT_EQ(moved.status, 0) << moved.err;
+  EXPECT_NE(moved.err.find("the job's links from the workers come to port " + next), std::string::npos) << moved.err;
+  EXPECT_EQ(moved.out, single_node());
+  close(taken);
 }
 
 TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {

@@ -3,9 +3,13 @@
 // killed mid-generation ends the job, named, within seconds.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -135,6 +139,38 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
     EXPECT_EQ(p->out(), single.out) << p->err();
     EXPECT_NE(p->err().find(expected), std::string::npos) << p->err();
   }
+}
+
+// `serve` over MPI: rank 0 serves HTTP, both ranks compute every step.
+TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
+  auto server = start({SHARDLM_BINARY, "serve", "-m", kModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",
+                       "-c", "256"},
+                      2);
+  int port = 0;
+  for (int i = 0; i < 1500 && port == 0; ++i) {
+    const std::string out = server->out();
+    if (const auto at = out.find("on http://127.0.0.1:"); at != std::string::npos && out.find('\n', at) != std::string::npos)
+      port = std::atoi(out.c_str() + at + std::strlen("on http://127.0.0.1:"));
+    else usleep(20000);
+  }
+  ASSERT_GT(port, 0) << server->err();
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(60, 0);
+  const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}},
+                               {"max_tokens", 16},
+                               {"temperature", 0}};
+  const auto r = client.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r) << server->err();
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto reply = nlohmann::json::parse(r->body);
+  EXPECT_FALSE(reply["choices"][0]["message"]["content"].get<std::string>().empty()) << r->body;
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 16) << r->body;
+  EXPECT_NE(server->err().find("serve: tp 2 × pp 1 on 2 MPI ranks"), std::string::npos) << server->err();
+  // mpirun passes SIGTERM on; rank 0 stops serving and releases the other rank.
+  const auto t0 = std::chrono::steady_clock::now();
+  kill(server->pid(), SIGTERM);
+  server->wait(std::chrono::seconds(30));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
 }
 
 // The pid of the rank `rank` among the processes mpirun `parent` started.

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -25,17 +26,21 @@ class NetnsCluster : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "netns cluster test needs root (ip netns); not root";
     if (std::system("ip netns list >/dev/null 2>&1") != 0) GTEST_SKIP() << "netns cluster test: `ip netns` unavailable";
     prefix_ = "slmt" + std::to_string(getpid() % 10000);
-    env_ = "SHARDLM_NETNS_PREFIX=" + prefix_ + " SHARDLM_NETNS_SUBNET=10.79." + std::to_string(getpid() % 200) +
-           " SHARDLM_TOKEN=netns-test-token ";
+    subnet_ = "10.79." + std::to_string(getpid() % 200);
+    env_ = "SHARDLM_NETNS_PREFIX=" + prefix_ + " SHARDLM_NETNS_SUBNET=" + subnet_ + " SHARDLM_TOKEN=netns-test-token ";
     dir_ = fs::temp_directory_path() / ("shardlm-netns-" + std::to_string(getpid()));
     fs::create_directories(dir_);
+  }
+  // Two workers, each in a namespace of its own; `worker_env` ("NAME=value ") is theirs.
+  void up(const std::string& worker_env = "") {
     up_ = true;
-    const std::string cmd = env_ + kScript + " up 2 " + SHARDLM_BINARY + " > " + (dir_ / "nodes").string() + " 2>" +
-                            (dir_ / "up.err").string();
+    const std::string cmd = env_ + worker_env + kScript + " up 2 " + SHARDLM_BINARY + " > " +
+                            (dir_ / "nodes").string() + " 2>" + (dir_ / "up.err").string();
     if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "netns setup failed: " << read_text(dir_ / "up.err");
     nodes_ = read_text(dir_ / "nodes");
     while (!nodes_.empty() && nodes_.back() == '\n') nodes_.pop_back();
   }
+  std::string worker_log(int i) const { return read_text("/tmp/" + prefix_ + "-netns-cluster/worker" + std::to_string(i) + ".log"); }
   void TearDown() override {
     if (up_) {
       EXPECT_EQ(std::system((env_ + kScript + " down").c_str()), 0);
@@ -53,12 +58,14 @@ class NetnsCluster : public ::testing::Test {
     return p.out();
   }
 
-  std::string prefix_, env_, nodes_;
+  std::string prefix_, subnet_, env_, nodes_;
   fs::path dir_;
   bool up_ = false;
 };
 
 TEST_F(NetnsCluster, WorkersInNamespacesMatchSingleNode) {
+  up();
+  if (IsSkipped()) return;
   ASSERT_NE(nodes_.find(','), std::string::npos) << nodes_;
   int status = 0;
   const std::string single = run({}, &status);
@@ -66,6 +73,42 @@ TEST_F(NetnsCluster, WorkersInNamespacesMatchSingleNode) {
   const std::string cluster = run({"--nodes", nodes_, "--tp", "2", "--pp", "1"}, &status);
   ASSERT_EQ(status, 0);
   EXPECT_EQ(cluster, single);
+}
+
+}  // namespace
+
+namespace {
+
+// A network split between the two workers while both still reach the
+// coordinator: their comm links carry no heartbeats, so only the kernel's
+// keep-alive and retransmission deadlines (cluster/keepalive.h) end the job.
+TEST_F(NetnsCluster, SplitBetweenTwoWorkersEndsTheJobWithinThePeerTimeout) {
+  up("SHARDLM_WORKER_TOKEN_DELAY_MS=50 ");
+  if (IsSkipped()) return;
+  Process coordinator({SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
+                       "1", "--nodes", nodes_, "--tp", "2", "--pp", "1"},
+                      dir_ / "split.out", dir_ / "split.err", {"SHARDLM_TOKEN=netns-test-token"});
+  for (int i = 0; i < 500 && coordinator.out().size() < 40; ++i) usleep(20000);
+  ASSERT_GE(coordinator.out().size(), 40u) << coordinator.err();
+  // The bridge stops forwarding between the workers' ports (isolated ports
+  // still reach the host, where the coordinator runs): packets vanish
+  // silently, as in a real split; neither worker's stack sees an error.
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(std::system(("bridge link set dev " + prefix_ + "-h" + std::to_string(i) + " isolated on").c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const int status = coordinator.wait(std::chrono::seconds(30));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(status, 1) << coordinator.err();
+
+  EXPECT_LT(seconds, 10.0);  // --peer-timeout 3 s, then the report reaches the coordinator
+  const std::string err = coordinator.err();
+  const std::string line = err.substr(err.find("shardlm: error: "));
+  EXPECT_NE(line.find("worker " + subnet_ + ".1"), std::string::npos) << err;
+  // Both workers gave the job up and are idle again.
+  for (int i = 0; i < 2; ++i) {
+    for (int t = 0; t < 250 && worker_log(i).find("worker: idle") == std::string::npos; ++t) usleep(20000);
+    EXPECT_NE(worker_log(i).find("worker: idle"), std::string::npos) << worker_log(i);
+  }
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "comm/tcp_socket.h"
+#include "net/socket.h"
 
 namespace shardlm::comm::testing {
 namespace {
@@ -66,8 +66,8 @@ int temp_file() {
 }  // namespace
 
 std::vector<RankOutcome> run_ranks(int n, const Body& body, const RunOptions& o) {
-  tcp::Fd listener = tcp::listen_on(tcp::HostPort{"127.0.0.1", 0});
-  uint16_t port = tcp::local_port(listener.get());
+  net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});
+  uint16_t port = net::local_port(listener.get());
   std::vector<pid_t> pids(static_cast<size_t>(n), -1);
   std::vector<int> outs(static_cast<size_t>(n)), logs(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {

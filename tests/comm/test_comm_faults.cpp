@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/tcp_handshake.h"
-#include "comm/tcp_socket.h"
+#include "net/handshake.h"
+#include "net/socket.h"
 #include "core/error.h"
 #include "rank_harness.h"
 
@@ -28,13 +28,15 @@ TEST(Faults, KillNineMidCollectiveFailsEveryOtherRankNamingIt) {
   o.op_timeout = 2000ms;
   auto out = testing::run_ranks(4, [](Communicator& c) {
     std::vector<float> buf(size_t(4) << 20, 1.f);  // 16 MiB: the ring is in flight
-    if (c.rank() == 2) {
-      Work w = c.all_reduce_async(buf.data(), buf.size(), DType::F32);
-      std::this_thread::sleep_for(5ms);
-      raise(SIGKILL);
-    }
+    std::thread killer;
+    if (c.rank() == 2)
+      killer = std::thread([] {
+        std::this_thread::sleep_for(5ms);
+        raise(SIGKILL);
+      });
     c.all_reduce(buf.data(), buf.size(), DType::F32);
     c.all_reduce(buf.data(), buf.size(), DType::F32);
+    if (killer.joinable()) killer.join();
     return std::string("survived");
   }, o);
   EXPECT_EQ(out[2].signal, SIGKILL) << testing::describe(out);
@@ -110,17 +112,17 @@ TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
   testing::RunOptions o;
   o.before_others = [](uint16_t port) {
     auto deadline = Clock::now() + 2s;
-    tcp::HostPort where{"127.0.0.1", port};
+    net::HostPort where{"127.0.0.1", port};
     std::string junk(300, '\x5a');
     {
-      tcp::Fd a = tcp::connect_to(where, deadline);  // random bytes
-      tcp::write_all(a.get(), junk.data(), junk.size(), deadline, "test");
+      net::Fd a = net::connect_to(where, deadline);  // random bytes
+      net::write_all(a.get(), junk.data(), junk.size(), deadline, "test");
     }
     {
-      tcp::Fd b = tcp::connect_to(where, deadline);  // right magic, then truncated
-      tcp::write_all(b.get(), "SHLMCOMM\x01", 9, deadline, "test");
+      net::Fd b = net::connect_to(where, deadline);  // right magic, then truncated
+      net::write_all(b.get(), "SHLMCOMM\x01", 9, deadline, "test");
     }
-    tcp::Fd c = tcp::connect_to(where, deadline);  // connects and hangs up at once
+    net::Fd c = net::connect_to(where, deadline);  // connects and hangs up at once
   };
   auto out = testing::run_ranks(3, [](Communicator& c) {
     float x = 2.f;
@@ -134,18 +136,18 @@ TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
 }
 
 // Runs the handshake between this process and a forked child over a socket pair.
-std::pair<std::string, int> handshake_pair(tcp::HandshakeParams mine, tcp::HandshakeParams theirs) {
+std::pair<std::string, int> handshake_pair(net::HandshakeParams mine, net::HandshakeParams theirs) {
   int sv[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  tcp::set_nonblocking(sv[0]);
-  tcp::set_nonblocking(sv[1]);
+  net::set_nonblocking(sv[0]);
+  net::set_nonblocking(sv[1]);
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     ::close(sv[0]);
     int code = 0;
     try {
-      tcp::handshake(sv[1], tcp::Role::Acceptor, theirs, Clock::now() + 3s, "parent");
+      net::handshake(sv[1], net::Role::Acceptor, theirs, Clock::now() + 3s, "parent");
     } catch (const std::exception&) {
       code = 1;
     }
@@ -154,7 +156,7 @@ std::pair<std::string, int> handshake_pair(tcp::HandshakeParams mine, tcp::Hands
   ::close(sv[1]);
   std::string error;
   try {
-    tcp::handshake(sv[0], tcp::Role::Connector, mine, Clock::now() + 3s, "child");
+    net::handshake(sv[0], net::Role::Connector, mine, Clock::now() + 3s, "child");
   } catch (const Error& e) {
     error = e.what();
   }
@@ -165,24 +167,24 @@ std::pair<std::string, int> handshake_pair(tcp::HandshakeParams mine, tcp::Hands
 }
 
 TEST(Handshake, MismatchesAreRefusedOnBothEnds) {
-  tcp::HandshakeParams good{{0, 2, 0}, "tok", "cluster", tcp::kProtocolVersion};
+  net::HandshakeParams good{{0, 2, 0}, "tok", "cluster", net::kProtocolVersion};
   auto [ok_error, ok_code] = handshake_pair(good, good);
   EXPECT_EQ(ok_error, "");
   EXPECT_EQ(ok_code, 0);
 
-  tcp::HandshakeParams newer = good;
-  newer.version = tcp::kProtocolVersion + 1;
+  net::HandshakeParams newer = good;
+  newer.version = net::kProtocolVersion + 1;
   auto [v_error, v_code] = handshake_pair(good, newer);
   EXPECT_TRUE(contains(v_error, "protocol version")) << v_error;
   EXPECT_EQ(v_code, 1);
 
-  tcp::HandshakeParams other_cluster = good;
+  net::HandshakeParams other_cluster = good;
   other_cluster.cluster_id = "other";
   auto [c_error, c_code] = handshake_pair(good, other_cluster);
   EXPECT_TRUE(contains(c_error, "cluster id")) << c_error;
   EXPECT_EQ(c_code, 1);
 
-  tcp::HandshakeParams other_token = good;
+  net::HandshakeParams other_token = good;
   other_token.token = "tok2";
   auto [t_error, t_code] = handshake_pair(good, other_token);
   EXPECT_TRUE(contains(t_error, "authentication failed")) << t_error;

@@ -120,32 +120,6 @@ TEST(PointToPoint, MessageLongerThanBufferFailsNamingThePeer) {
   EXPECT_NE(out[1].output.find("exceeds the receive buffer"), std::string::npos) << out[1].output;
 }
 
-TEST(Async, CollectivesOverlapComputeAndKeepCallOrder) {
-  auto out = testing::run_ranks(3, [](Communicator& c) {
-    const size_t count = 300001;
-    std::vector<float> a(count, float(c.rank() + 1)), b(count, 2.f);
-    std::vector<int32_t> mine{c.rank()}, all(3, -1);
-    Work wa = c.all_reduce_async(a.data(), count, DType::F32);
-    Work wg = c.all_gather_async(mine.data(), all.data(), sizeof(int32_t));
-    double acc = 0;  // "compute" while the collectives progress
-    for (int i = 0; i < 2000000; ++i) acc += std::sqrt(double(i));
-    float x = float(c.rank());
-    c.all_reduce(&x, 1, DType::F32, ReduceOp::Max);  // blocking: runs after the queued two
-    Work wb = c.all_reduce_async(b.data(), count, DType::F32);
-    while (!wb.test()) {
-    }
-    wa.wait();
-    wg.wait();
-    wb.wait();
-    RANK_REQUIRE(a[0] == 6.f && a[count - 1] == 6.f, "async sum {}", a[0]);
-    RANK_REQUIRE(all[0] == 0 && all[1] == 1 && all[2] == 2, "async gather");
-    RANK_REQUIRE(x == 2.f, "blocking max {}", x);
-    RANK_REQUIRE(b[17] == 6.f, "third {}", b[17]);
-    return std::string(acc > 0 ? "ok" : "?");
-  });
-  for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
-}
-
 TEST(Split, SubGroupsReuseLinksAndOrderByKey) {
   auto out = testing::run_ranks(4, [](Communicator& c) {
     // TP pairs {0,1} and {2,3}, ranked in reverse by key; rank 3 also sits out a second split.

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "comm/mpi_transport.h"
+#include "comm/mpi/mpi_transport.h"
 #include "comm/test_shm_helpers.h"
 #include "core/error.h"
 
@@ -39,6 +39,22 @@ TEST(MpiTransport, EveryCollectiveOverMpiLinks) {
   comm->barrier();
 }
 
+TEST(MpiTransport, EveryCollectiveNative) {
+  auto comm = mpi_world(true);
+  testing::check_all_collectives(*comm, {0, 1, 1237, (size_t(300) << 10) + 3});
+  comm->barrier();
+}
+
+// Odd and even ranks: each group gets its own MPI communicator.
+TEST(MpiTransport, SplitGroupsUseMpiCollectivesToo) {
+  auto comm = mpi_world(true);
+  auto half = comm->split(comm->rank() % 2, comm->rank());
+  ASSERT_TRUE(half);
+  testing::check_all_collectives(*half, {0, 1, 1237, (size_t(300) << 10) + 3});
+  half->barrier();
+  comm->barrier();
+}
+
 TEST(MpiTransport, NativeAllReduceMatches) {
   auto comm = mpi_world(true);
   ASSERT_EQ(comm->choose_all_reduce(4 << 20), AllReduceAlgo::Native);
@@ -62,6 +78,17 @@ TEST(MpiTransport, NativeAllReduceGivesEveryRankTheSameBits) {
     comm->broadcast(rank0.data(), count * sizeof(float), 0);
     ASSERT_EQ(std::memcmp(rank0.data(), buf.data(), count * sizeof(float)), 0) << count;
   }
+  for (DType t : {DType::F16, DType::BF16}) {  // MPI_UINT16_T with our sum
+    const size_t count = 70'001;
+    std::vector<uint16_t> buf(count);
+    for (size_t i = 0; i < count; ++i)
+      buf[i] = testing::encode16(t, float(((i * 2654435761u + unsigned(comm->rank()) * 40503u) % 2001) - 1000) *
+                                        float(1 << (i % 12)) * 1e-3f);
+    comm->all_reduce(buf.data(), count, t);
+    std::vector<uint16_t> rank0(buf);
+    comm->broadcast(rank0.data(), count * 2, 0);
+    ASSERT_EQ(rank0, buf) << dtype_name(t);
+  }
 }
 
 TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {
@@ -72,10 +99,13 @@ TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {
   const size_t big = (size_t(3) << 20) + 5;
   std::vector<uint8_t> out(big), in(big);
   std::iota(out.begin(), out.end(), uint8_t(comm->rank()));
-  auto s = comm->send_async(peer, 9, out.data(), big);
-  auto r = comm->recv_async(peer, 9, in.data(), big);
-  s.wait();
-  r.wait();
+  if (comm->rank() == 0) {
+    comm->send(peer, 9, out.data(), big);
+    comm->recv(peer, 9, in.data(), big);
+  } else {
+    comm->recv(peer, 9, in.data(), big);
+    comm->send(peer, 9, out.data(), big);
+  }
   std::vector<uint8_t> want(big);
   std::iota(want.begin(), want.end(), uint8_t(peer));
   ASSERT_EQ(in, want);

@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "comm/reduce.h"
-#include "comm/shm_transport.h"
+#include "comm/transport.h"
 
 namespace shardlm::comm::testing {
 
@@ -43,7 +43,7 @@ inline ConnectOptions shm_options(const std::string& session, int rank, int size
 
 inline std::shared_ptr<Communicator> shm_world(const ConnectOptions& o, CommConfig config) {
   config.timeouts = o.timeouts;
-  return Communicator::create(std::make_unique<shm::ShmTransport>(o), config);
+  return Communicator::create(connect_transport(o), config);
 }
 
 // Runs body(rank) on `size` threads; rethrows the first failure after all end.

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "comm/tcp_transport.h"
+#include "comm/tcp/tcp_transport.h"
 #include "core/error.h"
 
 namespace shardlm::comm::tcp {
@@ -19,20 +19,20 @@ using namespace std::chrono_literals;
 
 struct Pair {
   std::unique_ptr<TcpTransport> t;  // rank 0
-  Fd peer;                          // raw end playing rank 1
+  net::Fd peer;                          // raw end playing rank 1
 };
 
 Pair make_pair(TcpLimits limits = {}) {
   int sv[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  set_nonblocking(sv[0]);
+  net::set_nonblocking(sv[0]);
   std::vector<PeerLink> links(2);
-  links[1] = {Fd(sv[0]), "fake"};
+  links[1] = {net::Fd(sv[0]), "fake"};
   Timeouts to;
   to.op = 500ms;
   Pair p;
   p.t = std::make_unique<TcpTransport>(0, 2, std::move(links), to, limits);
-  p.peer = Fd(sv[1]);
+  p.peer = net::Fd(sv[1]);
   return p;
 }
 

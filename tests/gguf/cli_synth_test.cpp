@@ -139,9 +139,9 @@ TEST(CliSynth, VocabFromAndErrors) {
     EXPECT_EQ(f->require_string("tokenizer.ggml.model"), "llama");
   }
   std::string out;
-  EXPECT_EQ(run_quiet("synth --preset nope --type q8_0 -o " + dir.file("x.gguf"), &out), 1);
-  EXPECT_NE(out.find("--preset 'nope' is unknown"), std::string::npos) << out;
-  EXPECT_EQ(run_quiet(fmt_args(dir.file("x.gguf"), "iq2_xxs"), &out), 1);
+  EXPECT_EQ(run_quiet("synth --preset nope --type q8_0 -o " + dir.file("x.gguf"), &out), 2);
+  EXPECT_NE(out.find("--preset: 'nope' is unknown"), std::string::npos) << out;
+  EXPECT_EQ(run_quiet(fmt_args(dir.file("x.gguf"), "iq2_xxs"), &out), 2);
   EXPECT_NE(out.find("--type"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }

@@ -178,6 +178,26 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"status"}, 2, "--nodes"},
       {{"status", "--nodes", "x"}, 2, "is not host:port"},
       {{"bench", "-m", m, "--gen", "-1"}, 2, "--gen"},
+      {with(run, {"--comm-port", "7900"}), 2, "--comm-port: only with --nodes"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--comm-port", "0"}), 2, "--comm-port: port 0 is not in [1, 65535]"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--comm-port", "70000"}), 2, "--comm-port: port 70000 is not in"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--comm-port", "7999-7900"}), 2, "--comm-port: range '7999-7900' ends"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--comm-port", "x"}), 2, "--comm-port: 'x' is not a port or a range"},
+      {with(run, {"--chat", "--nodes", "127.0.0.1:1"}), 2, "--chat: only on this machine"},
+      {{"inspect"}, 2, "file"},
+      {{"synth", "--preset", "nope", "-o", "/nonexistent/x.gguf"}, 2, "--preset: 'nope' is unknown"},
+      {{"synth", "--preset", "llama3.2-1b", "--type", "q9", "-o", "/nonexistent/x.gguf"}, 2, "--type: 'q9'"},
+      {{"synth", "--preset", "llama3.2-1b", "--layers", "0", "-o", "/nonexistent/x.gguf"}, 2, "--layers"},
+      {{"synth", "--preset", "llama3.2-1b", "--layers", "999", "-o", "/nonexistent/x.gguf"}, 2,
+       "--layers: 999 is not in [1, 16]"},
+      {{"synth", "--preset", "llama3.2-1b", "-t", "0", "-o", "/nonexistent/x.gguf"}, 2, "--threads"},
+      {{"synth", "--preset", "llama3.2-1b", "--seed", "-1", "-o", "/nonexistent/x.gguf"}, 2, "--seed"},
+      {{"bench", "dist", "-m", m, "--tp", "0"}, 2, "--tp"},
+      {{"bench", "dist", "-m", m, "-t", "0"}, 2, "--threads"},
+      {{"bench", "dist", "-m", m, "--seqs", "0"}, 2, "--seqs: 0 is not in [1, 64]"},
+      {{"bench", "dist", "-m", m, "--backend", "mpi"}, 2, "--backend"},
+      {{"bench", "dist", "-m", m, "--bandwidth", "0"}, 2, "--bandwidth"},
+      {{"bench", "dist", "-m", m, "--wire-type", "q4"}, 2, "--wire-type"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
 }
@@ -235,6 +255,49 @@ TEST(CliBench, PrintsOneRowPerThreadCount) {
   EXPECT_NE(r.out.find("|       1 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("|       2 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VmHWM"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace shardlm::test
+
+namespace shardlm::test {
+namespace {
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// run --chat (-cnv): each line of standard input is a user message; the whole
+// conversation is rendered with the chat template and only what the KV cache
+// lacks is computed; "/exit" or the end of input ends it.
+TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
+  const std::string m = model_path("stories260K.gguf");
+  const std::string tmpl = std::string(SHARDLM_REPO_MODELS) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
+  const std::vector<std::string> args = {"--log-level", "debug", "run", "-m", m, "-cnv", "--chat-template-file",
+                                         tmpl, "-p", "You are a storyteller.", "--temp", "0", "-n", "24", "-t", "1"};
+  const auto chat = run_cli(args, 0, "Hello there\nTell me a story\n/exit\nnever read\n");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  // Turn 1: the system and user messages and the generation prompt, all new.
+  // Turn 2: the same conversation with the reply and the next message; the
+  // cache already holds turn 1's prompt.
+  EXPECT_NE(chat.err.find("chat: 83 prompt tokens, 0 of them already in the cache"), std::string::npos) << chat.err;
+  EXPECT_NE(chat.err.find("chat: 164 prompt tokens, 83 of them already in the cache"), std::string::npos) << chat.err;
+  EXPECT_EQ(occurrences(chat.err, "prompt tokens"), 2u) << chat.err;  // nothing after /exit
+  EXPECT_FALSE(chat.out.empty());
+  EXPECT_EQ(chat.out.back(), '\n');
+  EXPECT_EQ(chat.out.find("<|im_start|>"), std::string::npos) << chat.out;  // replies only, no template text
+  // The same conversation again is the same replies; without /exit, the end of input ends it.
+  const auto again = run_cli(args, 0, "Hello there\nTell me a story\n");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, chat.out);
+}
+
+TEST(CliRun, ChatWithoutInputSaysNothing) {
+  const auto r = run_cli({"run", "-m", model_path("stories260K.gguf"), "--chat", "-t", "1"}, 0, "");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

@@ -6,12 +6,15 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "../comm/rank_harness.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/sampler.h"
 #include "parallel/runtime.h"
+#include "parallel/step_message.h"
+#include "step_driver.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -55,15 +58,11 @@ std::string run(int tp, int pp, const std::vector<std::vector<TokenId>>& prompts
     o.n_seq = int64_t(prompts.size());
     DistributedSession s(comm.shared_from_this(), uniform_plan(*file, tp, pp), *file, o);
     if (comm.rank() != 0) {
-      s.serve();
+      while (s.serve()) {
+      }
       return "served";
     }
-    GenerateRequest q;
-    q.prompts = prompts;
-    q.n_predict = n;
-    q.sampling = params;
-    std::vector<std::vector<TokenId>> got(prompts.size());
-    s.generate(q, [&](int seq, TokenId t) { got.at(size_t(seq)).push_back(t); });
+    const auto got = testing::generate_steps(s, prompts, params, n);
     s.shutdown();
     std::string report;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -113,6 +112,136 @@ TEST(ShardedSampling, NoTopKGathersWholeSlices) {
   p.top_p = 0.9f;
   p.seed = 7;
   EXPECT_EQ(run(2, 1, {kPrompts[2]}, p, 12), "ok");
+}
+
+// Sequences that start and end at different steps: B's prompt is read in
+// chunks of 2 while A decodes, then A's slot is freed and taken by C, whose
+// prompt starts with A's prompt (kept in the cache: only the rest is run).
+// Penalties make the kept tokens matter to the sampler. Each equals the
+// single node run alone.
+std::string run_staggered(int tp, int pp) {
+  auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
+    auto file = gguf::File::open(kStories);
+    RuntimeOptions o;
+    o.n_ctx = 128;
+    o.n_seq = 2;
+    o.n_batch = 8;
+    DistributedSession s(comm.shared_from_this(), uniform_plan(*file, tp, pp), *file, o);
+    if (comm.rank() != 0) {
+      while (s.serve()) {
+      }
+      return "served";
+    }
+    SamplerParams p;
+    p.temperature = 0;
+    p.repeat_penalty = 1.5f;
+    p.frequency_penalty = 0.3f;
+    const std::vector<TokenId> a = kPrompts[0], b = kPrompts[2];
+    std::vector<TokenId> c = a;
+    c.insert(c.end(), {75, 300, 9});
+    std::vector<TokenId> got_a, got_b, got_c;
+    Batch step;
+    s.add(0, p, {});
+    for (size_t i = 0; i < a.size(); ++i) step.add(0, int32_t(i), a[i], i + 1 == a.size());
+    got_a.push_back(s.step(step).at(0).token);
+    s.add(1, p, {});
+    size_t b_fed = 0;
+    while (got_b.empty() || got_b.size() < 6) {
+      step.clear();
+      if (got_a.size() < 8) step.add(0, int32_t(a.size() + got_a.size() - 1), got_a.back(), true);
+      if (b_fed < b.size()) {
+        for (size_t k = 0; k < 2 && b_fed < b.size(); ++k, ++b_fed)
+          step.add(1, int32_t(b_fed), b[b_fed], b_fed + 1 == b.size());
+      } else {
+        step.add(1, int32_t(b.size() + got_b.size() - 1), got_b.back(), true);
+      }
+      for (const auto& t : s.step(step)) (t.slot == 0 ? got_a : got_b).push_back(t.token);
+    }
+    s.free(0);
+    s.add(0, p, std::span(a));
+    step.clear();
+    for (size_t i = a.size(); i < c.size(); ++i) step.add(0, int32_t(i), c[i], i + 1 == c.size());
+    got_c.push_back(s.step(step).at(0).token);
+    while (got_c.size() < 6) {
+      step.clear();
+      step.add(0, int32_t(c.size() + got_c.size() - 1), got_c.back(), true);
+      got_c.push_back(s.step(step).at(0).token);
+    }
+    s.shutdown();
+    std::string report;
+    for (const auto& [name, prompt, got] : {std::tuple{"A", a, got_a}, {"B", b, got_b}, {"C", c, got_c}}) {
+      const auto want = single_node(*file, prompt, int(got.size()), p);
+      if (got != want) report += fmt::format("{}: got {} want {}; ", name, fmt::join(got, " "), fmt::join(want, " "));
+    }
+    return report.empty() ? "ok" : report;
+  });
+  for (const auto& o : outcomes)
+    if (!o.ok()) return describe(outcomes);
+  return outcomes[0].output;
+}
+
+TEST(StepEngine, StaggeredSequencesAndKeptPrefixThroughTwoStages) { EXPECT_EQ(run_staggered(1, 2), "ok"); }
+TEST(StepEngine, StaggeredSequencesAndKeptPrefixOverTensorParallel) { EXPECT_EQ(run_staggered(2, 1), "ok"); }
+
+TEST(StepMessage, RoundTripAndRejection) {
+  StepMessage m;
+  SamplerParams p;
+  p.seed = 99;
+  m.ops.push_back({true, 1, p, {5, 6}});
+  m.ops.push_back({false, 0, {}, {}});
+  m.entries.add(1, 2, 7, true);
+  m.entries.add(1, 3, 8, false);
+  const auto bytes = m.encode();
+  const auto back = StepMessage::decode(bytes, 2, 8, 16, 32, "test");
+  ASSERT_EQ(back.ops.size(), 2u);
+  EXPECT_TRUE(back.ops[0].add);
+  EXPECT_EQ(back.ops[0].params.seed, 99u);
+  EXPECT_EQ(back.ops[0].recent, (std::vector<TokenId>{5, 6}));
+  EXPECT_FALSE(back.ops[1].add);
+  ASSERT_EQ(back.entries.size(), 2u);
+  EXPECT_EQ(back.entries.entries[1].token, 8);
+  EXPECT_FALSE(back.entries.entries[1].want_logits);
+  // Truncated anywhere, a slot, position or token out of range, trailing bytes.
+  for (size_t n = 0; n < bytes.size(); ++n)
+    EXPECT_THROW(StepMessage::decode(std::span(bytes).first(n), 2, 8, 16, 32, "test"), Error) << n;
+  EXPECT_THROW(StepMessage::decode(bytes, 1, 8, 16, 32, "test"), Error);   // slot 1 of 1
+  EXPECT_THROW(StepMessage::decode(bytes, 2, 8, 3, 32, "test"), Error);    // position 3 of 3
+  EXPECT_THROW(StepMessage::decode(bytes, 2, 8, 16, 8, "test"), Error);    // token 8 of 8
+  EXPECT_THROW(StepMessage::decode(bytes, 2, 1, 16, 32, "test"), Error);   // 2 entries, 1 allowed
+  auto longer = bytes;
+  longer.push_back(0);
+  EXPECT_THROW(StepMessage::decode(longer, 2, 8, 16, 32, "test"), Error);
+  StepBuilder builder(2, 8, 16, 32);
+  EXPECT_THROW(builder.take(StepKind::Step, m.entries), Error);  // slot 1 not live
+  builder.add(1, p, {});
+  Batch two;
+  two.add(1, 0, 1, true);
+  two.add(1, 1, 1, true);
+  EXPECT_THROW(builder.take(StepKind::Step, two), Error);  // two sampling entries for one slot
+}
+
+TEST(StepMessage, SplitBySequenceKeepsSlotsTogether) {
+  Batch b;
+  b.add(0, 5, 1, true);
+  b.add(1, 9, 1, true);
+  for (int i = 0; i < 6; ++i) b.add(2, i, 1, i == 5);
+  b.add(3, 4, 1, true);
+  const auto parts = split_by_sequence(b, 2);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].size() + parts[1].size(), b.size());
+  for (const auto& part : parts)
+    for (const auto& e : part.entries)
+      for (const auto& other : parts)
+        if (&other != &part)
+          for (const auto& f : other.entries) EXPECT_NE(e.seq, f.seq);
+  EXPECT_EQ(parts[0].size(), 2u);  // the 6-entry prompt of slot 2 goes with the last decode entry
+  EXPECT_LE(split_by_sequence(b, 8).size(), 4u);  // never more parts than slots
+  Batch decode;
+  for (int s = 0; s < 4; ++s) decode.add(s, 3, 1, true);
+  EXPECT_EQ(split_by_sequence(decode, 2)[0].size(), 2u);
+  EXPECT_EQ(split_by_sequence(decode, 4).size(), 4u);
+  EXPECT_EQ(split_by_sequence(b, 1).size(), 1u);
+  EXPECT_TRUE(split_by_sequence(Batch{}, 2).empty());
 }
 
 TEST(ShardedSamplerUnit, CandidatesAndChoice) {

@@ -11,6 +11,7 @@
 #include "gguf/gguf.h"
 #include "model/sampler.h"
 #include "parallel/runtime.h"
+#include "step_driver.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -95,17 +96,15 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
     o.n_batch = n_batch;
     DistributedSession s(comm.shared_from_this(), plan, *file, o);
     if (comm.rank() != 0) {
-      s.serve();
+      while (s.serve()) {
+      }
       return "served";
     }
     const auto prompt = test_prompt(*file, prompt_len);
     const auto logits = s.prompt_logits(prompt);
-    GenerateRequest q;
-    q.prompts = {prompt};
-    q.n_predict = n_predict;
-    q.sampling.temperature = 0;
-    std::vector<TokenId> got;
-    s.generate(q, [&](int, TokenId t) { got.push_back(t); });
+    SamplerParams greedy;
+    greedy.temperature = 0;
+    const std::vector<TokenId> got = testing::generate_steps(s, {prompt}, greedy, n_predict)[0];
     s.shutdown();
     const Reference ref = single_node(*file, prompt, n_predict, n_batch);
     nlohmann::json j;

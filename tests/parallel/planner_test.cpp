@@ -110,7 +110,13 @@ TEST(Planner, RefusesWhatDoesNotFitUnlessForced) {
   const auto small = nodes(2, 0.05);
   const std::string e = error_of([&] { make_plan(*f, small, r); });
   EXPECT_NE(e.find("does not fit"), std::string::npos) << e;
-  EXPECT_NE(e.find("GiB but has"), std::string::npos) << e;
+  EXPECT_NE(e.find("needs 640.6 MiB but has 51.2 MiB"), std::string::npos) << e;
+  // Small figures keep their digits: a tiny model on nodes of 1 MiB.
+  PlanRequest tiny;
+  tiny.tp = 2;
+  const std::string t = error_of([&] { make_plan(*f, nodes(2, 1.0 / 1024), tiny); });
+  EXPECT_NE(t.find(" MiB but has 1.0 MiB"), std::string::npos) << t;
+  EXPECT_EQ(t.find("0.00 GiB"), std::string::npos) << t;
   r.force = true;
   const auto p = make_plan(*f, small, r);
   EXPECT_FALSE(p.fits);

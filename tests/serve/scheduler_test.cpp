@@ -205,3 +205,85 @@ TEST(Scheduler, RunsOnItsOwnThread) {
 
 }  // namespace
 }  // namespace shardlm::serve
+
+namespace shardlm::serve {
+namespace {
+
+// An engine whose steps fail while `failing` is set (a cluster that lost a worker).
+class FlakyEngine final : public Engine {
+ public:
+  explicit FlakyEngine(Engine& inner) : inner_(inner) {}
+  int n_slots() const override { return inner_.n_slots(); }
+  int64_t n_ctx() const override { return inner_.n_ctx(); }
+  int64_t max_step_entries() const override { return inner_.max_step_entries(); }
+  int64_t n_vocab() const override { return inner_.n_vocab(); }
+  void add(SlotId slot, const SamplerParams& p, std::span<const TokenId> kept) override { inner_.add(slot, p, kept); }
+  void free(SlotId slot) override { inner_.free(slot); }
+  std::vector<SampledToken> step(std::span<const StepEntry> entries) override {
+    if (failing) throw Error("worker 10.0.0.2:7070 (rank 2) failed");
+    return inner_.step(entries);
+  }
+  std::string health() const override { return failing ? "worker 10.0.0.2:7070 (rank 2) failed" : ""; }
+  bool recover() override {  // a new engine: the caches are gone
+    if (!failing || !recoverable) return false;
+    failing = false;
+    return true;
+  }
+  bool failing = false, recoverable = false;
+
+ private:
+  Engine& inner_;
+};
+
+TEST(Scheduler, FailedStepEndsRunningRequestsAndLaterStepsGoOn) {
+  Fixture f(2);
+  FlakyEngine flaky(*f.engine);
+  Scheduler sched(flaky, *f.tok, {});
+  auto a = sched.submit(f.greedy("Once upon a time", 8));
+  auto b = sched.submit(f.greedy("The little dog", 8));
+  sched.step();
+  flaky.failing = true;
+  sched.step();
+  for (auto* s : {a.get(), b.get()}) {
+    const auto c = s->wait_all();
+    EXPECT_EQ(c.finish, FinishReason::Error);
+    EXPECT_NE(c.error.find("10.0.0.2:7070"), std::string::npos) << c.error;
+  }
+  EXPECT_EQ(sched.health(), "worker 10.0.0.2:7070 (rank 2) failed");
+  EXPECT_FALSE(sched.step());  // nothing left running, and no crash on the ended requests
+  flaky.failing = false;
+  auto c = sched.submit(f.greedy("Once upon a time", 4));
+  while (sched.step()) {
+  }
+  EXPECT_EQ(collect(*c).finish, FinishReason::Length);
+}
+
+TEST(Scheduler, RecoveredEngineReusesNoPrefixOfTheOldCaches) {
+  Fixture f(2);
+  FlakyEngine flaky(*f.engine);
+  Scheduler sched(flaky, *f.tok, {});
+  // Both slots hold a prompt; the failed request below takes one of them.
+  auto a = sched.submit(f.greedy("Once upon a time", 4));
+  auto a2 = sched.submit(f.greedy("The little dog", 4));
+  while (sched.step()) {
+  }
+  ASSERT_EQ(collect(*a).finish, FinishReason::Length);
+  ASSERT_EQ(collect(*a2).finish, FinishReason::Length);
+  auto b = sched.submit(f.greedy("Lily", 4));
+  flaky.failing = true;
+  sched.step();
+  EXPECT_EQ(collect(*b).finish, FinishReason::Error);
+  flaky.recoverable = true;
+  auto c = sched.submit(f.greedy("Once upon a time", 4));
+  auto c2 = sched.submit(f.greedy("The little dog", 4));
+  while (sched.step()) {
+  }
+  EXPECT_TRUE(sched.health().empty());
+  for (auto* s : {c.get(), c2.get()}) {
+    EXPECT_EQ(collect(*s).finish, FinishReason::Length);
+    EXPECT_EQ(s->usage().cached_tokens, 0);  // the prompts were in the old engine's caches only
+  }
+}
+
+}  // namespace
+}  // namespace shardlm::serve

@@ -2,23 +2,46 @@
 // official openai client and raw fetch: chat and completions, streamed and
 // whole, the models list, typed client errors, a table of malformed bodies
 // and headers, metrics, and a client that disconnects mid-stream.
-// Usage: node http_test.mjs SHARDLM_BINARY MODEL.gguf
+// Usage: node http_test.mjs SHARDLM_BINARY MODEL.gguf [tp2|pp2]
+// With a layout, `serve --nodes` runs on two local workers (started here);
+// then greedy outputs must equal a single-node server's, and last, a worker
+// killed with SIGKILL under four active streams ends each with an error
+// naming it within 2 s while the server stays up and says it is degraded,
+// and once the worker is back on its address requests are served again.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, basename } from 'node:path';
 import OpenAI from 'openai';
 
-const [binary, modelPath] = process.argv.slice(2);
+const [binary, modelPath, layout] = process.argv.slice(2);
 const KEY = 'test-key-123';
-const keyFile = join(mkdtempSync(join(tmpdir(), 'shardlm-serve-')), 'keys');
+const tmp = mkdtempSync(join(tmpdir(), 'shardlm-serve-'));
+const keyFile = join(tmp, 'keys');
 writeFileSync(keyFile, `# test keys\n${KEY}\n`);
 const MODEL = basename(modelPath);
+const TOKEN_ENV = { ...process.env, SHARDLM_TOKEN: 'serve-test-token' };
 
-function startServer() {
+// A worker daemon in a process group of its own (its job process dies with it); resolves to "127.0.0.1:port".
+async function startWorker(i) {
+  const portFile = join(tmp, `port${i}`);
+  const child = spawn(binary, ['worker', '--listen', '127.0.0.1:0', '--port-file', portFile, '--probe-mib', '1'],
+    { stdio: ['ignore', 'ignore', 'ignore'], detached: true,
+      env: { ...TOKEN_ENV, SHARDLM_WORKER_TOKEN_DELAY_MS: '10' } });
+  for (let tries = 0; tries < 500 && !existsSync(portFile); ++tries) await new Promise((r) => setTimeout(r, 20));
+  const port = readFileSync(portFile, 'utf8').trim();
+  return { child, address: `127.0.0.1:${port}` };
+}
+const workers = layout ? [await startWorker(0), await startWorker(1)] : [];
+const layoutArgs = { tp2: ['--tp', '2', '--pp', '1'], pp2: ['--tp', '1', '--pp', '2'] };
+if (layout && !layoutArgs[layout]) throw new Error(`unknown layout ${layout}: tp2 or pp2`);
+const clusterArgs = layout ? ['--nodes', workers.map((w) => w.address).join(','), ...layoutArgs[layout]] : [];
+
+function startServer(extra = clusterArgs) {
   const child = spawn(binary, ['serve', '-m', modelPath, '--port', '0', '--parallel', '4', '-c', '256', '-t', '1',
-    '--api-key-file', keyFile, '--max-body', '65536', '--prefill-budget', '32'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    '--api-key-file', keyFile, '--max-body', '65536', '--prefill-budget', '32', ...extra],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: TOKEN_ENV });
   return new Promise((resolve, reject) => {
     let out = '';
     child.on('exit', (code) => reject(new Error(`shardlm serve exited with ${code}: ${out}`)));
@@ -195,6 +218,100 @@ test('metrics', async () => {
     assert.ok(r.text.includes(needle), needle);
 });
 
+test('shardlm bench serve loads the server and reports one JSON line', async () => {
+  const out = await new Promise((resolve, reject) => {
+    const b = spawn(binary, ['bench', 'serve', '--url', base, '--clients', '2', '--prompt', '8', '--gen', '4',
+      '--requests', '4', '--api-key', KEY, '--label', 'test'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    b.stdout.on('data', (d) => { text += d; });
+    b.on('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`bench serve exited with ${code}`))));
+  });
+  const r = JSON.parse(out);
+  assert.equal(r.label, 'test');
+  assert.equal(r.requests, 4);
+  assert.ok(r.tok_per_s > 0 && r.ttft_p50_ms > 0 && r.ttft_p99_ms >= r.ttft_p50_ms, out);
+});
+
+const greedyText = {};
+if (layout) {
+  test('cluster: greedy outputs equal a single-node server\'s', async () => {
+    const single = await startServer([]);
+    try {
+      const local = new OpenAI({ apiKey: KEY, baseURL: `${single.base}/v1`, maxRetries: 0, timeout: 20000 });
+      for (const prompt of ['Once upon a time', 'The little dog', 'Lily and Tom']) {
+        const body = { model: MODEL, prompt, max_tokens: 24, temperature: 0 };
+        const [a, b] = await Promise.all([client.completions.create(body), local.completions.create(body)]);
+        assert.equal(a.choices[0].text, b.choices[0].text, prompt);
+        greedyText[prompt] = b.choices[0].text;
+      }
+    } finally {
+      single.child.kill('SIGTERM');
+    }
+  });
+
+  // Last: it leaves the server without workers.
+  test('cluster: a worker killed under four streams ends them with an error naming it, the server stays up', async () => {
+    const victim = workers[1];
+    const results = [];
+    let started = 0;
+    let killedAt = 0;
+    let resolveStarted;
+    const allStarted = new Promise((resolve) => { resolveStarted = resolve; });
+    const streams = ['Lily went', 'The sun', 'Tom had a ball', 'A big bird'].map(async (p) => {
+      try {
+        const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: p }],
+          max_tokens: 200, temperature: 0, stream: true });
+        let n = 0;
+        for await (const _ of stream) {
+          if (++n === 3 && ++started === 4) resolveStarted();
+        }
+        results.push({ ok: true });
+      } catch (e) {
+        results.push({ ok: false, message: String(e.message), status: e.status, at: Date.now() });
+      }
+    });
+    await Promise.race([allStarted, Promise.all(streams)]);
+    assert.equal(started, 4, 'four streams were running');
+    killedAt = Date.now();
+    process.kill(-victim.child.pid, 'SIGKILL');
+    await Promise.all(streams);
+    assert.equal(results.length, 4);
+    for (const r of results) {
+      assert.equal(r.ok, false, 'a stream ended normally although its worker died');
+      assert.ok(r.message.includes(victim.address), r.message);
+      assert.ok(r.at - killedAt < 2000, `the error came ${r.at - killedAt} ms after the kill`);
+    }
+    const health = await raw('/health', { method: 'GET' });
+    assert.equal(health.status, 503, health.text);
+    const h = JSON.parse(health.text);
+    assert.equal(h.status, 'degraded');
+    assert.ok(h.error.includes(victim.address), health.text);
+    const models = await client.models.list();
+    assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 4 }),
+      (e) => e.status === 503 && e.message.includes(victim.address), 'a new request names the dead worker');
+
+    // The node comes back on its address: the server forms its job again, without a restart.
+    const port = victim.address.split(':')[1];
+    const back = spawn(binary, ['worker', '--listen', `127.0.0.1:${port}`, '--probe-mib', '1'],
+      { stdio: ['ignore', 'ignore', 'ignore'], detached: true, env: TOKEN_ENV });
+    workers.push({ child: back, address: victim.address });
+    let text = null;
+    for (let i = 0; i < 40 && text === null; ++i) {
+      await new Promise((r) => setTimeout(r, 250));
+      try {
+        const r = await client.completions.create({ model: MODEL, prompt: 'Once upon a time', max_tokens: 24, temperature: 0 });
+        text = r.choices[0].text;
+      } catch (e) {
+        assert.ok(e.status === 503, String(e));
+      }
+    }
+    assert.equal(text, greedyText['Once upon a time'], 'served again after the node came back');
+    const healthy = await raw('/health', { method: 'GET' });
+    assert.equal(healthy.status, 200, healthy.text);
+  });
+}
+
 let failed = 0;
 for (const t of tests) {
   const t0 = Date.now();
@@ -207,4 +324,9 @@ for (const t of tests) {
   }
 }
 child.kill('SIGTERM');
+for (const w of workers) {
+  try {
+    process.kill(-w.child.pid, 'SIGKILL');
+  } catch {}
+}
 process.exit(failed ? 1 : 0);

@@ -1,0 +1,61 @@
+#include "cli/scheduled_run.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "core/error.h"
+#include "serve/scheduler.h"
+
+namespace shardlm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void print(const std::string& text) {
+  if (text.empty()) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, const ScheduledRunRequest& r) {
+  serve::SchedulerOptions so;
+  so.max_waiting = 1;
+  so.prefill_budget = r.prefill_budget;
+  serve::Scheduler scheduler(engine, tok, so);
+  if (r.display_prompt) print(r.prompt_text);
+  ScheduledRunResult out;
+  if (r.max_tokens == 0) {  // nothing to generate
+    print("\n");
+    return out;
+  }
+  auto stream = scheduler.submit({r.prompt, r.sampling, r.max_tokens, r.stops});
+  const auto t0 = Clock::now();
+  Clock::time_point first{};
+  for (;;) {
+    if (r.interrupted && r.interrupted->load()) stream->cancel();
+    const bool busy = scheduler.step();
+    const auto chunk = stream->next(std::chrono::milliseconds(0));
+    print(chunk.text);
+    if (first == Clock::time_point{} && stream->usage().completion_tokens > 0) first = Clock::now();
+    if (chunk.done) {
+      out.finish = chunk.finish;
+      if (chunk.finish == serve::FinishReason::Error) throw Error(chunk.error);
+      break;
+    }
+    if (!busy) throw Error("run: the scheduler went idle before the request ended");
+  }
+  const auto t1 = Clock::now();
+  print("\n");
+  out.generated = stream->usage().completion_tokens;
+  if (first == Clock::time_point{}) first = t1;
+  out.prompt_seconds = seconds(first - t0);
+  out.decode_seconds = seconds(t1 - first);
+  out.context_full = out.finish == serve::FinishReason::Length &&
+                     (r.max_tokens < 0 || out.generated < r.max_tokens);
+  return out;
+}
+
+}  // namespace shardlm::cli

@@ -1,0 +1,158 @@
+// Rendezvous of the TCP backend: every rank authenticates to rank 0 (the
+// coordinator) and tells it the port it listens on; rank 0 answers with
+// everyone's address; then rank r connects to ranks 1..r-1 and accepts from
+// ranks r+1..n-1, so every pair ends up with one authenticated socket.
+// Connections that fail the handshake are logged and dropped; the wait goes
+// on until the connect deadline.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "net/handshake.h"
+#include "net/socket.h"
+#include "comm/tcp/tcp.h"
+#include "comm/tcp/tcp_transport.h"
+#include "core/error.h"
+
+namespace shardlm::comm {
+namespace {
+
+using namespace net;
+using namespace tcp;
+
+struct Address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+std::string host_of(const std::string& ip_port) {
+  if (!ip_port.empty() && ip_port[0] == '[') return ip_port.substr(1, ip_port.find(']') - 1);
+  return ip_port.substr(0, ip_port.rfind(':'));
+}
+
+// Address table: u32 count, then per rank u16 port, u16 host length, host.
+std::vector<uint8_t> encode_table(const std::vector<Address>& table) {
+  std::vector<uint8_t> out(4);
+  uint32_t n = uint32_t(table.size());
+  std::memcpy(out.data(), &n, 4);
+  for (auto& a : table) {
+    uint16_t len = uint16_t(a.host.size());
+    out.insert(out.end(), reinterpret_cast<const uint8_t*>(&a.port),
+               reinterpret_cast<const uint8_t*>(&a.port) + 2);
+    out.insert(out.end(), reinterpret_cast<const uint8_t*>(&len),
+               reinterpret_cast<const uint8_t*>(&len) + 2);
+    out.insert(out.end(), a.host.begin(), a.host.end());
+  }
+  return out;
+}
+
+std::vector<Address> read_table(int fd, int size, Deadline deadline, const std::string& who) {
+  uint32_t n = 0;
+  read_all(fd, &n, 4, deadline, who);
+  if (n != uint32_t(size))
+    throw Error(fmt::format("{}: address table has {} entries, expected {}", who, n, size));
+  std::vector<Address> table(n);
+  for (auto& a : table) {
+    uint16_t len = 0;
+    read_all(fd, &a.port, 2, deadline, who);
+    read_all(fd, &len, 2, deadline, who);
+    if (len > 255) throw Error(fmt::format("{}: address table host of {} bytes", who, len));
+    a.host.resize(len);
+    read_all(fd, a.host.data(), len, deadline, who);
+  }
+  return table;
+}
+
+Deadline handshake_deadline(const ConnectOptions& o, Deadline overall) {
+  // A silent or slow stranger must not hold up the rendezvous for long.
+  auto limit = std::min<std::chrono::milliseconds>(o.timeouts.connect, std::chrono::seconds(5));
+  return std::min(overall, Clock::now() + limit);
+}
+
+// Accepts until `want(rank)` has been satisfied for `count` ranks.
+template <class OnPeer>
+void accept_peers(int listen_fd, int count, const ConnectOptions& o, const HandshakeParams& hp,
+                  Deadline deadline, std::vector<PeerLink>& links, OnPeer on_peer) {
+  int got = 0;
+  while (got < count) {
+    Fd c = accept_until(listen_fd, deadline);
+    if (!c) {
+      std::string missing;
+      for (size_t r = 0; r < links.size(); ++r)
+        if (int(r) != o.rank && !links[r].fd) missing += fmt::format(" {}", r);
+      throw Error(fmt::format("tcp rendezvous: rank {} timed out after {} ms waiting for ranks{}",
+                              o.rank, o.timeouts.connect.count(), missing));
+    }
+    std::string addr = peer_address(c.get());
+    try {
+      HelloInfo peer = handshake(c.get(), Role::Acceptor, hp, handshake_deadline(o, deadline),
+                                 "connection from " + addr);
+      if (peer.size != o.size || peer.rank <= o.rank || peer.rank >= o.size ||
+          links[size_t(peer.rank)].fd)
+        throw Error(fmt::format("connection from {} claims rank {} of {} (unexpected here)", addr,
+                                peer.rank, peer.size));
+      on_peer(peer, addr);
+      links[size_t(peer.rank)] = {std::move(c), addr};
+      ++got;
+    } catch (const Error& e) {
+      spdlog::warn("comm: rank {} dropped a connection: {}", o.rank, e.what());
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
+    throw Error(fmt::format("tcp: bad rank {} for world size {}", o.rank, o.size));
+  std::vector<PeerLink> links(size_t(o.size));
+  if (o.size == 1) return std::make_unique<TcpTransport>(0, 1, std::move(links), o.timeouts);
+  if (o.token.empty()) throw Error("tcp: no token (set SHARDLM_TOKEN or pass a token file)");
+  Deadline deadline = Clock::now() + o.timeouts.connect;
+  HandshakeParams hp{{o.rank, o.size, 0}, o.token, o.cluster_id, kProtocolVersion};
+
+  if (o.rank == 0) {
+    Fd listener = o.listen_fd >= 0 ? Fd(o.listen_fd)
+                                   : listen_on(parse_host_port(o.coordinator, "coordinator"));
+    if (o.listen_fd >= 0) set_nonblocking(listener.get());
+    std::vector<Address> table(size_t(o.size));
+    accept_peers(listener.get(), o.size - 1, o, hp, deadline, links,
+                 [&](const HelloInfo& peer, const std::string& addr) {
+                   table[size_t(peer.rank)] = {host_of(addr), peer.listen_port};
+                 });
+    std::vector<uint8_t> bytes = encode_table(table);
+    for (int r = 1; r < o.size; ++r)
+      write_all(links[size_t(r)].fd.get(), bytes.data(), bytes.size(), deadline,
+                fmt::format("rank {} ({})", r, links[size_t(r)].address));
+  } else {
+    Fd listener = listen_on(HostPort{"", 0});
+    hp.self.listen_port = local_port(listener.get());
+    HostPort coord = parse_host_port(o.coordinator, "coordinator");
+    std::string who = fmt::format("rank 0 ({})", coord.str());
+    Fd c = connect_to(coord, deadline);
+    HelloInfo root = handshake(c.get(), Role::Connector, hp, deadline, who);
+    if (root.rank != 0 || root.size != o.size)
+      throw Error(fmt::format("{}: answered as rank {} of {}, expected rank 0 of {}", who,
+                              root.rank, root.size, o.size));
+    std::vector<Address> table = read_table(c.get(), o.size, deadline, who);
+    links[0] = {std::move(c), coord.str()};
+    for (int s = 1; s < o.rank; ++s) {
+      HostPort hpv{table[size_t(s)].host, table[size_t(s)].port};
+      std::string peer_who = fmt::format("rank {} ({})", s, hpv.str());
+      Fd f = connect_to(hpv, deadline);
+      HelloInfo peer = handshake(f.get(), Role::Connector, hp, deadline, peer_who);
+      if (peer.rank != s)
+        throw Error(fmt::format("{}: answered as rank {}", peer_who, peer.rank));
+      links[size_t(s)] = {std::move(f), hpv.str()};
+    }
+    accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,
+                 [](const HelloInfo&, const std::string&) {});
+  }
+  spdlog::debug("comm: tcp rank {} of {} connected", o.rank, o.size);
+  return std::make_unique<TcpTransport>(o.rank, o.size, std::move(links), o.timeouts);
+}
+
+}  // namespace shardlm::comm

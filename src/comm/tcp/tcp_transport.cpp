@@ -1,0 +1,407 @@
+#include "comm/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace shardlm::comm::tcp {
+
+struct TcpTransport::SendReq : Request {
+  SendReq(int peer, uint64_t tag, const void* d, size_t n)
+      : Request(peer, tag, true), data(static_cast<const uint8_t*>(d)), bytes(n) {
+    header.tag = tag;
+    header.length = n;
+  }
+  FrameHeader header;
+  const uint8_t* data;
+  size_t bytes;
+  size_t sent = 0;  // of header + payload
+};
+
+// Reads that start a frame, and payload remainders shorter than this, go
+// through a per-peer stage: one recv(2) then takes a header with its payload
+// (and whatever follows) instead of one for each, a syscall saved per
+// small message. Longer remainders go straight to their buffer.
+constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
+
+struct TcpTransport::Peer {
+  enum class Read { Header, Payload, Stalled };
+  Peer(int r, std::string d, size_t& buffered, size_t budget)
+      : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
+  int rank = -1;
+  net::Fd fd;
+  std::string desc;
+  bool bye = false;  // peer said goodbye: its EOF is clean
+  bool on_this_host = false;
+  std::deque<std::shared_ptr<SendReq>> sendq;
+  Inbox inbox;
+  Read read = Read::Header;
+  uint8_t header_bytes[FrameHeader::kBytes];
+  size_t header_got = 0;
+  FrameHeader frame;
+  uint8_t* target = nullptr;  // where the payload being read goes
+  size_t target_got = 0;
+  Inbox::Delivery delivery;  // of a data frame
+  std::string control;  // payload of an abort frame
+  std::unique_ptr<uint8_t[]> stage;  // read from the socket, not yet taken
+  size_t staged_at = 0, staged_end = 0;
+  bool has_staged() const { return staged_at < staged_end; }
+};
+
+TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
+                           TcpLimits limits)
+    : rank_(rank), size_(size), timeouts_(timeouts), limits_(limits) {
+  if (int(links.size()) != size) throw Error("tcp: need one link slot per rank");
+  peers_.resize(size_t(size));
+  int ranks_on_host = 1;
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
+                                    unexpected_bytes_, limits_.max_unexpected_bytes);
+    p->on_this_host = links[size_t(r)].fd && net::peer_on_this_host(links[size_t(r)].fd.get());
+    ranks_on_host += p->on_this_host;
+    p->fd = std::move(links[size_t(r)].fd);
+    peers_[size_t(r)] = std::move(p);
+  }
+  wait_rule_ = WaitRule(ranks_on_host, timeouts_.spin);
+}
+
+TcpTransport::~TcpTransport() {
+  if (failure_.empty()) {
+    // Tell peers we leave cleanly; unsent frames would be lost anyway.
+    FrameHeader bye;
+    bye.type = FrameHeader::kBye;
+    for (auto& p : peers_)
+      if (p && p->fd && (p->sendq.empty() || p->sendq.front()->sent == 0))
+        ::send(p->fd.get(), &bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+}
+
+std::string TcpTransport::describe_peer(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) return fmt::format("rank {}", peer);
+  return peers_[size_t(peer)]->desc;
+}
+
+bool TcpTransport::shares_host(int peer) const {
+  return peer >= 0 && peer < size_ && peer != rank_ && peers_[size_t(peer)]->on_this_host;
+}
+
+void TcpTransport::check_peer(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_)
+    throw Error(fmt::format("tcp: bad peer rank {} (world size {}, self {})", peer, size_, rank_));
+}
+
+void TcpTransport::check_failed() const {
+  if (!failure_.empty()) throw Error(failure_);
+}
+
+void TcpTransport::fail(const std::string& message) {
+  if (failure_.empty()) {
+    failure_ = message;
+    close_links(message);
+  }
+  throw Error(failure_);
+}
+
+void TcpTransport::abort(const std::string& reason) noexcept {
+  if (!failure_.empty()) return;
+  failure_ = reason;
+  close_links(reason);
+}
+
+void TcpTransport::close_links(const std::string& reason) noexcept {
+  std::string text = reason.substr(0, FrameHeader::kMaxAbortReason);
+  FrameHeader h;
+  h.type = FrameHeader::kAbort;
+  h.length = text.size();
+  for (auto& p : peers_) {
+    if (!p || !p->fd) continue;
+    // An abort can only go out on a frame boundary; mid-frame the close says enough.
+    if (p->sendq.empty() || p->sendq.front()->sent == 0) {
+      iovec iov[2] = {{&h, sizeof h}, {text.data(), text.size()}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    // Half-close and keep the socket until destruction: closing with unread
+    // data would send a reset that can overtake the abort frame.
+    ::shutdown(p->fd.get(), SHUT_WR);
+    closed_.push_back(std::move(p->fd));
+  }
+}
+
+RequestPtr TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes) {
+  check_failed();
+  check_peer(peer);
+  Peer& p = *peers_[size_t(peer)];
+  if (bytes > limits_.max_frame_bytes)
+    throw Error(fmt::format("tcp: message of {} bytes to {} exceeds the {} byte frame limit",
+                            bytes, p.desc, limits_.max_frame_bytes));
+  if (!p.fd) fail(fmt::format("{}: cannot send, the peer has shut down", p.desc));
+  auto req = std::make_shared<SendReq>(peer, tag, data, bytes);
+  p.sendq.push_back(req);
+  if (p.sendq.size() == 1) flush_sends(p);
+  return req;
+}
+
+RequestPtr TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
+  check_failed();
+  check_peer(peer);
+  Peer& p = *peers_[size_t(peer)];
+  RequestPtr req;
+  try {
+    req = p.inbox.post(peer, tag, data, capacity);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (req->done()) return req;
+  if (!p.fd) fail(fmt::format("{}: cannot receive, the peer has shut down", p.desc));
+  if (p.read == Peer::Read::Stalled) route_payload(p);
+  return req;
+}
+
+void TcpTransport::flush_sends(Peer& p) {
+  while (!p.sendq.empty() && p.fd) {
+    SendReq& s = *p.sendq.front();
+    iovec iov[2];
+    int n = 0;
+    if (s.sent < FrameHeader::kBytes)
+      iov[n++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, FrameHeader::kBytes - s.sent};
+    size_t body_sent = s.sent > FrameHeader::kBytes ? s.sent - FrameHeader::kBytes : 0;
+    if (body_sent < s.bytes) iov[n++] = {const_cast<uint8_t*>(s.data) + body_sent, s.bytes - body_sent};
+    ssize_t w = 0;
+    if (n > 0) {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = size_t(n);
+      w = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        if (errno == EINTR) continue;
+        fail(fmt::format("{}: send failed: {}", p.desc, net::errno_text(errno)));
+      }
+    }
+    s.sent += size_t(w);
+    if (s.sent == FrameHeader::kBytes + s.bytes) {
+      s.finish(s.bytes);
+      p.sendq.pop_front();
+    }
+  }
+}
+
+void TcpTransport::route_payload(Peer& p) {
+  try {
+    p.delivery = p.inbox.arrive(p.frame.tag, p.frame.length);
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (!p.delivery) {
+    p.read = Peer::Read::Stalled;  // back-pressure until an irecv or buffer space appears
+    return;
+  }
+  p.target = reinterpret_cast<uint8_t*>(p.delivery.data());
+  p.read = Peer::Read::Payload;
+  p.target_got = 0;
+  if (p.frame.length == 0) finish_frame(p);
+}
+
+void TcpTransport::dispatch_header(Peer& p) {
+  FrameHeader& f = p.frame;
+  std::memcpy(&f, p.header_bytes, sizeof f);
+  bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0 && f.zero[2] == 0;
+  if (f.magic != FrameHeader::kMagic || !zero_ok ||
+      (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
+       f.type != FrameHeader::kBye))
+    fail(fmt::format("{}: received a malformed frame header (garbage on the connection)", p.desc));
+  if (f.type == FrameHeader::kData) {
+    if (f.length > limits_.max_frame_bytes)
+      fail(fmt::format("{}: frame of {} bytes exceeds the {} byte limit", p.desc, f.length,
+                       limits_.max_frame_bytes));
+    route_payload(p);
+    return;
+  }
+  if (f.length > FrameHeader::kMaxAbortReason)
+    fail(fmt::format("{}: control frame of {} bytes is too long", p.desc, f.length));
+  p.control.assign(f.length, '\0');
+  p.target = reinterpret_cast<uint8_t*>(p.control.data());
+  p.target_got = 0;
+  p.read = Peer::Read::Payload;
+  if (f.length == 0) finish_frame(p);
+}
+
+void TcpTransport::finish_frame(Peer& p) {
+  const FrameHeader& f = p.frame;
+  p.read = Peer::Read::Header;
+  p.header_got = 0;
+  if (f.type == FrameHeader::kAbort)
+    fail(fmt::format("{} aborted: {}", p.desc, p.control));
+  if (f.type == FrameHeader::kBye) {
+    p.bye = true;
+    return;
+  }
+  if (p.delivery) p.inbox.complete(p.delivery);
+}
+
+bool TcpTransport::payload_done(Peer& p) {
+  if (p.target_got < p.frame.length) return false;
+  const bool for_a_receive = bool(p.delivery.target);
+  finish_frame(p);
+  return for_a_receive;
+}
+
+bool TcpTransport::take_staged(Peer& p) {
+  const uint8_t* src = p.stage.get() + p.staged_at;
+  const size_t avail = p.staged_end - p.staged_at;
+  if (p.read == Peer::Read::Header) {
+    const size_t n = std::min(avail, FrameHeader::kBytes - p.header_got);
+    std::memcpy(p.header_bytes + p.header_got, src, n);
+    p.header_got += n;
+    p.staged_at += n;
+    if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+    return false;
+  }
+  const size_t n = std::min(avail, p.frame.length - p.target_got);
+  std::memcpy(p.target + p.target_got, src, n);
+  p.target_got += n;
+  p.staged_at += n;
+  return payload_done(p);
+}
+
+void TcpTransport::read_ready(Peer& p) {
+  while (p.fd && p.read != Peer::Read::Stalled) {
+    // A finished receive returns at once: the waiter looks at its requests
+    // before anything else is read (the next frame is rarely there yet).
+    if (p.has_staged()) {
+      if (take_staged(p)) return;
+      continue;
+    }
+    const bool header = p.read == Peer::Read::Header;
+    const size_t left = header ? 0 : p.frame.length - p.target_got;
+    const bool direct = left >= kStageBytes;
+    if (!direct && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
+    ssize_t r = direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
+                       : ::recv(p.fd.get(), p.stage.get(), kStageBytes, 0);
+    if (r > 0 && direct) {
+      p.target_got += size_t(r);
+      if (payload_done(p)) return;
+      continue;
+    }
+    if (r > 0) {
+      p.staged_at = 0;
+      p.staged_end = size_t(r);
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && header && p.header_got == 0 && p.bye) {
+      p.fd.reset();  // clean goodbye; pending work on this peer fails below
+      if (p.inbox.has_posted()) fail(fmt::format("{}: the peer shut down before sending", p.desc));
+      return;
+    }
+    if (r == 0 && header && p.header_got == 0)
+      fail(fmt::format("{}: connection closed by peer", p.desc));
+    if (r == 0 && header)
+      fail(fmt::format("{}: connection closed mid-frame (header {} of {} bytes)", p.desc,
+                       p.header_got, FrameHeader::kBytes));
+    if (r == 0)
+      fail(fmt::format("{}: connection closed mid-frame (payload {} of {} bytes)", p.desc,
+                       p.target_got, p.frame.length));
+    fail(fmt::format("{}: receive failed: {}", p.desc, net::errno_text(errno)));
+  }
+}
+
+void TcpTransport::progress(int timeout_ms) {
+  thread_local std::vector<pollfd> fds;
+  thread_local std::vector<Peer*> owners;
+  fds.clear();
+  owners.clear();
+  for (auto& p : peers_) {
+    if (!p || !p->fd) continue;
+    if (p->read == Peer::Read::Stalled) route_payload(*p);
+    // Staged bytes are invisible to poll(2): take them, and do not sleep.
+    if (p->has_staged() && p->read != Peer::Read::Stalled) {
+      read_ready(*p);
+      timeout_ms = 0;
+      if (!p->fd) continue;
+    }
+    short events = p->read != Peer::Read::Stalled ? POLLIN : 0;
+    if (!p->sendq.empty()) events |= POLLOUT;
+    fds.push_back({p->fd.get(), events, 0});
+    owners.push_back(p.get());
+  }
+  if (fds.empty()) return;
+  int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (rc < 0 && errno != EINTR) fail(fmt::format("tcp: poll failed: {}", net::errno_text(errno)));
+  if (rc <= 0) return;
+  for (size_t i = 0; i < fds.size(); ++i) {
+    short ev = fds[i].revents;
+    if (!ev) continue;
+    Peer& p = *owners[i];
+    if (ev & POLLOUT) flush_sends(p);
+    if ((ev & (POLLIN | POLLHUP | POLLERR)) && p.read != Peer::Read::Stalled) read_ready(p);
+  }
+}
+
+// poll(2) without a timeout costs as much as a recv that finds nothing, so
+// while polling a waiter reads the peers it waits for directly (and flushes
+// every queued send, which those peers may be waiting for). A peer we wait
+// to send to is read as well: it may be stuck sending to us, and if both
+// only pushed, each would wait for the other's buffer until the poll phase
+// ended.
+void TcpTransport::progress_pending(std::span<const RequestPtr> requests) {
+  for (auto& p : peers_)
+    if (p && p->fd && !p->sendq.empty()) flush_sends(*p);
+  for (const RequestPtr& r : requests) {
+    if (r->done()) continue;
+    Peer& p = *peers_[size_t(r->peer())];
+    if (p.read == Peer::Read::Stalled) route_payload(p);
+    if (p.fd && p.read != Peer::Read::Stalled) read_ready(p);
+  }
+}
+
+bool TcpTransport::test(const RequestPtr& r) {
+  check_failed();
+  if (!r->done()) progress(0);
+  return r->done();
+}
+
+void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
+  check_failed();
+  auto first_pending = [&]() -> const Request* {
+    for (auto& r : requests)
+      if (!r->done()) return r.get();
+    return nullptr;
+  };
+  if (!first_pending()) return;
+  Poller poller(wait_rule_.now());
+  for (bool polling = true;;) {
+    if (polling) progress_pending(requests);
+    else progress(0);
+    const Request* pending = first_pending();
+    if (!pending) return;
+    Peer& p = *peers_[size_t(pending->peer())];
+    if (!p.fd)
+      fail(fmt::format("{}: the peer has shut down with a transfer pending", p.desc));
+    auto now = Clock::now();
+    if (now >= deadline)
+      fail(fmt::format("{}: timed out waiting to {} (tag {:#x}; the peer died or stalled)",
+                       p.desc, pending->is_send() ? "send" : "receive", pending->tag()));
+    polling = poller.poll_again();
+    if (!polling) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      progress(int(std::clamp<int64_t>(left + 1, 1, 1000)));
+    }
+  }
+}
+
+}  // namespace shardlm::comm::tcp

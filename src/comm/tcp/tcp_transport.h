@@ -1,0 +1,102 @@
+// The TCP backend's links: one non-blocking socket per peer carrying framed
+// messages, driven by poll(2) from test()/wait_all() (no thread of its own).
+//
+// Frame = 24-byte header + payload:
+//   u32 magic "SLMF", u8 type (1 data, 2 abort, 3 bye), u8[3] zero, u64 tag, u64 length
+// A data frame is matched to the oldest posted irecv of its (peer, tag) and
+// read into that buffer (small frames, and the start of any frame, through a
+// per-peer stage, so one recv(2) takes header and payload together); if none
+// is posted yet it is buffered, up to
+// max_unexpected_bytes in all, after which that peer is not read until a
+// matching irecv is posted (back-pressure). An abort frame carries a short
+// reason and fails this transport too. A bye frame (sent by the destructor)
+// makes the peer's later EOF a clean close rather than a failure, so a rank
+// may finish and exit before the others. Anything else closes the connection
+// with an error naming the peer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/inbox.h"
+#include "net/socket.h"
+#include "comm/transport.h"
+#include "comm/wait_policy.h"
+
+namespace shardlm::comm::tcp {
+
+struct FrameHeader {
+  static constexpr uint32_t kMagic = 0x464d4c53;  // "SLMF" little-endian
+  static constexpr uint8_t kData = 1, kAbort = 2, kBye = 3;
+  static constexpr size_t kBytes = 24;
+  static constexpr size_t kMaxAbortReason = 1024;
+  uint32_t magic = kMagic;
+  uint8_t type = kData;
+  uint8_t zero[3] = {0, 0, 0};
+  uint64_t tag = 0;
+  uint64_t length = 0;
+};
+static_assert(sizeof(FrameHeader) == FrameHeader::kBytes);
+
+struct TcpLimits {
+  size_t max_frame_bytes = size_t(1) << 32;      // any single message
+  size_t max_unexpected_bytes = size_t(256) << 20;  // buffered before irecv
+};
+
+struct PeerLink {
+  net::Fd fd;                // connected, authenticated, non-blocking
+  std::string address;  // "ip:port" for messages
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // links[r] for every r != rank (links[rank] is empty).
+  TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
+               TcpLimits limits = {});
+  ~TcpTransport() override;
+
+  std::string_view backend() const override { return "tcp"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe_peer(int peer) const override;
+  bool shares_host(int peer) const override;
+
+  RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) override;
+  RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) override;
+  bool test(const RequestPtr& r) override;
+  void wait_all(std::span<const RequestPtr> requests, Deadline deadline) override;
+  void abort(const std::string& reason) noexcept override;
+
+ private:
+  struct SendReq;
+  struct Peer;
+
+  void check_peer(int peer) const;
+  void check_failed() const;
+  // One poll(2) over all links with this timeout, then reads/writes what is ready.
+  void progress(int timeout_ms);
+  // Without poll(2): flushes sends, reads the peers `requests` wait for.
+  void progress_pending(std::span<const RequestPtr> requests);
+  void flush_sends(Peer& p);
+  void read_ready(Peer& p);
+  bool take_staged(Peer& p);   // true when a frame for a receive completed
+  bool payload_done(Peer& p);  // the same, once the payload is all there
+  void dispatch_header(Peer& p);
+  void finish_frame(Peer& p);
+  void route_payload(Peer& p);
+  void close_links(const std::string& reason) noexcept;
+  [[noreturn]] void fail(const std::string& message);
+
+  int rank_;
+  int size_;
+  Timeouts timeouts_;
+  TcpLimits limits_;
+  WaitRule wait_rule_;
+  size_t unexpected_bytes_ = 0;  // buffered before their irecv, all peers
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::string failure_;  // non-empty once failed
+  std::vector<net::Fd> closed_;  // half-closed links of a failed transport
+};
+
+}  // namespace shardlm::comm::tcp

@@ -39,20 +39,6 @@ std::vector<parallel::RuntimeStats> period_stats(const std::vector<std::vector<c
   return out;
 }
 
-// Feeds `tokens` to slot 0 from position `pos` in steps of at most `batch`; the last entry samples.
-TokenId feed(serve::Engine& engine, std::span<const TokenId> tokens, int32_t pos, int batch) {
-  std::vector<serve::StepEntry> step;
-  TokenId next = -1;
-  for (size_t at = 0; at < tokens.size(); at += size_t(batch)) {
-    step.clear();
-    const size_t end = std::min(tokens.size(), at + size_t(batch));
-    for (size_t i = at; i < end; ++i) step.push_back({0, pos + int32_t(i), tokens[i], i + 1 == tokens.size()});
-    const auto got = engine.step(step);
-    if (!got.empty()) next = got[0].token;
-  }
-  return next;
-}
-
 void print_breakdown_row(const char* phase, const std::vector<parallel::RuntimeStats>& s, double tokens,
                          const parallel::Plan& plan) {
   double bytes = 0;

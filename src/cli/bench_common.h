@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "model/sampler.h"
 #include "parallel/runtime.h"
+#include "serve/engine.h"
 
 namespace shardlm::cli {
 
@@ -51,6 +53,20 @@ inline constexpr const char* kBreakdownColumns =
 inline std::string breakdown_cells(const StepBreakdown& b) {
   return fmt::format("{:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.0f} | {:.0f}", b.compute_ms, b.collective_ms,
                      b.p2p_wait_ms, b.other_ms, b.all_reduces, b.wire_bytes, b.min_wire_bytes);
+}
+
+// Feeds `tokens` to slot 0 from position `pos` in steps of at most `batch`; the last entry samples.
+inline TokenId feed(serve::Engine& engine, std::span<const TokenId> tokens, int32_t pos, int batch) {
+  std::vector<serve::StepEntry> step;
+  TokenId next = -1;
+  for (size_t at = 0; at < tokens.size(); at += size_t(batch)) {
+    step.clear();
+    const size_t end = std::min(tokens.size(), at + size_t(batch));
+    for (size_t i = at; i < end; ++i) step.push_back({0, pos + int32_t(i), tokens[i], i + 1 == tokens.size()});
+    const auto got = engine.step(step);
+    if (!got.empty()) next = got[0].token;
+  }
+  return next;
 }
 
 }  // namespace shardlm::cli

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
@@ -157,14 +156,9 @@ void bench_dist(DistBenchOptions o) {
     auto f = gguf::File::open(o.model);
     (void)parallel::uniform_plan(*f, o.tp, o.pp);  // shape errors before forking
     if (o.measure_rates) {
-      std::set<DType> types;
-      // token_embd is a matmul only as the tied output matrix.
-      const bool tied = !f->find_tensor("output.weight");
-      for (const auto& t : f->tensors())
-        if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) types.insert(t.type);
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
-      o.rates = parallel::measure_kernel_rates({types.begin(), types.end()}, pool.get(),
+      o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
                                                 parallel::streamed_matrix_bytes(kRateMatrixBytes));
     }
   }

@@ -156,7 +156,9 @@ void add_bench_model(CLI::App& bench) {
         if (t.size() != 1) throw Error("-t: with --nodes/--hostfile give one thread count (per worker)");
         per_worker = t[0];
       }
-      bench_on_cluster(o->cluster, {o->model, o->kv_type, o->prompt, o->gen, o->batch, per_worker});
+      const ClusterBenchRequest request{o->model, o->kv_type, o->prompt, o->gen, o->batch, per_worker};
+      if (o->cluster.mpi()) bench_on_mpi(o->cluster, request);
+      else bench_on_cluster(o->cluster, request);
     } else if (o->cluster.enabled()) {
       throw Error("bench: --nodes/--hostfile need -m MODEL");
     } else if (!o->model.empty()) {

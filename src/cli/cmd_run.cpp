@@ -88,12 +88,19 @@ void run(RunOptions o, const CLI::App& cmd) {
   }
   o.prompt = prompt_text(o, cmd.count("--prompt") > 0);
   if (!o.cluster.enabled())
-    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port"})
+    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port",
+                             "--distribute-weights", "--cache-dir"})
       if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {
+    if (o.cluster.mpi() && (!o.cluster.nodes.empty() || !o.cluster.hostfile.empty()))
+      throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
+    if (!o.cluster.mpi() && (o.cluster.distribute_weights || !o.cluster.cache_dir.empty()))
+      throw UsageError("--distribute-weights/--cache-dir: only with --backend mpi");
     o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
-    run_on_cluster(o.cluster, {o.model, o.prompt, o.kv_type, o.n_predict, o.threads, o.ctx, o.batch, o.sampling,
-                               o.stops, !o.no_display_prompt});
+    const ClusterRunRequest request{o.model, o.prompt, o.kv_type, o.n_predict, o.threads, o.ctx, o.batch, o.sampling,
+                                    o.stops, !o.no_display_prompt};
+    if (o.cluster.mpi()) run_on_mpi(o.cluster, request);
+    else run_on_cluster(o.cluster, request);
     return;
   }
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));

@@ -20,11 +20,13 @@
 #include "cli/run_cluster.h"
 #include "cli/usage.h"
 #include "cluster/logging.h"
+#include "cluster/mpi_job.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "serve/cluster_engine.h"
 #include "serve/http_server.h"
+#include "serve/session_engine.h"
 #include "serve/local_engine.h"
 #include "serve/scheduler.h"
 #include "tokenizer/vocab.h"
@@ -64,19 +66,40 @@ std::set<std::string> read_api_keys(const std::string& path) {
 
 serve::HttpServer* g_server = nullptr;
 
+// Under MPI the other ranks wait for rank 0's next step as long as the server
+// idles; a dead rank is mpirun's to report (it ends the job).
+constexpr double kServeFollowSeconds = 7 * 24 * 3600.0;
+
 void serve(const ServeOptions& o) {
   if (o.parallel < 1 || o.parallel > 256) throw Error(fmt::format("--parallel {} must be in [1, 256]", o.parallel));
   if (o.ctx < 8) throw Error(fmt::format("--ctx {} is too small", o.ctx));
   std::set<std::string> keys;
   if (!o.api_key_file.empty()) keys = read_api_keys(o.api_key_file);
-  auto file = gguf::File::open(o.model);
-  auto tok = Tokenizer::from_gguf(*file);
   // A step holds a decode entry per slot and the prefill budget.
   const int64_t step_entries = o.prefill_budget + o.parallel;
+  std::unique_ptr<cluster::MpiJob> mpi_job;
+  if (o.cluster.mpi()) {
+    cluster::log_to_stderr();
+    auto mo = make_mpi_job_options(o.cluster, o.ctx, step_entries, "f32", o.threads, o.parallel);
+    mo.op_timeout_seconds = kServeFollowSeconds;
+    mpi_job = std::make_unique<cluster::MpiJob>(o.model, mo);
+    if (mpi_job->rank() != 0) {
+      // Rank 0 ends the job (on its own SIGINT/SIGTERM, which mpirun passes to every rank).
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGTERM, SIG_IGN);
+      return mpi_job->finish();  // follows rank 0's steps until it stops serving
+    }
+  }
+  auto file = gguf::File::open(o.model);
+  auto tok = Tokenizer::from_gguf(*file);
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<serve::Engine> engine_owner;
   serve::ClusterEngine* cluster_engine = nullptr;
-  if (o.cluster.enabled()) {
+  if (mpi_job) {
+    const auto& plan = mpi_job->plan();
+    spdlog::info("serve: tp {} × pp {} on {} MPI ranks", plan.tp, plan.pp, mpi_job->world_size());
+    engine_owner = std::make_unique<serve::SessionEngine>(mpi_job->session());
+  } else if (o.cluster.enabled()) {
     cluster::log_to_stderr();
     auto co = make_cluster_options(o.cluster, o.ctx, step_entries, "f32", o.threads);
     co.plan.n_seq = o.parallel;
@@ -127,6 +150,7 @@ void serve(const ServeOptions& o) {
     server.listen();
     g_server = nullptr;
   }
+  if (mpi_job) mpi_job->finish();  // the other ranks stop following
   if (cluster_engine && cluster_engine->health().empty()) {
     try {
       cluster_engine->finish();  // the workers go back to idle
@@ -141,7 +165,7 @@ void serve(const ServeOptions& o) {
 void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching (on workers: --nodes)");
-  cmd->add_option("-m,--model", o->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port, printed at start)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("-c,--ctx", o->ctx, "positions per sequence (prompt + completion)")->capture_default_str();
@@ -157,6 +181,8 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
   add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o, cmd] {
+    if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))
+      throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
     if (!o->cluster.enabled())
       for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
         if (cmd->count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));

@@ -33,6 +33,14 @@ void note_context_full(int64_t ctx) {
 
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--nodes", o.nodes, "run on these workers (host:port,...) as a cluster");
+  cmd.add_option("--backend", o.backend,
+                 "workers: shardlm workers (--nodes/--hostfile); mpi: the ranks mpirun/srun started")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"workers", "mpi"}));
+  cmd.add_flag("--distribute-weights", o.distribute_weights,
+               "--backend mpi: only rank 0 reads the model and sends each rank its slices");
+  cmd.add_option("--cache-dir", o.cache_dir,
+                 "--backend mpi --distribute-weights: keep received slices here (SHA-256 named) for the next launch");
   cmd.add_option("--hostfile", o.hostfile, "run on the workers listed in this file (host:port per line)");
   cmd.add_option("--tp", o.tp, "tensor-parallel ranks per stage; default: planner's choice")->check(CLI::Range(1, 4096));
   cmd.add_option("--pp", o.pp, "pipeline stages; default: planner's choice")->check(CLI::Range(1, 4096));

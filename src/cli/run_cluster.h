@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster/coordinator.h"
+#include "cluster/mpi_job.h"
 #include "model/config.h"
 #include "model/sampler.h"
 
@@ -33,7 +34,11 @@ struct ClusterRunOptions {
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
   std::string comm_port;  // --comm-port PORT or LO-HI; empty: any
-  bool enabled() const { return !nodes.empty() || !hostfile.empty(); }
+  bool distribute_weights = false;  // --backend mpi: rank 0 sends the others their slices
+  std::string cache_dir;            // ... and they keep them here
+  std::string backend = "workers";  // --backend: workers (--nodes/--hostfile) or mpi (ranks from mpirun/srun)
+  bool mpi() const { return backend == "mpi"; }
+  bool enabled() const { return !nodes.empty() || !hostfile.empty() || mpi(); }
 };
 
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o);
@@ -51,6 +56,10 @@ struct ClusterRunRequest {
   bool display_prompt = true;
 };
 void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r);
+// The same on the ranks an MPI launcher started (run_mpi.cpp): --backend mpi.
+void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r);
+cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
+                                            const std::string& kv_type, int threads, int64_t n_seq);
 
 struct ClusterBenchRequest {
   std::string model, kv_type;
@@ -59,5 +68,7 @@ struct ClusterBenchRequest {
 // Prompt processing and decode tokens/s on the workers as one table row, with
 // the planner's prediction and a per-token breakdown (bench_cluster.cpp).
 void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r);
+// The same on the ranks an MPI launcher started (bench_mpi.cpp).
+void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r);
 
 }  // namespace shardlm::cli

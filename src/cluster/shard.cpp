@@ -1,10 +1,14 @@
 #include "cluster/shard.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 
 #include "core/error.h"
@@ -109,6 +113,47 @@ std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& rang
   std::string hex;
   for (unsigned i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
   return hex;
+}
+
+ShardWriter::ShardWriter(std::filesystem::path path, uint64_t file_size) : path_(std::move(path)), size_(file_size) {
+  fd_ = ::open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(fmt::format("cannot create shard {}: {}", path_.string(), std::strerror(errno)));
+  if (::ftruncate(fd_, off_t(file_size)) != 0)
+    throw Error(fmt::format("cannot size shard {} to {} bytes: {}", path_.string(), file_size, std::strerror(errno)));
+}
+
+ShardWriter::~ShardWriter() { close(); }
+
+void ShardWriter::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void ShardWriter::write_at(uint64_t offset, const uint8_t* data, uint64_t length) {
+  if (offset > size_ || length > size_ - offset)
+    throw Error(fmt::format("shard {}: bytes [{}, +{}) outside its {} bytes", path_.string(), offset, length, size_));
+  for (uint64_t done = 0; done < length;) {
+    const ssize_t n = ::pwrite(fd_, data + done, size_t(length - done), off_t(offset + done));
+    if (n <= 0) throw Error(fmt::format("writing shard {}: {}", path_.string(), std::strerror(errno)));
+    done += uint64_t(n);
+  }
+  received_ += length;
+}
+
+void ShardWriter::write_records(const std::vector<uint8_t>& p, const std::string& who) {
+  size_t at = 0;
+  while (at < p.size()) {
+    uint64_t off = 0, len = 0;
+    if (p.size() - at < 16) throw Error(fmt::format("{}: truncated Data record at byte {}", who, at));
+    std::memcpy(&off, p.data() + at, 8);
+    std::memcpy(&len, p.data() + at + 8, 8);
+    at += 16;
+    if (len > p.size() - at || off > size_ || len > size_ - off)
+      throw Error(fmt::format("{}: Data record [{}, +{}) outside the message or the {}-byte shard", who, off, len,
+                              size_));
+    write_at(off, p.data() + at, len);
+    at += len;
+  }
 }
 
 }  // namespace shardlm::cluster

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,28 @@ uint64_t total_bytes(const std::vector<ByteRange>& ranges);
 
 // SHA-256 (hex) of the file size, the ranges and their bytes: the cache key.
 std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges);
+
+// A shard being received: a sparse file of the model's size, written at the
+// offsets the bytes have in the model.
+class ShardWriter {
+ public:
+  ShardWriter(std::filesystem::path path, uint64_t file_size);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  void write_at(uint64_t offset, const uint8_t* data, uint64_t length);
+  // A payload of records (u64 offset, u64 length, bytes), as workers receive
+  // them; `who` sent it and is named when a record is malformed.
+  void write_records(const std::vector<uint8_t>& payload, const std::string& who);
+  uint64_t received() const { return received_; }
+  void close();
+
+ private:
+  std::filesystem::path path_;
+  uint64_t size_;
+  int fd_ = -1;
+  uint64_t received_ = 0;
+};
 
 }  // namespace shardlm::cluster

@@ -14,6 +14,7 @@
 #include "cluster/job_wire.h"
 #include "cluster/keepalive.h"
 #include "cluster/protocol.h"
+#include "cluster/shard.h"
 #include "cluster/shard_cache.h"
 #include "cluster/worker.h"
 #include "comm/communicator.h"
@@ -52,46 +53,6 @@ JobContext job_context_from_text(const std::string& text) {
 }
 
 namespace {
-
-// The shard file being received: a sparse file of the model's size.
-class ShardWriter {
- public:
-  ShardWriter(const fs::path& path, uint64_t file_size) : path_(path), size_(file_size) {
-    fd_ = Fd(::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
-    if (!fd_) throw Error(fmt::format("cannot create shard {}: {}", path.string(), std::strerror(errno)));
-    if (::ftruncate(fd_.get(), off_t(file_size)) != 0)
-      throw Error(fmt::format("cannot size shard {} to {} bytes: {}", path.string(), file_size, std::strerror(errno)));
-  }
-  // Data payload: records of (u64 offset, u64 length, bytes).
-  void write_records(const std::vector<uint8_t>& p, const std::string& who) {
-    size_t at = 0;
-    while (at < p.size()) {
-      uint64_t off = 0, len = 0;
-      if (p.size() - at < 16) throw Error(fmt::format("{}: truncated Data record at byte {}", who, at));
-      std::memcpy(&off, p.data() + at, 8);
-      std::memcpy(&len, p.data() + at + 8, 8);
-      at += 16;
-      if (len > p.size() - at || off > size_ || len > size_ - off)
-        throw Error(fmt::format("{}: Data record [{}, +{}) outside the message or the {}-byte shard", who, off, len,
-                                size_));
-      for (size_t done = 0; done < len;) {
-        const ssize_t n = ::pwrite(fd_.get(), p.data() + at + done, len - done, off_t(off + done));
-        if (n <= 0) throw Error(fmt::format("writing shard {}: {}", path_.string(), std::strerror(errno)));
-        done += size_t(n);
-      }
-      at += len;
-      received_ += len;
-    }
-  }
-  uint64_t received() const { return received_; }
-  void close() { fd_.reset(); }
-
- private:
-  fs::path path_;
-  uint64_t size_;
-  Fd fd_;
-  uint64_t received_ = 0;
-};
 
 struct JobSpec {
   int rank = 0, size = 0;

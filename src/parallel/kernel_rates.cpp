@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include <unistd.h>
 
 #include "core/bench_matrix.h"
 #include "core/error.h"
+#include "gguf/gguf.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -76,6 +78,14 @@ std::vector<DType> common_weight_types() {
 size_t streamed_matrix_bytes(size_t at_least) {
   const long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   return std::clamp(llc > 0 ? 2 * size_t(llc) : at_least, at_least, size_t(1) << 30);
+}
+
+std::vector<DType> matmul_weight_types(const gguf::File& file) {
+  std::set<DType> types;
+  const bool tied = !file.find_tensor("output.weight");
+  for (const auto& t : file.tensors())
+    if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) types.insert(t.type);
+  return {types.begin(), types.end()};
 }
 
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes) {

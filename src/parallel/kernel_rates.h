@@ -23,6 +23,9 @@
 
 namespace shardlm {
 class ThreadPool;
+namespace gguf {
+class File;
+}
 }
 
 namespace shardlm::parallel {
@@ -43,6 +46,8 @@ struct KernelRates {
 
 // Weight types worth measuring when the model is not known yet (a worker at start).
 std::vector<DType> common_weight_types();
+// The types of a model's matmul weights (token_embd only as a tied output matrix).
+std::vector<DType> matmul_weight_types(const gguf::File& file);
 
 // A matrix size whose rates are those of a model's weights: twice the last
 // level cache (a model streams from memory; rates measured in a large L3 were

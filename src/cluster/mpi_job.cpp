@@ -1,0 +1,149 @@
+#include "cluster/mpi_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "cluster/mpi_weights.h"
+#include "cluster/worker.h"
+#include "core/error.h"
+#include "core/membw.h"
+#include "core/thread_pool.h"
+#include "parallel/kernel_rates.h"
+
+namespace shardlm::cluster {
+namespace {
+
+// What one rank tells the others; fixed size so one all_gather carries it.
+constexpr size_t kDescriptionBytes = 16 << 10;
+constexpr size_t kProbeBytes = size_t(64) << 20;
+constexpr size_t kRateMatrixBytes = size_t(16) << 20;
+
+// This rank: {"host", "error"} or {"host", "memory_bytes", "cores", "bandwidth_gbs", "kernel_rates"}.
+// Measured by all ranks at once, so ranks sharing a host see their share of it.
+nlohmann::json describe_self(const gguf::File* file, const std::string& error) {
+  nlohmann::json j = {{"host", host_name()}};
+  if (!error.empty()) {
+    j["error"] = error;
+    return j;
+  }
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  j["memory_bytes"] = memory_available_bytes();
+  j["cores"] = cores;
+  j["bandwidth_gbs"] = measure_read_bandwidth(kProbeBytes, nullptr, 2);
+  // Rates of weights streamed from memory, unless the whole model fits in the cache.
+  const size_t matrix = std::min(parallel::streamed_matrix_bytes(kRateMatrixBytes), size_t(file->file_size()));
+  j["kernel_rates"] = parallel::measure_kernel_rates(parallel::matmul_weight_types(*file), nullptr, matrix).to_json();
+  return j;
+}
+
+std::vector<nlohmann::json> all_gather_json(comm::Communicator& world, const nlohmann::json& mine) {
+  std::string text = mine.dump();
+  if (text.size() >= kDescriptionBytes) throw Error("mpi: this rank's description is too long");
+  text.resize(kDescriptionBytes, '\0');
+  std::string all(kDescriptionBytes * size_t(world.size()), '\0');
+  world.all_gather(text.data(), all.data(), kDescriptionBytes);
+  std::vector<nlohmann::json> out;
+  for (int r = 0; r < world.size(); ++r) {
+    const char* at = all.data() + size_t(r) * kDescriptionBytes;
+    out.push_back(nlohmann::json::parse(std::string(at, strnlen(at, kDescriptionBytes))));
+  }
+  return out;
+}
+
+// The planner's nodes: one per rank, named by rank and host. Ranks on one
+// host split its memory and cores, reach each other over local links, and
+// are described by the host's first rank (the same hardware: one noisy
+// measurement each would split layers unevenly, and differently per launch).
+std::vector<parallel::NodeSpec> nodes_of(const std::vector<nlohmann::json>& described) {
+  std::map<std::string, int> ranks_on_host;
+  std::map<std::string, size_t> first_on_host;
+  for (size_t r = 0; r < described.size(); ++r) {
+    const auto host = described[r].at("host").get<std::string>();
+    ++ranks_on_host[host];
+    first_on_host.emplace(host, r);
+  }
+  const bool one_host = ranks_on_host.size() == 1;
+  std::vector<parallel::NodeSpec> nodes;
+  for (size_t r = 0; r < described.size(); ++r) {
+    const std::string host = described[r].at("host").get<std::string>();
+    const auto& d = described[first_on_host[host]];
+    const int sharing = ranks_on_host[host];
+    parallel::NodeSpec n = parallel::default_node(one_host ? "127.0.0.1" : host);
+    n.name = fmt::format("rank {} ({})", r, host);
+    n.memory_bytes = d.at("memory_bytes").get<int64_t>() / sharing;
+    n.cores = std::max(1, d.at("cores").get<int>() / sharing);
+    if (const double bw = d.at("bandwidth_gbs").get<double>(); bw > 0) n.memory_bandwidth_gbs = bw;
+    n.kernel_rates = parallel::KernelRates::from_json(d.at("kernel_rates"), n.name);
+    nodes.push_back(std::move(n));
+  }
+  return nodes;
+}
+
+}  // namespace
+
+bool started_by_mpi_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
+  comm::ConnectOptions c;
+  c.backend = "mpi";
+  c.timeouts.op = std::chrono::milliseconds(int64_t(options.op_timeout_seconds * 1e3));
+  world_ = comm::Communicator::connect(c);
+  world_rank_ = world_->rank();
+
+  std::string error;
+  SliceStore store;
+  if (options.distribute_weights) {
+    store = slice_store(options.cache_dir);
+    if (!store.keep) temp_dir_ = store.dir.string();
+    file_ = share_model_header(*world_, model_path, store);
+  } else {
+    try {
+      file_ = gguf::File::open(model_path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  const auto described = all_gather_json(*world_, describe_self(file_.get(), error));
+  for (size_t r = 0; r < described.size(); ++r) {
+    hosts_.push_back(described[r].at("host").get<std::string>());
+    if (described[r].contains("error"))
+      throw Error(fmt::format("mpi rank {} on {}: {}", r, hosts_.back(), described[r].at("error").get<std::string>()));
+  }
+  plan_ = parallel::make_plan(*file_, nodes_of(described), options.plan);
+  if (options.distribute_weights)
+    if (auto slices = distribute_slices(*world_, *file_, plan_, store)) file_ = std::move(slices);
+  const bool mine = world_rank_ < plan_.size();
+  auto members = world_->split(mine ? 0 : -1, world_rank_);
+  if (!mine) {
+    if (world_rank_ == plan_.size()) spdlog::warn("mpi: the plan uses {} of {} ranks; the rest wait", plan_.size(), world_size());
+    return;
+  }
+  if (options.runtime.threads <= 0) options.runtime.threads = plan_.nodes[size_t(world_rank_)].cores;
+  session_ = std::make_unique<parallel::DistributedSession>(members, plan_, *file_, options.runtime);
+}
+
+MpiJob::~MpiJob() {
+  session_.reset();
+  file_.reset();
+  std::error_code ignored;
+  if (!temp_dir_.empty()) std::filesystem::remove_all(temp_dir_, ignored);
+}
+
+void MpiJob::finish() {
+  if (!session_) return;
+  if (world_rank_ == 0) session_->shutdown();
+  else session_->serve();
+}
+
+}  // namespace shardlm::cluster

@@ -1,13 +1,14 @@
-// Prefill attention as a blocked, matmul-shaped kernel (AVX-512). Up to 16
+// Prefill attention as a blocked, matmul-shaped kernel (AVX-512). Up to 32
 // query vectors (several consecutive tokens × the heads sharing one KV head)
-// sit in the 16 lanes of a vector, so each cached K and V row is read once for
-// the whole block, and no dot product needs a horizontal sum:
+// sit in the lanes of one or two vectors, so each cached K and V row is read
+// once for the whole block, and no dot product needs a horizontal sum:
 //   scores: for 8 positions at a time, Σ_d Qᵀ[d] · broadcast(k_p[d]);
 //   softmax: per lane, over the positions (stored position-major);
-//   output: for 16 dimensions at a time, Σ_p scores_p · broadcast(v_p[d]).
+//   output: for 6 queries × 64 dimensions at a time, Σ_p broadcast(w_p) · v_p.
 // A token sees only its own causal prefix: the scores of later positions are
 // set to exactly 0 after the exponential, so they add nothing, and a query's
-// result does not depend on which other tokens share its block.
+// result does not depend on which other tokens share its block (every lane
+// sums the same terms in the same order).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -25,7 +26,11 @@
 namespace shardlm::ops::avx512 {
 namespace {
 
-constexpr int kLanes = 16;
+constexpr int kVec = 16;                  // floats in a vector
+constexpr int kLanes = int(kAttendLanes);  // queries in a block: kLanes / kVec vectors
+static_assert(kLanes == 2 * kVec);
+// 6 queries × 4 vectors of accumulators leave registers for the V row and a weight.
+constexpr int kQueriesPerPass = 6, kVecsPerPass = 4;
 
 // e^x for x ≤ 0: x = n·ln2 + r, e^r by its Taylor series to degree 7, scaled
 // by 2^n with vscalefps. Below -87.3 (also -inf) the result is 0.
@@ -50,9 +55,15 @@ __m512 exp_nonpositive(__m512 x) {
 const float* cache_row(const void* base, int64_t stride, int64_t p, int64_t dim, bool f16, float* tmp) {
   if (!f16) return static_cast<const float*>(base) + p * stride;
   const auto* h = static_cast<const uint16_t*>(base) + p * stride;
-  for (int64_t i = 0; i < dim; i += kLanes)
+  for (int64_t i = 0; i < dim; i += kVec)
     _mm512_storeu_ps(tmp + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
   return tmp;
+}
+
+// 16 elements of a cached row as f32.
+__m512 cache_vec(const void* base, int64_t i, bool f16) {
+  if (!f16) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
 }
 
 struct Block {
@@ -67,90 +78,116 @@ struct Block {
   int64_t positions() const { return n_pos + n_tok - 1; }
 };
 
-// st[p·16 + j] = scale · q_j·k_p for the kP positions from p0, lane j = token·n_q + head.
-template <int kP>
+// st[p·kLanes + j] = scale · q_j·k_p for the kP positions from p0, lane j =
+// token·n_q + head, in kV vectors of lanes.
+template <int kV, int kP>
 void scores_at(const Block& b, const float* qt, int64_t p0, float* krows, float* st) {
   const KvHead& kv = *b.kv;
   const float* k[kP];
   for (int i = 0; i < kP; ++i) k[i] = cache_row(kv.k, kv.k_stride, p0 + i, kv.dim_k, kv.f16, krows + i * kv.dim_k);
-  __m512 acc[kP];
-  for (auto& a : acc) a = _mm512_setzero_ps();
+  __m512 acc[kP][kV];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm512_setzero_ps();
   for (int64_t d = 0; d < kv.dim_k; ++d) {
-    const __m512 qd = _mm512_load_ps(qt + d * kLanes);
-    for (int i = 0; i < kP; ++i) acc[i] = _mm512_fmadd_ps(qd, _mm512_set1_ps(k[i][d]), acc[i]);
-  }
-  for (int i = 0; i < kP; ++i) _mm512_store_ps(st + (p0 + i) * kLanes, _mm512_mul_ps(acc[i], _mm512_set1_ps(b.scale)));
-}
-
-// out_j[d0 .. d0+16) = Σ_p st[p][j] · v_p[d0 .. d0+16) for every lane j, one
-// vector per dimension (lanes = queries), so each V row is read once per block.
-void weighted_values(const Block& b, const float* st, int64_t d0, float* tmp) {
-  const KvHead& kv = *b.kv;
-  __m512 acc[kLanes];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (int64_t p = 0; p < b.positions(); ++p) {
-    const float* v;
-    if (kv.f16) {
-      const auto* h = static_cast<const uint16_t*>(kv.v) + p * kv.v_stride + d0;
-      _mm512_store_ps(tmp, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h))));
-      v = tmp;
-    } else {
-      v = static_cast<const float*>(kv.v) + p * kv.v_stride + d0;
+    __m512 qd[kV];
+    for (int v = 0; v < kV; ++v) qd[v] = _mm512_load_ps(qt + d * kLanes + v * kVec);
+    for (int i = 0; i < kP; ++i) {
+      const __m512 kd = _mm512_set1_ps(k[i][d]);
+      for (int v = 0; v < kV; ++v) acc[i][v] = _mm512_fmadd_ps(qd[v], kd, acc[i][v]);
     }
-    const __m512 w = _mm512_load_ps(st + p * kLanes);
-    for (int i = 0; i < kLanes; ++i) acc[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[i]), acc[i]);
   }
-  alignas(64) float lanes[kLanes][kLanes];
-  for (int i = 0; i < kLanes; ++i) _mm512_store_ps(lanes[i], acc[i]);
-  for (int64_t j = 0; j < b.lanes(); ++j) {
-    float* o = b.out + (j / b.n_q) * b.out_stride + (j % b.n_q) * kv.dim_v + d0;
-    for (int i = 0; i < kLanes; ++i) o[i] = lanes[i][j];
+  for (int i = 0; i < kP; ++i)
+    for (int v = 0; v < kV; ++v)
+      _mm512_store_ps(st + (p0 + i) * kLanes + v * kVec, _mm512_mul_ps(acc[i][v], _mm512_set1_ps(b.scale)));
+}
+
+// out_j[d0 .. d0 + 16·kC) = Σ_p w[p][j] · v_p[d0 .. d0 + 16·kC) for the
+// queries j of [j0, j0 + kJ) (those past the block have all-zero weights and
+// are not written), so each V row is read once per kJ queries.
+template <int kJ, int kC>
+void weighted_values(const Block& b, const float* w, int64_t j0, int64_t d0) {
+  const KvHead& kv = *b.kv;
+  __m512 acc[kJ][kC];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm512_setzero_ps();
+  for (int64_t p = 0; p < b.positions(); ++p) {
+    __m512 v[kC];
+    for (int c = 0; c < kC; ++c) v[c] = cache_vec(kv.v, p * kv.v_stride + d0 + c * kVec, kv.f16);
+    const float* wp = w + p * kLanes + j0;
+    for (int j = 0; j < kJ; ++j) {
+      const __m512 wj = _mm512_set1_ps(wp[j]);
+      for (int c = 0; c < kC; ++c) acc[j][c] = _mm512_fmadd_ps(wj, v[c], acc[j][c]);
+    }
+  }
+  for (int64_t j = 0; j < kJ && j0 + j < b.lanes(); ++j) {
+    float* o = b.out + ((j0 + j) / b.n_q) * b.out_stride + ((j0 + j) % b.n_q) * kv.dim_v + d0;
+    for (int c = 0; c < kC; ++c) _mm512_storeu_ps(o + c * kVec, acc[j][c]);
   }
 }
 
+template <int kV>
 void attend_block_lanes(const Block& b, float* scratch) {
   const KvHead& kv = *b.kv;
   const int64_t n_lanes = b.lanes(), n_p = b.positions();
-  float* qt = scratch;                       // dim_k × 16: the queries transposed
-  float* krows = qt + kv.dim_k * kLanes;     // 8 K rows as f32
-  float* st = krows + 8 * kv.dim_k;          // positions × 16 scores, then weights
+  float* qt = scratch;                   // dim_k × kLanes: the queries transposed
+  float* krows = qt + kv.dim_k * kLanes;  // 8 K rows as f32
+  float* st = krows + 8 * kv.dim_k;       // positions × kLanes scores, then weights
   for (int64_t d = 0; d < kv.dim_k; ++d)
     for (int64_t j = 0; j < kLanes; ++j)
       qt[d * kLanes + j] = j < n_lanes ? b.q[(j / b.n_q) * b.q_stride + (j % b.n_q) * kv.dim_k + d] : 0.0f;
   int64_t p = 0;
-  for (; p + 8 <= n_p; p += 8) scores_at<8>(b, qt, p, krows, st);
-  for (; p < n_p; ++p) scores_at<1>(b, qt, p, krows, st);
-  // Lane j (token j / n_q) sees positions below n_pos + token.
-  alignas(64) int32_t limit[kLanes];
-  for (int64_t j = 0; j < kLanes; ++j) limit[j] = int32_t(j < n_lanes ? b.n_pos + j / b.n_q : 0);
-  const __m512i lim = _mm512_load_si512(limit);
-  const auto visible = [&](int64_t pos) { return _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(int32_t(pos))); };
-  __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (p = 0; p < n_p; ++p) mx = _mm512_mask_max_ps(mx, visible(p), mx, _mm512_load_ps(st + p * kLanes));
-  mx = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim, _mm512_setzero_si512()), mx);  // unused lanes: 0
-  __m512 sum = _mm512_setzero_ps();
-  for (p = 0; p < n_p; ++p) {
-    const __m512 e = _mm512_maskz_mov_ps(visible(p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(st + p * kLanes), mx)));
-    sum = _mm512_add_ps(sum, e);
-    _mm512_store_ps(st + p * kLanes, e);
+  for (; p + 8 <= n_p; p += 8) scores_at<kV, 8>(b, qt, p, krows, st);
+  for (; p < n_p; ++p) scores_at<kV, 1>(b, qt, p, krows, st);
+  for (int v = 0; v < kLanes / kVec; ++v) {
+    float* sv = st + v * kVec;
+    if (v >= kV) {  // lanes past the block: weight 0
+      for (p = 0; p < n_p; ++p) _mm512_store_ps(sv + p * kLanes, _mm512_setzero_ps());
+      continue;
+    }
+    // Lane j (token j / n_q) sees positions below n_pos + token.
+    alignas(64) int32_t limit[kVec];
+    for (int64_t i = 0; i < kVec; ++i) {
+      const int64_t j = v * kVec + i;
+      limit[i] = int32_t(j < n_lanes ? b.n_pos + j / b.n_q : 0);
+    }
+    const __m512i lim = _mm512_load_si512(limit);
+    const auto visible = [&](int64_t pos) { return _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(int32_t(pos))); };
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (p = 0; p < n_p; ++p) mx = _mm512_mask_max_ps(mx, visible(p), mx, _mm512_load_ps(sv + p * kLanes));
+    mx = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim, _mm512_setzero_si512()), mx);  // unused lanes: 0
+    __m512 sum = _mm512_setzero_ps();
+    for (p = 0; p < n_p; ++p) {
+      const __m512 e = _mm512_maskz_mov_ps(visible(p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(sv + p * kLanes), mx)));
+      sum = _mm512_add_ps(sum, e);
+      _mm512_store_ps(sv + p * kLanes, e);
+    }
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(sum, _mm512_set1_ps(1e-30f)));
+    for (p = 0; p < n_p; ++p) _mm512_store_ps(sv + p * kLanes, _mm512_mul_ps(_mm512_load_ps(sv + p * kLanes), inv));
   }
-  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(sum, _mm512_set1_ps(1e-30f)));
-  for (p = 0; p < n_p; ++p) _mm512_store_ps(st + p * kLanes, _mm512_mul_ps(_mm512_load_ps(st + p * kLanes), inv));
-  for (int64_t d0 = 0; d0 < kv.dim_v; d0 += kLanes) weighted_values(b, st, d0, krows);
+  for (int64_t j0 = 0; j0 < n_lanes; j0 += kQueriesPerPass) {
+    int64_t d0 = 0;
+    for (; d0 + kVecsPerPass * kVec <= kv.dim_v; d0 += kVecsPerPass * kVec)
+      weighted_values<kQueriesPerPass, kVecsPerPass>(b, st, j0, d0);
+    for (; d0 < kv.dim_v; d0 += kVec) weighted_values<kQueriesPerPass, 1>(b, st, j0, d0);
+  }
 }
 
 }  // namespace
 
 bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
                   float scale, float* out, int64_t out_stride) {
-  if (n_tok * n_q > kLanes || kv.dim_k % kLanes != 0 || kv.dim_v % kLanes != 0) return false;
+  if (n_tok * n_q > kLanes || kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0) return false;
   const Block b{q, q_stride, n_tok, n_q, &kv, n_pos, scale, out, out_stride};
   thread_local std::vector<float, std::allocator<float>> scratch;
-  const size_t need = size_t(kv.dim_k * kLanes + 8 * std::max(kv.dim_k, kv.dim_v) + b.positions() * kLanes + 16);
+  // + kQueriesPerPass: the last pass of weights may read past the last position's lanes.
+  const size_t need = size_t(kv.dim_k * kLanes + 8 * kv.dim_k + b.positions() * kLanes + kQueriesPerPass + 16);
   if (scratch.size() < need) scratch.resize(need);
   // 64-byte alignment for the aligned loads of qt and st.
   auto* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));
-  attend_block_lanes(b, base);
+  if (b.lanes() <= kVec)
+    attend_block_lanes<1>(b, base);
+  else
+    attend_block_lanes<2>(b, base);
   return true;
 }
 

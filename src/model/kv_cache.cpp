@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <new>
 
 #include "core/error.h"
@@ -20,25 +21,27 @@ void convert(const float* src, uint8_t* dst, int64_t n, DType type) {
 
 }  // namespace
 
-KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, int64_t v_dim, DType type,
-                 bool values_in_keys)
-    : n_layer_(n_layer), n_seq_(n_seq), n_ctx_(n_ctx), k_dim_(k_dim), v_dim_(v_dim), type_(type),
-      values_in_keys_(values_in_keys) {
-  if (values_in_keys && v_dim > k_dim) throw Error("KV cache: values stored in keys must not be longer than them");
-  const int64_t v_stored = values_in_keys ? 0 : v_dim;
+KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t n_head, int64_t head_dim_k,
+                 int64_t head_dim_v, DType type, bool values_in_keys)
+    : n_layer_(n_layer), n_seq_(n_seq), n_ctx_(n_ctx), n_head_(n_head), dim_k_(head_dim_k), dim_v_(head_dim_v),
+      type_(type), values_in_keys_(values_in_keys) {
+  if (values_in_keys && head_dim_v > head_dim_k)
+    throw Error("KV cache: values stored in keys must not be longer than them");
+  const int64_t v_stored = values_in_keys ? 0 : head_dim_v;
   if (type != DType::F32 && type != DType::F16)
     throw Error(fmt::format("KV cache type must be f32 or f16, not {}", dtype_name(type)));
   if (n_seq < 1 || n_ctx < 1 || n_ctx > (int64_t(1) << 24) || n_seq > 4096)
     throw Error(fmt::format("KV cache: context {} × sequences {} is out of range", n_ctx, n_seq));
   elem_ = type == DType::F32 ? 4 : 2;
-  const double total = double(n_layer) * double(n_seq) * double(n_ctx) * double(k_dim + v_stored) * double(elem_);
+  const double total = double(n_layer) * double(n_seq) * double(n_ctx) * double(n_head) *
+                       double(head_dim_k + v_stored) * double(elem_);
   if (total > double(uint64_t(1) << 40))
     throw Error(fmt::format("KV cache of {:.1f} GiB is too large: lower --ctx", total / (1u << 30)));
-  const size_t per = size_t(n_layer * n_seq * n_ctx) * elem_;
-  bytes_ = per * size_t(k_dim + v_stored);
+  const size_t per = size_t(n_layer * n_seq * n_head * n_ctx) * elem_;
+  bytes_ = per * size_t(head_dim_k + v_stored);
   try {
     // Not value-initialised: pages are touched only as positions are written.
-    k_.reset(new uint8_t[per * size_t(k_dim)]);
+    k_.reset(new uint8_t[per * size_t(head_dim_k)]);
     v_.reset(new uint8_t[per * size_t(v_stored)]);
   } catch (const std::bad_alloc&) {
     throw Error(fmt::format("KV cache: cannot allocate {:.1f} MiB: lower --ctx", double(bytes_) / (1 << 20)));
@@ -46,8 +49,10 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t k_dim, i
 }
 
 void KvCache::store(int64_t layer, int64_t seq, int64_t pos, const float* k, const float* v) {
-  convert(k, slot(k_.get(), layer, seq, pos, k_dim_), k_dim_, type_);
-  if (!values_in_keys_) convert(v, slot(v_.get(), layer, seq, pos, v_dim_), v_dim_, type_);
+  for (int64_t h = 0; h < n_head_; ++h) {
+    convert(k + h * dim_k_, slot(k_.get(), layer, seq, h, pos, dim_k_), dim_k_, type_);
+    if (!values_in_keys_) convert(v + h * dim_v_, slot(v_.get(), layer, seq, h, pos, dim_v_), dim_v_, type_);
+  }
 }
 
 }  // namespace shardlm

@@ -25,7 +25,7 @@ namespace {
 // the attended values.
 KvCache make_kv_cache(const ModelConfig& c, const RankPlan& plan, DType type, int64_t n_seq, int64_t n_ctx) {
   const int64_t kv_heads = plan.kv_heads.size();
-  return KvCache(plan.layers.size(), n_seq, n_ctx, kv_heads * c.head_dim_k, kv_heads * c.head_dim_v, type,
+  return KvCache(plan.layers.size(), n_seq, n_ctx, kv_heads, c.head_dim_k, c.head_dim_v, type,
                  c.latent_attention());
 }
 
@@ -216,7 +216,6 @@ ops::RopeParams Model::rope_params(int head_dim) const {
 void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, float scale) {
   const auto& c = config_;
   const int64_t group = c.n_group();
-  const int64_t elem = kv_.type() == DType::F32 ? 4 : 2;
   // Runs of this rank's query heads that share a KV head, attended together
   // so each cached row is read once for the run.
   auto kv_head = [&](int64_t h) { return (plan_.heads.begin + h) / group - plan_.kv_heads.begin; };
@@ -242,18 +241,19 @@ void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, fl
   const int64_t n_tasks = n_blocks * n_runs;
   int64_t work = 0;  // multiply-adds, to keep short decode steps off the pool
   for (const auto& e : batch.entries) work += int64_t(e.pos + 1) * n_head_ * (c.head_dim_k + c.head_dim_v);
-  // Each (entry, run) is independent, so any thread split gives the same bits.
+  // Each (block, run) is independent, so any thread split gives the same bits.
+  // Consecutive tasks of a thread attend one KV head, whose rows stay in cache.
   run_parallel(work >= kParallelAttentionWork, [&](int ith, int nth) {
     float* scores = &scores_[size_t(ith * opt_.n_ctx * std::min(group, n_head_))];
     for (int64_t task = ith; task < n_tasks; task += nth) {
-      const int64_t blk = task / n_runs, r = task % n_runs;
+      const int64_t r = task / n_blocks, blk = task % n_blocks;
       const int64_t t = block_begin[size_t(blk)], n_tok = block_begin[size_t(blk) + 1] - t;
       const int64_t h0 = run_begin[size_t(r)], n_q = run_begin[size_t(r) + 1] - h0;
       const auto& e = batch.entries[size_t(t)];
       const int64_t g = kv_head(h0);
       ops::KvHead head;
-      head.k = static_cast<const uint8_t*>(kv_.k_rows(l, e.seq)) + g * c.head_dim_k * elem;
-      head.v = static_cast<const uint8_t*>(kv_.v_rows(l, e.seq)) + g * c.head_dim_v * elem;
+      head.k = kv_.k_rows(l, e.seq, g);
+      head.v = kv_.v_rows(l, e.seq, g);
       head.k_stride = kv_.k_stride();
       head.v_stride = kv_.v_stride();
       head.dim_k = c.head_dim_k;

@@ -59,7 +59,8 @@ struct Fixture {
 
 TEST(OpsAttendTokens, MatchesReferencePerToken) {
   const Case cases[] = {{1, 4, 64, 1}, {4, 4, 64, 1}, {4, 4, 64, 300}, {16, 1, 64, 9},
-                        {5, 3, 64, 17}, {2, 8, 128, 40}, {3, 5, 128, 7}, {6, 4, 32, 5}};
+                        {5, 3, 64, 17}, {2, 8, 128, 40}, {3, 5, 128, 7}, {6, 4, 32, 5},
+                        {8, 4, 64, 300}, {32, 1, 64, 9}, {7, 4, 128, 33}, {17, 1, 80, 3}, {3, 6, 576, 12}};
   for (const bool f16 : {false, true}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(f16 ? "f16" : "f32") + " tokens " + std::to_string(c.n_tok) + " heads " +
@@ -77,14 +78,14 @@ TEST(OpsAttendTokens, MatchesReferencePerToken) {
   }
 }
 
-// Tokens 0..11 attended as one block, or in blocks of 2, 3, 7: the same bits
-// (a block of one token is decode: attend, which sums in another order).
+// Tokens 0..31 attended as one block, or in blocks of 2, 3, 7, 20: the same
+// bits (a block of one token is decode: attend, which sums in another order).
 TEST(OpsAttendTokens, TokenResultDoesNotDependOnItsBlock) {
-  const Case c{12, 1, 64, 20};
+  const Case c{32, 1, 64, 20};
   for (const bool f16 : {false, true}) {
     const Fixture f(c, f16);
-    const auto whole = f.blocked(0, 12);
-    const int64_t splits[] = {0, 2, 5, 12};
+    const auto whole = f.blocked(0, 32);
+    const int64_t splits[] = {0, 2, 5, 12, 32};
     for (size_t s = 0; s + 1 < std::size(splits); ++s) {
       const int64_t t0 = splits[s], n = splits[s + 1] - t0;
       const auto part = f.blocked(t0, n);

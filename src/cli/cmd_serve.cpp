@@ -83,12 +83,7 @@ void serve(const ServeOptions& o) {
     auto mo = make_mpi_job_options(o.cluster, o.ctx, step_entries, "f32", o.threads, o.parallel);
     mo.op_timeout_seconds = kServeFollowSeconds;
     mpi_job = std::make_unique<cluster::MpiJob>(o.model, mo);
-    if (mpi_job->rank() != 0) {
-      // Rank 0 ends the job (on its own SIGINT/SIGTERM, which mpirun passes to every rank).
-      std::signal(SIGINT, SIG_IGN);
-      std::signal(SIGTERM, SIG_IGN);
-      return mpi_job->finish();  // follows rank 0's steps until it stops serving
-    }
+    if (mpi_job->rank() != 0) return mpi_job->finish();  // follows rank 0's steps until it stops serving
   }
   auto file = gguf::File::open(o.model);
   auto tok = Tokenizer::from_gguf(*file);

@@ -166,7 +166,7 @@ TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
   EXPECT_FALSE(reply["choices"][0]["message"]["content"].get<std::string>().empty()) << r->body;
   EXPECT_EQ(reply["usage"]["completion_tokens"], 16) << r->body;
   EXPECT_NE(server->err().find("serve: tp 2 × pp 1 on 2 MPI ranks"), std::string::npos) << server->err();
-  // mpirun passes SIGTERM on; rank 0 stops serving and releases the other rank.
+  // mpirun passes SIGTERM on to every rank: the job ends, none is left behind.
   const auto t0 = std::chrono::steady_clock::now();
   kill(server->pid(), SIGTERM);
   server->wait(std::chrono::seconds(30));

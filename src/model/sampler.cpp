@@ -60,19 +60,8 @@ void Sampler::accept(TokenId id) {
 }
 
 void Sampler::apply_penalties() {
-  if (p_.repeat_penalty == 1.0f && p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f) return;
-  seen_.assign(recent_.begin(), recent_.end());
-  std::sort(seen_.begin(), seen_.end());
-  for (size_t i = 0; i < seen_.size();) {
-    const TokenId id = seen_[i];
-    size_t count = 1;
-    while (i + count < seen_.size() && seen_[i + count] == id) ++count;
-    i += count;
-    if (id < 0 || id >= n_vocab_) continue;
-    float& l = cand_[size_t(id)].logit;
-    l = l > 0 ? l / p_.repeat_penalty : l * p_.repeat_penalty;
-    l -= p_.presence_penalty + float(count) * p_.frequency_penalty;
-  }
+  shardlm::apply_penalties(p_, recent_, seen_, 0, TokenId(n_vocab_),
+                           [&](TokenId id) -> float& { return cand_[size_t(id)].logit; });
 }
 
 size_t Sampler::truncate() {

@@ -3,6 +3,7 @@
 // so a seed gives the same tokens on every platform and standard library.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -32,6 +33,28 @@ struct SamplerParams {
   int32_t penalty_window = 64;    // how many recent tokens the penalties look at
   uint64_t seed = 0;
 };
+
+// The penalties of `p` on the logits of the ids in [begin, end) among `recent`
+// (the last penalty_window tokens, in any order): each distinct id once, with
+// its count. logit(id) is that id's logit; `seen` is scratch. The one rule
+// every sampler (single node, vocabulary slices) applies.
+template <class LogitOf>
+void apply_penalties(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
+                     TokenId begin, TokenId end, LogitOf&& logit) {
+  if (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
+  seen.assign(recent.begin(), recent.end());
+  std::sort(seen.begin(), seen.end());
+  for (size_t i = 0; i < seen.size();) {
+    const TokenId id = seen[i];
+    size_t count = 1;
+    while (i + count < seen.size() && seen[i + count] == id) ++count;
+    i += count;
+    if (id < begin || id >= end) continue;
+    float& l = logit(id);
+    l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    l -= p.presence_penalty + float(count) * p.frequency_penalty;
+  }
+}
 
 class Sampler {
  public:

@@ -57,19 +57,8 @@ TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {
 
 // The single-node Sampler's penalties, on the recent tokens inside this slice.
 void ShardedSampler::apply_penalties(Range mine) {
-  if (params_.repeat_penalty == 1.0f && params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f) return;
-  seen_.assign(recent_.begin(), recent_.end());
-  std::sort(seen_.begin(), seen_.end());
-  for (size_t i = 0; i < seen_.size();) {
-    const TokenId id = seen_[i];
-    size_t count = 1;
-    while (i + count < seen_.size() && seen_[i + count] == id) ++count;
-    i += count;
-    if (id < mine.begin || id >= mine.end) continue;
-    float& l = scratch_[size_t(id - mine.begin)].logit;
-    l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-    l -= params_.presence_penalty + float(count) * params_.frequency_penalty;
-  }
+  shardlm::apply_penalties(params_, recent_, seen_, TokenId(mine.begin), TokenId(mine.end),
+                           [&](TokenId id) -> float& { return scratch_[size_t(id - mine.begin)].logit; });
 }
 
 void ShardedSampler::accept(TokenId id) {

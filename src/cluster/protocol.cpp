@@ -267,7 +267,6 @@ parallel::RuntimeStats stats_from_json(const nlohmann::json& j) {
 
 nlohmann::json request_stats_to_json(const RequestStats& s) {
   nlohmann::json j = {{"total", stats_to_json(s.total)}};
-  if (s.to_first_token) j["first_token"] = stats_to_json(*s.to_first_token);
   return j;
 }
 
@@ -275,7 +274,6 @@ RequestStats request_stats_from_json(const nlohmann::json& j, const std::string&
   RequestStats s;
   try {
     s.total = stats_from_json(j.at("total"));
-    if (j.contains("first_token")) s.to_first_token = stats_from_json(j.at("first_token"));
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: malformed runtime stats in Status message: {}", who, e.what()));
   }

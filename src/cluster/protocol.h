@@ -124,12 +124,9 @@ std::string utc_time_text(std::chrono::system_clock::time_point t);
 nlohmann::json plan_to_json(const parallel::Plan& plan);
 parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who);
 
-// Where a worker's time went in one request of a job. The driving worker
-// also reports the part up to its first token (prompt processing); the
-// others cannot tell where that boundary was.
+// Where a worker's time went in one period of a job (between the driver's marks).
 struct RequestStats {
   parallel::RuntimeStats total;
-  std::optional<parallel::RuntimeStats> to_first_token;
 };
 nlohmann::json request_stats_to_json(const RequestStats& s);
 RequestStats request_stats_from_json(const nlohmann::json& j, const std::string& who);

@@ -123,7 +123,7 @@ std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, parallel::Distri
     }
     const auto tokens = session.run(step);
     if (step.kind == parallel::StepKind::Mark) {
-      if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
+      if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats()});
       session.reset_stats();
     }
     if (pause.count() > 0 && !tokens.empty()) std::this_thread::sleep_for(pause);
@@ -135,7 +135,7 @@ std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, parallel::Distri
 std::vector<RequestStats> follow(parallel::DistributedSession& session) {
   std::vector<RequestStats> periods;
   while (session.serve()) {
-    if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats(), std::nullopt});
+    if (periods.size() < kMaxReportedRequests) periods.push_back({session.stats()});
     session.reset_stats();
   }
   return periods;

@@ -68,19 +68,25 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
           "PORT|LO-HI"));
 }
 
+parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DType kv_type) {
+  parallel::PlanRequest r;
+  r.tp = c.tp;
+  r.pp = c.pp;
+  r.layers = c.layers;
+  r.n_ctx = ctx;
+  r.force = c.force;
+  r.kv_type = kv_type;
+  if (!c.wire_type.empty()) r.wire_type = parallel::wire_type_from_name(c.wire_type);
+  return r;
+}
+
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
                                              const std::string& kv_type, int threads) {
   cluster::ClusterOptions o;
   o.nodes = node_addresses(c.nodes, c.hostfile);
   o.token = cluster_token(c.token_file);
-  o.plan.tp = c.tp;
-  o.plan.pp = c.pp;
-  o.plan.layers = c.layers;
-  o.plan.n_ctx = ctx;
-  o.plan.force = c.force;
-  if (!c.wire_type.empty()) o.plan.wire_type = parallel::wire_type_from_name(c.wire_type);
   if (kv_type != "f32" && kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
-  o.plan.kv_type = kv_type == "f16" ? DType::F16 : DType::F32;
+  o.plan = plan_request(c, ctx, kv_type == "f16" ? DType::F16 : DType::F32);
   o.n_batch = batch;
   o.threads = threads;
   o.worker_model = c.worker_model;

@@ -44,6 +44,8 @@ struct ClusterRunOptions {
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o);
 // The coordinator's options: the nodes (list or hostfile), token and layout
 // from `c`, the rest as given. Throws Error for a bad node entry or KV type.
+// The layout request --tp/--pp/--layers/--force/--wire-type ask for, on workers and under MPI alike.
+parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DType kv_type);
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
                                              const std::string& kv_type, int threads);
 

@@ -21,7 +21,8 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "model/session.h"
+#include "core/memory_usage.h"
+#include "model/prompt.h"
 
 namespace shardlm::cli {
 namespace {

@@ -22,7 +22,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "model/session.h"
+#include "core/memory_usage.h"
 #include "serve/local_engine.h"
 #include "tokenizer/tokenizer.h"
 

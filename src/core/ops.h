@@ -57,10 +57,9 @@ void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q,
                    float scale, float* scores, float* out, int64_t out_stride);
 
 // Rotary position embedding.
-enum class RopeStyle {
-  Normal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama
-  Neox,    // rotate halves (x[i], x[i + n_rot/2]) — NeoX, qwen2, ...
-};
+// Which elements rotate together: llama.cpp's "normal" mode pairs
+// (x[2i], x[2i+1]) — llama; NeoX mode pairs (x[i], x[i + n_rot/2]) — qwen2, ...
+enum class RopeStyle { AdjacentPairs, NeoxHalves };
 
 struct RopeParams {
   int head_dim = 0;
@@ -68,7 +67,7 @@ struct RopeParams {
   float freq_base = 10000.f;
   float freq_scale = 1.f;      // linear context scaling: angles are multiplied by it
   const float* freq_factors = nullptr;  // n_rot/2 divisors of the pair frequencies (Llama-3.1 rope_freqs), or null
-  RopeStyle style = RopeStyle::Normal;
+  RopeStyle style = RopeStyle::AdjacentPairs;
   // YaRN: pair i mixes its unscaled angle (weight ramp_i) with the scaled one
   // (1 − ramp_i), ramp_i = 1 − clamp((i − corr_low) / max(0.001, corr_high − corr_low), 0, 1);
   // cos and sin are multiplied by magnitude.

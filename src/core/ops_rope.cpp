@@ -34,8 +34,8 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
     theta *= step;
   }
   // Normal rotates (2i, 2i+1); NeoX rotates (i, i + pairs).
-  const int stride = p.style == RopeStyle::Normal ? 2 : 1;
-  const int partner = p.style == RopeStyle::Normal ? 1 : pairs;
+  const int stride = p.style == RopeStyle::AdjacentPairs ? 2 : 1;
+  const int partner = p.style == RopeStyle::AdjacentPairs ? 1 : pairs;
   for (int h = 0; h < n_heads; ++h) {
     float* head = x + int64_t(h) * p.head_dim;
     for (int i = 0; i < pairs; ++i) {

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "core/ops.h"
+
 namespace shardlm::gguf { class File; }
 
 namespace shardlm {
 
-// Which elements RoPE rotates together: llama.cpp's "normal" mode pairs
-// (x[2i], x[2i+1]); NeoX mode pairs (x[i], x[i + n_rot/2]).
-enum class RopeStyle { AdjacentPairs, NeoxHalves };
+using ops::RopeStyle;
 
 struct RopeSpec {
   int64_t dims = 0;  // leading dimensions of each head (or of the RoPE part, MLA) that are rotated

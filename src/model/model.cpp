@@ -201,7 +201,7 @@ ops::RopeParams Model::rope_params(int head_dim) const {
   p.freq_base = r.freq_base;
   p.freq_scale = r.freq_scale;
   p.freq_factors = weights_.rope_freq_factors;
-  p.style = r.style == RopeStyle::NeoxHalves ? ops::RopeStyle::Neox : ops::RopeStyle::Normal;
+  p.style = r.style;
   if (r.yarn) {
     p.yarn = true;
     ops::yarn_correction_range(p.n_rot, r.yarn_orig_ctx, r.freq_base, r.yarn_beta_fast, r.yarn_beta_slow,

@@ -214,7 +214,7 @@ TEST(Rope, NeoxRotatesHalves) {
   RopeParams p;
   p.head_dim = 4;
   p.n_rot = 4;
-  p.style = RopeStyle::Neox;
+  p.style = RopeStyle::NeoxHalves;
   rope(x, 1, p, 1);  // pairs (0,2) by 1 rad and (1,3) by 0.01 rad
   EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
   EXPECT_NEAR(x[2], std::sin(1.0), 1e-6);
@@ -280,7 +280,7 @@ TEST(Rope, YarnMixesOriginalAndScaledAngles) {
 // Attention scores depend only on the distance between positions, and
 // rotations keep lengths: the properties RoPE exists for.
 TEST(Rope, ScoresDependOnRelativePosition) {
-  for (RopeStyle style : {RopeStyle::Normal, RopeStyle::Neox}) {
+  for (RopeStyle style : {RopeStyle::AdjacentPairs, RopeStyle::NeoxHalves}) {
     RopeParams p;
     p.head_dim = 64;
     p.n_rot = 64;

@@ -107,23 +107,33 @@ TEST(MoeMla, LatentCacheInF16StaysCloseToF32) {
   EXPECT_LT(max_diff, 0.05);
 }
 
-// Until expert / latent-attention parallelism exists, a plan that splits such
-// a model is refused with one line naming the architecture.
-TEST(MoeMla, SplitPlansAreRefused) {
-  for (const char* name : {"tiny-random-mixtral.gguf", "tiny-random-deepseek2.gguf"}) {
-    auto file = gguf::File::open(model_path(name));
-    const auto cfg = ModelConfig::from_gguf(*file);
-    RankPlan p = RankPlan::whole(cfg);
-    p.layers = {0, 1};  // a first pipeline stage
-    ModelOptions o;
-    o.plan = p;
-    try {
-      Model m(*file, o);
-      ADD_FAILURE() << name << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cannot be split over ranks"), std::string::npos) << e.what();
-    }
+// A rank's slice of every expert (tensor parallel inside experts) must cut
+// ffn_down_exps on quant-block boundaries; elsewhere it is one clear line.
+TEST(MoeMla, ExpertRowSlicesFollowQuantBlocks) {
+  const std::string path = ::testing::TempDir() + "shardlm_tiny_qwen3moe_q4_0.gguf";
+  ASSERT_EQ(std::system((std::string(SHARDLM_BINARY) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
+                         " > /dev/null").c_str()),
+            0);
+  auto file = gguf::File::open(path);
+  const auto cfg = ModelConfig::from_gguf(*file);
+  RankPlan p = RankPlan::whole(cfg);
+  p.expert_rows = {0, cfg.moe.n_ff_expert / 2};
+  ModelOptions o;
+  o.plan = p;
+  try {
+    Model m(*file, o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.ffn_down_exps.weight' (Q4_0) cannot be split at columns [0, 16)"),
+              std::string::npos)
+        << e.what();
   }
+  p.expert_rows = {0, cfg.moe.n_ff_expert};
+  p.experts = {2, 5};  // whole experts: any range
+  o.plan = p;
+  Model m(*file, o);
+  EXPECT_EQ(m.weights().layers[0].experts.gate.first, 2);
+  std::filesystem::remove(path);
 }
 
 // `synth --layers N` keeps the first N layers (and no more leading dense ones

@@ -43,8 +43,9 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   const double tps = double(decoded) / decode_seconds;
   const auto& s0 = all[0];
   const double per_tok = decode_seconds / double(decoded) * double(o.seqs);  // one sequence's step
-  // Only rank 0 resets its stats after the warm-up; the others' cover it too,
-  // so each is scaled to rank 0's forward steps (every rank runs every step).
+  // Every rank resets its stats after the warm-up; each is still scaled to
+  // rank 0's forward steps (every rank runs every step), which keeps a
+  // stage's figures comparable should they ever differ.
   auto share = [&](const parallel::RuntimeStats& s) {
     return s.forward_calls > 0 ? double(s0.forward_calls) / double(s.forward_calls) : 0.0;
   };
@@ -139,13 +140,13 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
         prompts.push_back(p);
       }
       decode_steps(s, prompts, 4);  // warm-up: page in the weights
+      s.mark();  // every rank's stats start after the warm-up
       s.reset_stats();
       decode_seconds = decode_steps(s, prompts, o.gen);
       decoded = int64_t(o.seqs) * (o.gen - 1);
       s.shutdown();
     } else {
-      while (s.serve()) {
-      }
+      while (s.serve()) s.reset_stats();
     }
     std::vector<parallel::RuntimeStats> all(size_t(world->size()));
     parallel::RuntimeStats mine = s.stats();

@@ -38,7 +38,9 @@ void RankPlan::validate(const ModelConfig& c) const {
   if (c.has_experts()) {
     check("expert", experts, c.moe.n_expert);
     check("expert-row", expert_rows, c.moe.n_ff_expert);
-    if (c.moe.n_shared > 0) check("shared-expert-row", shared_rows, c.moe.n_shared * c.moe.n_ff_expert);
+    // Empty: another rank of the group runs the shared experts.
+    if (c.moe.n_shared > 0 && shared_rows.size() != 0)
+      check("shared-expert-row", shared_rows, c.moe.n_shared * c.moe.n_ff_expert);
   } else if (experts.size() != 0 || expert_rows.size() != 0 || shared_rows.size() != 0) {
     throw Error("rank plan: expert ranges given for a model without experts");
   }

@@ -34,7 +34,7 @@ struct RankPlan {
   Range vocab_rows;  // rows of the output matrix: this rank's slice of the logits
   Range experts;      // whole experts held in every MoE layer (empty without experts)
   Range expert_rows;  // of each held expert: rows of gate/up = columns of down
-  Range shared_rows;  // rows of the shared-expert FFN (n_shared · n_ff_expert), split as a dense FFN
+  Range shared_rows;  // rows of the shared-expert FFN (n_shared · n_ff_expert), split as a dense FFN; may be empty
 
   static RankPlan whole(const ModelConfig& c);
   bool first_stage() const { return layers.begin == 0; }

@@ -157,7 +157,7 @@ void map_experts(const TensorMapper& t, const std::string& p, const ModelConfig&
   e.down = t.experts(p + "ffn_down_exps.weight", m.n_ff_expert, c.n_embd, m.n_expert, plan.experts, all_embd,
                      plan.expert_rows);
   e.n_used = m.n_expert_used;
-  if (m.n_shared > 0) {
+  if (m.n_shared > 0 && plan.shared_rows.size() > 0) {
     const int64_t ff = m.n_shared * m.n_ff_expert;
     e.shared_gate = t.row_slice(p + "ffn_gate_shexp.weight", c.n_embd, ff, plan.shared_rows);
     e.shared_up = t.row_slice(p + "ffn_up_shexp.weight", c.n_embd, ff, plan.shared_rows);

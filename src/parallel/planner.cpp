@@ -132,9 +132,15 @@ struct Builder {
       ex.experts.assign(tp, Range{0, m.n_expert});
       ex.rows = weighted_split(m.n_ff_expert / units.expert_ff, units.expert_ff, speed, "expert FFN rows");
     }
-    if (m.n_shared > 0)
-      ex.shared = weighted_split(m.n_shared * m.n_ff_expert / units.shared_ff, units.shared_ff, speed,
-                                 "shared-expert rows");
+    const int64_t shared_units = m.n_shared * m.n_ff_expert / units.shared_ff;
+    if (shared_units >= int64_t(tp)) {
+      ex.shared = weighted_split(shared_units, units.shared_ff, speed, "shared-expert rows");
+    } else if (m.n_shared > 0) {
+      // Fewer quant blocks than ranks: the first rank runs the shared experts
+      // whole, the others hold none (their part of the sum is zero).
+      ex.shared.assign(tp, Range{0, 0});
+      ex.shared[0] = {0, m.n_shared * m.n_ff_expert};
+    }
     return ex;
   }
 
@@ -157,9 +163,6 @@ struct Builder {
     if (split == ExpertSplit::Rows && m.n_ff_expert / units.expert_ff < tp)
       return fmt::format("{} rows per expert split in units of {} (ffn_down_exps blocks) give fewer than {} parts",
                          m.n_ff_expert, units.expert_ff, tp);
-    if (m.n_shared > 0 && m.n_shared * m.n_ff_expert / units.shared_ff < tp)
-      return fmt::format("{} shared-expert rows split in units of {} (ffn_down_shexp blocks) give fewer than {} parts",
-                         m.n_shared * m.n_ff_expert, units.shared_ff, tp);
     return "";
   }
 

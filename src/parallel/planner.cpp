@@ -365,10 +365,16 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
       throw Error(fmt::format("plan: tp {} × pp {} does not fit: {} (--force skips this check)", p.tp, p.pp,
                               p.notes.back()));
     p.notes.insert(p.notes.begin(), why);
-    if (p.expert_split == ExpertSplit::Experts)
-      p.notes.push_back("experts: whole experts per rank (expert parallel), by node memory");
-    else if (p.expert_split == ExpertSplit::Rows)
-      p.notes.push_back("experts: every expert's FFN rows split over the tensor-parallel ranks");
+    if (p.expert_split != ExpertSplit::None) {
+      const bool whole = p.expert_split == ExpertSplit::Experts;
+      std::string held;
+      for (int r = 0; r < p.size(); ++r) {
+        const Range e = whole ? p.ranks[size_t(r)].experts : p.ranks[size_t(r)].expert_rows;
+        held += fmt::format("{} {}: [{}, {})", r == 0 ? "" : ",", r, e.begin, e.end);
+      }
+      p.notes.push_back(whole ? "experts: whole experts per rank (expert parallel), by node memory; rank" + held
+                              : "experts: every expert's FFN rows split over the tensor-parallel ranks; rank" + held);
+    }
     if (p.size() < n) p.notes.push_back(fmt::format("{} node(s) unused", n - p.size()));
     if (!p.fits) p.notes.push_back("--force: the memory check was skipped");
     return p;

@@ -174,6 +174,9 @@ TEST(Planner, ExpertsSplitWholeByMemoryOrByRows) {
   EXPECT_EQ(ep.ranks[1].experts, (Range{6, 8}));
   EXPECT_EQ(ep.ranks[1].expert_rows, (Range{0, 64}));
   EXPECT_EQ(ep.ranks[1].heads, (Range{2, 4}));  // attention heads split as in tensor parallel
+  EXPECT_NE(ep.describe(ModelConfig::from_gguf(*f)).find("whole experts per rank (expert parallel), by node memory; "
+                                                         "rank 0: [0, 6), 1: [6, 8)"),
+            std::string::npos);
   r = {};
   r.tp = 2;
   const auto tp = make_plan(*f, v, r);

@@ -79,6 +79,11 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
     std::printf("(stage %d imbalance: compute per step %.2f ms on the busiest rank, %.2f ms on the idlest, +%.0f%%; "
                 "the waits of single steps show in each rank's collective time)\n",
                 st, hi, lo, lo > 0 ? (hi / lo - 1) * 100 : 0.0);
+    const auto& s = all[size_t(plan.rank_of(st, 0))];
+    if (s.expert_pairs_mean > 0)
+      std::printf("(stage %d routing per step, summed over its MoE layers: %.1f (token, expert) pairs on the busiest rank of each layer, %.1f on the mean rank: +%.0f%%)\n",
+                  st, s.expert_pairs_busiest / steps, s.expert_pairs_mean / steps,
+                  (s.expert_pairs_busiest / s.expert_pairs_mean - 1) * 100);
   }
 }
 

@@ -214,6 +214,7 @@ TEST(CliRun, BenchDistExpertParallel) {
   EXPECT_NE(r.out.find("| ep 2 × pp 1 | 2 × 1 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(rank 1 per step: compute"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("(stage 0 imbalance: compute per step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(stage 0 routing per step, summed over its MoE layers: "), std::string::npos) << r.out;
 }
 
 TEST(CliRun, StdoutCarriesOnlyTheText) {

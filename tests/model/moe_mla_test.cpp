@@ -107,6 +107,26 @@ TEST(MoeMla, LatentCacheInF16StaysCloseToF32) {
   EXPECT_LT(max_diff, 0.05);
 }
 
+// expert_load() counts every (token, choice) pair of the last step, in MoE
+// layers only (deepseek2's leading dense layer stays zero).
+TEST(MoeMla, ExpertLoadCountsTheRoutedPairs) {
+  auto file = gguf::File::open(model_path("tiny-random-deepseek2.gguf"));
+  ModelOptions o;
+  o.n_ctx = 8;
+  Model m(*file, o);
+  Batch b;
+  for (int i = 0; i < 5; ++i) b.add(0, i, TokenId(11 * i + 2), i == 4);
+  m.forward(b);
+  const auto& c = m.config();
+  const auto load = m.expert_load();
+  ASSERT_EQ(load.size(), size_t(c.n_layer * c.moe.n_expert));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    int64_t pairs = 0;
+    for (int64_t e = 0; e < c.moe.n_expert; ++e) pairs += load[size_t(l * c.moe.n_expert + e)];
+    EXPECT_EQ(pairs, c.layer_has_experts(l) ? 5 * c.moe.n_expert_used : 0) << "layer " << l;
+  }
+}
+
 // A rank's slice of every expert (tensor parallel inside experts) must cut
 // ffn_down_exps on quant-block boundaries; elsewhere it is one clear line.
 TEST(MoeMla, ExpertRowSlicesFollowQuantBlocks) {

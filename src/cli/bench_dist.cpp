@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -28,6 +29,7 @@ namespace {
 struct DistBenchOptions {
   std::string model, backend = "tcp", wire_type;
   int tp = 1, pp = 1, threads = 1, seqs = 1, gen = 32, prompt = 8;
+  bool ep = false;  // --ep N: tp = N, MoE layers split by whole experts
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
@@ -41,8 +43,9 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   const double tps = double(decoded) / decode_seconds;
   const auto& s0 = all[0];
   const double per_tok = decode_seconds / double(decoded) * double(o.seqs);  // one sequence's step
-  // Only rank 0 resets its stats after the warm-up; the others' cover it too,
-  // so each is scaled to rank 0's forward steps (every rank runs every step).
+  // Every rank resets its stats after the warm-up; each is still scaled to
+  // rank 0's forward steps (every rank runs every step), which keeps a
+  // stage's figures comparable should they ever differ.
   auto share = [&](const parallel::RuntimeStats& s) {
     return s.forward_calls > 0 ? double(s0.forward_calls) / double(s.forward_calls) : 0.0;
   };
@@ -52,18 +55,35 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   std::printf("| layout | ranks × threads | seqs | decode tok/s | ms/step | %s | plan tok/s |\n", kBreakdownColumns);
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const auto b = step_breakdown(s0, steps, bytes / double(s0.tokens), plan.min_wire_bytes_per_token);
-  std::printf("| tp %d × pp %d | %d × %d | %d | %.1f | %.2f | %s | %.1f |\n", o.tp, o.pp, o.tp * o.pp, o.threads,
+  std::printf("| %s %d × pp %d | %d × %d | %d | %.1f | %.2f | %s | %.1f |\n", o.ep ? "ep" : "tp", o.tp, o.pp,
+              o.tp * o.pp, o.threads,
               o.seqs, tps, per_tok * 1e3, breakdown_cells(b).c_str(),
               o.seqs >= o.pp ? plan.pipelined_tok_s : plan.single_seq_tok_s);
   std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s; wire %s)\n",
               c.summary().c_str(), parallel::wire_type_name(plan.wire_type).c_str());
+  std::vector<double> compute_ms(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const double steps_r = share(all[r]) > 0 ? steps / share(all[r]) : steps;
     const auto br = step_breakdown(all[r], steps_r, all[r].bytes_sent * share(all[r]) / double(s0.tokens), 0);
+    compute_ms[r] = br.compute_ms;
     const double cpu_ms = (all[r].forward_cpu_seconds - all[r].all_reduce_cpu_seconds) * 1e3 / steps_r;
     std::printf("(rank %zu per step: compute %.2f ms (CPU %.2f ms), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
                 "sent %.0f B per token)\n",
                 r, br.compute_ms, cpu_ms, br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
+  }
+  // Tensor-parallel ranks meet in every all-reduce, so the faster ones wait
+  // out the difference (expert parallel: the experts each step routed to them).
+  for (int st = 0; st < plan.pp && plan.tp > 1; ++st) {
+    const auto first = compute_ms.begin() + st * plan.tp, last = first + plan.tp;
+    const double hi = *std::max_element(first, last), lo = *std::min_element(first, last);
+    std::printf("(stage %d imbalance: compute per step %.2f ms on the busiest rank, %.2f ms on the idlest, +%.0f%%; "
+                "the waits of single steps show in each rank's collective time)\n",
+                st, hi, lo, lo > 0 ? (hi / lo - 1) * 100 : 0.0);
+    const auto& s = all[size_t(plan.rank_of(st, 0))];
+    if (s.expert_pairs_mean > 0)
+      std::printf("(stage %d routing per step, summed over its MoE layers: %.1f (token, expert) pairs on the busiest rank of each layer, %.1f on the mean rank: +%.0f%%)\n",
+                  st, s.expert_pairs_busiest / steps, s.expert_pairs_mean / steps,
+                  (s.expert_pairs_busiest / s.expert_pairs_mean - 1) * 100);
   }
 }
 
@@ -108,7 +128,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     node.kernel_rates = o.rates;
     std::optional<DType> wire;
     if (!o.wire_type.empty()) wire = parallel::wire_type_from_name(o.wire_type);
-    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire);
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep);
     parallel::RuntimeOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
@@ -125,13 +145,13 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
         prompts.push_back(p);
       }
       decode_steps(s, prompts, 4);  // warm-up: page in the weights
+      s.mark();  // every rank's stats start after the warm-up
       s.reset_stats();
       decode_seconds = decode_steps(s, prompts, o.gen);
       decoded = int64_t(o.seqs) * (o.gen - 1);
       s.shutdown();
     } else {
-      while (s.serve()) {
-      }
+      while (s.serve()) s.reset_stats();
     }
     std::vector<parallel::RuntimeStats> all(size_t(world->size()));
     parallel::RuntimeStats mine = s.stats();
@@ -154,7 +174,7 @@ void bench_dist(DistBenchOptions o) {
   if (o.backend != "tcp" && o.backend != "shm") throw Error(fmt::format("--backend: '{}' is not tcp or shm", o.backend));
   {
     auto f = gguf::File::open(o.model);
-    (void)parallel::uniform_plan(*f, o.tp, o.pp);  // shape errors before forking
+    (void)parallel::uniform_plan(*f, o.tp, o.pp, {}, parallel::default_node("127.0.0.1"), 1, {}, o.ep);  // shape errors before forking
     if (o.measure_rates) {
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
@@ -190,6 +210,15 @@ void add_bench_dist(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("dist", "decode tok/s of one model over local ranks (tensor/pipeline parallel)");
   cmd->add_option("-m,--model", o->model, "GGUF model")->required();
   cmd->add_option("--tp", o->tp, "tensor-parallel ranks per stage")->capture_default_str()->check(integer_in(1, 16));
+  cmd->add_option_function<int>(
+         "--ep",
+         [o](int n) {
+           o->tp = n;
+           o->ep = true;
+         },
+         "mixture-of-experts models: tensor-parallel ranks holding whole experts (instead of --tp's expert rows)")
+      ->check(integer_in(1, 16))
+      ->excludes("--tp");
   cmd->add_option("--pp", o->pp, "pipeline stages")->capture_default_str()->check(integer_in(1, 16));
   cmd->add_option("-t,--threads", o->threads, "threads per rank")->capture_default_str()->check(integer_in(1, 1024));
   cmd->add_option("--seqs", o->seqs, "sequences decoded together")->capture_default_str()->check(integer_in(1, 64));

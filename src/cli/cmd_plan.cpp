@@ -79,6 +79,9 @@ void add_plan(CLI::App& app) {
   cmd->add_option("--token-file", o->token_file, "cluster token file (wins over $SHARDLM_TOKEN)");
   cmd->add_option("--tp", o->request.tp, "tensor-parallel ranks per stage (default: automatic)")
       ->check(integer_in(1, 4096));
+  cmd->add_option("--ep", o->request.ep,
+                  "mixture-of-experts models: tensor-parallel ranks holding whole experts (default: automatic)")
+      ->check(integer_in(1, 4096));
   cmd->add_option("--pp", o->request.pp, "pipeline stages (default: automatic)")->check(integer_in(1, 4096));
   cmd->add_option("--layers", o->layers, "layers per stage, e.g. 10,12,10");
   cmd->add_option("-c,--ctx", o->request.n_ctx, "KV cache positions per sequence")

@@ -88,7 +88,7 @@ void run(RunOptions o, const CLI::App& cmd) {
   }
   o.prompt = prompt_text(o, cmd.count("--prompt") > 0);
   if (!o.cluster.enabled())
-    for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port",
+    for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port",
                              "--distribute-weights", "--cache-dir"})
       if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {

@@ -179,7 +179,7 @@ void add_serve(CLI::App& app) {
     if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))
       throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
     if (!o->cluster.enabled())
-      for (const char* flag : {"--tp", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
+      for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
         if (cmd->count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
     serve(*o);
   });

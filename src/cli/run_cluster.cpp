@@ -43,6 +43,11 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
                  "--backend mpi --distribute-weights: keep received slices here (SHA-256 named) for the next launch");
   cmd.add_option("--hostfile", o.hostfile, "run on the workers listed in this file (host:port per line)");
   cmd.add_option("--tp", o.tp, "tensor-parallel ranks per stage; default: planner's choice")->check(CLI::Range(1, 4096));
+  cmd.add_option("--ep", o.ep,
+                 "mixture-of-experts models: tensor-parallel ranks per stage that hold whole experts (--tp splits "
+                 "every expert's rows instead); default: planner's choice")
+      ->check(CLI::Range(1, 4096))
+      ->excludes("--tp");
   cmd.add_option("--pp", o.pp, "pipeline stages; default: planner's choice")->check(CLI::Range(1, 4096));
   cmd.add_option("--layers", o.layers, "layers per pipeline stage, e.g. 10,12,10")->delimiter(',');
   cmd.add_option("--worker-model", o.worker_model, "workers map their own copy of the model at this path");
@@ -71,6 +76,7 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
 parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DType kv_type) {
   parallel::PlanRequest r;
   r.tp = c.tp;
+  r.ep = c.ep;
   r.pp = c.pp;
   r.layers = c.layers;
   r.n_ctx = ctx;

@@ -27,6 +27,7 @@ struct ClusterRunOptions {
   std::string nodes;      // host:port,...
   std::string hostfile;
   int tp = 0, pp = 0;     // 0: the planner's choice
+  int ep = 0;             // --ep: tensor-parallel ranks splitting MoE layers by whole experts
   std::vector<int64_t> layers;
   std::string worker_model;
   std::string token_file;
@@ -44,7 +45,7 @@ struct ClusterRunOptions {
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o);
 // The coordinator's options: the nodes (list or hostfile), token and layout
 // from `c`, the rest as given. Throws Error for a bad node entry or KV type.
-// The layout request --tp/--pp/--layers/--force/--wire-type ask for, on workers and under MPI alike.
+// The layout request --tp/--ep/--pp/--layers/--force/--wire-type ask for, on workers and under MPI alike.
 parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DType kv_type);
 cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t ctx, int64_t batch,
                                              const std::string& kv_type, int threads);

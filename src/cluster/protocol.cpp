@@ -206,7 +206,10 @@ nlohmann::json plan_to_json(const parallel::Plan& plan) {
                      {"heads", {r.heads.begin, r.heads.end}},
                      {"kv_heads", {r.kv_heads.begin, r.kv_heads.end}},
                      {"ff_rows", {r.ff_rows.begin, r.ff_rows.end}},
-                     {"vocab_rows", {r.vocab_rows.begin, r.vocab_rows.end}}});
+                     {"vocab_rows", {r.vocab_rows.begin, r.vocab_rows.end}},
+                     {"experts", {r.experts.begin, r.experts.end}},
+                     {"expert_rows", {r.expert_rows.begin, r.expert_rows.end}},
+                     {"shared_rows", {r.shared_rows.begin, r.shared_rows.end}}});
   }
   return {{"tp", plan.tp}, {"pp", plan.pp}, {"ranks", ranks}, {"wire_type", parallel::wire_type_name(plan.wire_type)}};
 }
@@ -226,6 +229,12 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
       rp.kv_heads = range_from(r.at("kv_heads"), who);
       rp.ff_rows = range_from(r.at("ff_rows"), who);
       rp.vocab_rows = range_from(r.at("vocab_rows"), who);
+      // Absent in plans from before expert parallelism: no experts.
+      if (r.contains("experts")) {
+        rp.experts = range_from(r.at("experts"), who);
+        rp.expert_rows = range_from(r.at("expert_rows"), who);
+        rp.shared_rows = range_from(r.at("shared_rows"), who);
+      }
       p.ranks.push_back(rp);
     }
     // Absent in plans from before --wire-type: exact f32.

@@ -17,6 +17,8 @@
 namespace shardlm::cluster {
 namespace {
 
+Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
+
 struct Collector {
   const gguf::File& file;
   std::vector<ByteRange> out;
@@ -26,12 +28,39 @@ struct Collector {
   void rows(const gguf::TensorInfo& t, Range r) {
     out.push_back({start(t) + uint64_t(r.begin) * t.row_size(), uint64_t(r.size()) * t.row_size()});
   }
-  // Columns [c.begin, c.end) of every row; ModelWeights::map checks the block alignment.
-  void cols(const gguf::TensorInfo& t, Range c) {
+  // Columns [c.begin, c.end) of the rows `rs` (default all); ModelWeights::map checks the block alignment.
+  void cols(const gguf::TensorInfo& t, Range c, Range rs = {0, -1}) {
+    if (rs.end < 0) rs.end = t.n_rows();
     const uint64_t skip = row_bytes(t.type, c.begin), len = row_bytes(t.type, c.end) - skip;
-    for (int64_t r = 0; r < t.n_rows(); ++r) out.push_back({start(t) + uint64_t(r) * t.row_size() + skip, len});
+    for (int64_t r = rs.begin; r < rs.end; ++r) out.push_back({start(t) + uint64_t(r) * t.row_size() + skip, len});
+  }
+  // Of a [cols, rows, n] expert tensor: the rows `r` of each of the experts `held`.
+  void expert_rows(const gguf::TensorInfo& t, Range held, Range r) {
+    for (int64_t e = held.begin; e < held.end; ++e) rows(t, {e * t.ne[1] + r.begin, e * t.ne[1] + r.end});
   }
 };
+
+// The tensors of one layer, sliced as ModelWeights::map reads them.
+void layer_ranges(Collector& col, const gguf::TensorInfo& t, const std::string& part, const ModelConfig& c,
+                  const RankPlan& plan) {
+  const auto& lat = c.attention.latent;
+  const bool latent = c.latent_attention();
+  const int64_t v_head = latent ? lat.v_dim : c.head_dim_v;
+  if (part == "attn_q.weight" || part == "attn_q_b.weight")
+    col.rows(t, scaled(plan.heads, latent ? lat.qk_dim() : c.head_dim_k));
+  else if (part == "attn_k.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_k));
+  else if (part == "attn_v.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_v));
+  else if (part == "attn_k_b.weight" || part == "attn_v_b.weight") col.rows(t, scaled(plan.heads, t.ne[1]));
+  else if (part == "attn_kv_b.weight") col.rows(t, scaled(plan.heads, lat.qk_nope_dim + lat.v_dim));
+  else if (part == "attn_output.weight") col.cols(t, scaled(plan.heads, v_head));
+  else if (part == "ffn_gate.weight" || part == "ffn_up.weight") col.rows(t, plan.ff_rows);
+  else if (part == "ffn_down.weight") col.cols(t, plan.ff_rows);
+  else if (part == "ffn_gate_exps.weight" || part == "ffn_up_exps.weight") col.expert_rows(t, plan.experts, plan.expert_rows);
+  else if (part == "ffn_down_exps.weight") col.cols(t, plan.expert_rows, scaled(plan.experts, c.n_embd));
+  else if (part == "ffn_gate_shexp.weight" || part == "ffn_up_shexp.weight") col.rows(t, plan.shared_rows);
+  else if (part == "ffn_down_shexp.weight") col.cols(t, plan.shared_rows);
+  else col.whole(t);  // norms, biases, the router, the latent's projections: small or needed whole
+}
 
 // "blk.12.attn_q.weight" → (12, "attn_q.weight"); -1 for tensors outside the layers.
 std::pair<int64_t, std::string> layer_of(const std::string& name) {
@@ -42,8 +71,6 @@ std::pair<int64_t, std::string> layer_of(const std::string& name) {
     return {-1, name};
   return {l, name.substr(dot + 1)};
 }
-
-Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
 
 }  // namespace
 
@@ -61,13 +88,7 @@ std::vector<ByteRange> shard_ranges(const gguf::File& file, const ModelConfig& c
     const auto [layer, part] = layer_of(t.name);
     if (layer >= 0) {
       if (layer < plan.layers.begin || layer >= plan.layers.end) continue;
-      if (part == "attn_q.weight") col.rows(t, scaled(plan.heads, c.head_dim_k));
-      else if (part == "attn_k.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_k));
-      else if (part == "attn_v.weight") col.rows(t, scaled(plan.kv_heads, c.head_dim_v));
-      else if (part == "attn_output.weight") col.cols(t, scaled(plan.heads, c.head_dim_v));
-      else if (part == "ffn_gate.weight" || part == "ffn_up.weight") col.rows(t, plan.ff_rows);
-      else if (part == "ffn_down.weight") col.cols(t, plan.ff_rows);
-      else col.whole(t);  // norms and biases: small
+      layer_ranges(col, t, part, c, plan);
     } else if (t.name == "token_embd.weight") {
       if (first) col.whole(t);  // the first stage embeds any token
       else if (last && c.tied_output) col.rows(t, plan.vocab_rows);

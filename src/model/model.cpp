@@ -72,6 +72,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
   if (c.has_experts()) {
     const auto& m = c.moe;
     router_.emplace(m);
+    expert_load_.assign(size_t(plan_.layers.size() * m.n_expert), 0);
     router_logits_.resize(rows(m.n_expert));
     expert_ids_.resize(rows(m.n_expert_used));
     expert_weights_.resize(rows(m.n_expert_used));
@@ -153,10 +154,14 @@ void Model::ffn_block(int64_t l) {
   const int64_t n = n_tokens_;
   for (int64_t t = 0; t < n; ++t)
     ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
-  if (c.layer_has_experts(plan_.layers.begin + l))
+  if (c.layer_has_experts(plan_.layers.begin + l)) {
     expert_ffn(L);
-  else
+    int32_t* load = &expert_load_[size_t(l * c.moe.n_expert)];
+    std::fill(load, load + c.moe.n_expert, 0);
+    for (int64_t i = 0; i < n * c.moe.n_expert_used; ++i) ++load[expert_ids_[size_t(i)]];
+  } else {
     dense_ffn(L);
+  }
   all_reduce(proj_.data(), n * c.n_embd);
   ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
 }

@@ -74,6 +74,10 @@ class Model {
   std::span<const float> logits(size_t k) const;
   // After forward: batch.size() × n_embd hidden states for the next stage.
   std::span<const float> hidden() const { return {x_.data(), size_t(n_tokens_ * config_.n_embd)}; }
+  // After forward: the (token, choice) pairs the router sent to each expert,
+  // n_expert counts per layer of this stage (dense layers: zeros). Routing is
+  // the same on every rank, so any rank can tell how the work fell on its group.
+  std::span<const int32_t> expert_load() const { return expert_load_; }
 
  private:
   void check(const Batch& batch, const float* hidden_in) const;
@@ -113,7 +117,7 @@ class Model {
   std::vector<float> q_lora_, kv_latent_, q_absorbed_, out_latent_, head_in_, head_out_;
   // Experts: router logits, choices, one expert's gathered tokens and products, shared expert products.
   std::vector<float> router_logits_, expert_weights_, expert_in_, expert_gate_, expert_up_, expert_out_;
-  std::vector<int32_t> expert_ids_;
+  std::vector<int32_t> expert_ids_, expert_load_;
   std::optional<ExpertRouter> router_;
 };
 

@@ -3,6 +3,11 @@
 // gathered tokens, so its weights are read once per step; experts no token
 // chose are never read. A token's result does not depend on the other tokens
 // of the batch: experts are summed in expert order.
+//
+// Distributed, every rank routes every token the same way (the router reads
+// the replicated normed hidden state) and runs only the experts it holds, or
+// its row slice of each: its sum is a partial sum of the layer's output, which
+// the FFN all-reduce completes as it does a dense FFN's.
 #include <cstring>
 
 #include "core/matmul.h"
@@ -25,7 +30,7 @@ void Model::expert_ffn(const LayerWeights& L) {
 
   std::memset(proj_.data(), 0, size_t(n * d) * sizeof(float));
   std::vector<int64_t> slots;  // (token · k + choice) of the tokens routed to one expert
-  for (int64_t e = 0; e < m.n_expert; ++e) {
+  for (int64_t e = plan_.experts.begin; e < plan_.experts.end; ++e) {
     slots.clear();
     for (int64_t i = 0; i < n * k; ++i)
       if (expert_ids_[size_t(i)] == e) slots.push_back(i);
@@ -36,7 +41,7 @@ void Model::expert_ffn(const LayerWeights& L) {
     PreparedInput in(expert_in_.data(), rows, d);  // quantized once for gate and up
     matmul(E.gate.expert(e), in, expert_gate_.data(), opt_.pool);
     matmul(E.up.expert(e), in, expert_up_.data(), opt_.pool);
-    ops::swiglu(expert_gate_.data(), expert_up_.data(), expert_gate_.data(), rows * m.n_ff_expert);
+    ops::swiglu(expert_gate_.data(), expert_up_.data(), expert_gate_.data(), rows * E.gate.rows_per_expert);
     matmul(E.down.expert(e), expert_gate_.data(), rows, expert_out_.data(), opt_.pool);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t slot = slots[size_t(r)];

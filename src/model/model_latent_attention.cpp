@@ -4,6 +4,13 @@
 // q_lat = k_b_h · q_nope, so that q_nope · k_nope = q_lat · c, and its output
 // is taken out of it once, v_b_h · (Σ_p a_p c_p): no per-position K or V is
 // ever formed, for prompts as for decode.
+//
+// Under tensor parallel a rank holds a range of heads (their rows of q_b,
+// their k_b / v_b, their columns of attn_output). The latent and its cache are
+// computed by every rank and replicated: they are one row per token shared by
+// all heads, so splitting them would need an all-gather in every layer, while
+// kv_a_mqa is a small matrix (kv_lora_rank + rope rows) and the cache row is
+// already compressed.
 #include <cmath>
 #include <cstring>
 

@@ -14,6 +14,11 @@ RankPlan RankPlan::whole(const ModelConfig& c) {
   p.kv_heads = {0, c.n_head_kv};
   p.ff_rows = {0, c.n_ff};
   p.vocab_rows = {0, c.n_vocab};
+  if (c.has_experts()) {
+    p.experts = {0, c.moe.n_expert};
+    p.expert_rows = {0, c.moe.n_ff_expert};
+    p.shared_rows = {0, c.moe.n_shared * c.moe.n_ff_expert};
+  }
   return p;
 }
 
@@ -30,9 +35,15 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("kv-head", kv_heads, c.n_head_kv);
   check("ffn-row", ff_rows, c.n_ff);
   check("vocab-row", vocab_rows, c.n_vocab);
-  const RankPlan all = whole(c);
-  if (layers != all.layers || heads != all.heads || ff_rows != all.ff_rows || vocab_rows != all.vocab_rows)
-    check_splittable(c);
+  if (c.has_experts()) {
+    check("expert", experts, c.moe.n_expert);
+    check("expert-row", expert_rows, c.moe.n_ff_expert);
+    // Empty: another rank of the group runs the shared experts.
+    if (c.moe.n_shared > 0 && shared_rows.size() != 0)
+      check("shared-expert-row", shared_rows, c.moe.n_shared * c.moe.n_ff_expert);
+  } else if (experts.size() != 0 || expert_rows.size() != 0 || shared_rows.size() != 0) {
+    throw Error("rank plan: expert ranges given for a model without experts");
+  }
   const int64_t g = c.n_group();
   // A head range may cut a KV group (tensor parallel wider than n_head_kv):
   // then both ranks hold that KV head, a replica computed from the same weights.
@@ -42,17 +53,14 @@ void RankPlan::validate(const ModelConfig& c) const {
                             kv_heads.end));
 }
 
-void check_splittable(const ModelConfig& c) {
-  if (c.has_experts() || c.latent_attention())
-    throw Error(fmt::format("{} models with {} cannot be split over ranks yet (no expert or latent-attention "
-                            "parallelism); run them on one node",
-                            c.arch_name, c.has_experts() ? "experts" : "latent attention"));
-}
-
 std::string RankPlan::to_string() const {
-  return fmt::format("layers [{},{}) heads [{},{}) kv [{},{}) ffn [{},{}) vocab [{},{})", layers.begin, layers.end,
-                     heads.begin, heads.end, kv_heads.begin, kv_heads.end, ff_rows.begin, ff_rows.end,
-                     vocab_rows.begin, vocab_rows.end);
+  std::string s = fmt::format("layers [{},{}) heads [{},{}) kv [{},{}) ffn [{},{}) vocab [{},{})", layers.begin,
+                              layers.end, heads.begin, heads.end, kv_heads.begin, kv_heads.end, ff_rows.begin,
+                              ff_rows.end, vocab_rows.begin, vocab_rows.end);
+  if (experts.size() > 0)
+    s += fmt::format(" experts [{},{}) rows [{},{})", experts.begin, experts.end, expert_rows.begin, expert_rows.end);
+  if (shared_rows.size() > 0) s += fmt::format(" shared [{},{})", shared_rows.begin, shared_rows.end);
+  return s;
 }
 
 }  // namespace shardlm

@@ -21,12 +21,20 @@ struct Range {
 
 // Slices of the model held by one rank. Pipeline parallel splits `layers`
 // into stages; tensor parallel splits heads, FFN rows and vocabulary rows.
+// Mixture-of-experts layers split inside a tensor-parallel group in one of two
+// ways: whole experts (expert parallel: `experts` a share, `expert_rows` all)
+// or every expert's ff rows (`experts` all, `expert_rows` a share). Either
+// way each rank's expert products are partial sums of the layer's output,
+// reduced by the same all-reduce as a dense FFN's.
 struct RankPlan {
   Range layers;      // [l0, l1): this pipeline stage's layers
   Range heads;       // query heads; any range (partial KV groups replicate their KV head)
   Range kv_heads;    // the KV heads of `heads`: [begin / group, ceil(end / group))
   Range ff_rows;     // rows of ffn_gate/ffn_up = columns of ffn_down
   Range vocab_rows;  // rows of the output matrix: this rank's slice of the logits
+  Range experts;      // whole experts held in every MoE layer (empty without experts)
+  Range expert_rows;  // of each held expert: rows of gate/up = columns of down
+  Range shared_rows;  // rows of the shared-expert FFN (n_shared · n_ff_expert), split as a dense FFN; may be empty
 
   static RankPlan whole(const ModelConfig& c);
   bool first_stage() const { return layers.begin == 0; }
@@ -36,14 +44,11 @@ struct RankPlan {
   std::string to_string() const;
 };
 
-// Throws Error when the forward pass cannot split this model over ranks yet
-// (mixture-of-experts and latent-attention models run on one node only).
-void check_splittable(const ModelConfig& c);
-
 struct ForwardHooks {
   // Sums `count` partial values in place across the tensor-parallel ranks.
   // Called after the attention output projection and after the FFN down
-  // projection, each with n_tokens × n_embd values. Empty on a single rank.
+  // projection (dense or experts), each with n_tokens × n_embd values. Empty
+  // on a single rank.
   std::function<void(float* data, size_t count)> all_reduce;
 };
 

@@ -25,8 +25,8 @@ class TensorMapper {
 
   // A [cols, rows] matrix restricted to columns [c.begin, c.end): rows keep
   // their full stride, so the slice must start and end on block boundaries.
-  MatrixView col_slice(const std::string& name, int64_t cols, int64_t rows, Range c) const {
-    MatrixView m = matrix(name, cols, rows);
+  MatrixView col_slice(const std::string& name, int64_t cols, int64_t rows, Range c, int64_t n = 1) const {
+    MatrixView m = matrix(name, cols, rows, n);
     const int64_t block = traits(m.type).block_elems;
     if (c.begin % block != 0 || c.size() % block != 0)
       throw Error(fmt::format("{}: tensor '{}' ({}) cannot be split at columns [{}, {}): blocks hold {} values",
@@ -52,8 +52,20 @@ class TensorMapper {
     return m;
   }
 
+  // The experts `held` of a [cols, rows, n] tensor, of each the rows `r` and the columns `c`.
+  ExpertStack experts(const std::string& name, int64_t cols, int64_t rows, int64_t n, Range held, Range r,
+                      Range c) const {
+    ExpertStack s;
+    s.all = col_slice(name, cols, rows, c, n);
+    s.all.data = s.all.row(held.begin * rows + r.begin);
+    s.all.rows = (held.size() - 1) * rows + r.size();
+    s.first = held.begin;
+    s.rows_per_expert = r.size();
+    s.row_step = rows;
+    return s;
+  }
   ExpertStack experts(const std::string& name, int64_t cols, int64_t rows, int64_t n) const {
-    return {matrix(name, cols, rows, n), rows};
+    return experts(name, cols, rows, n, {0, n}, {0, rows}, {0, cols});
   }
 
   // A 1-D f32 tensor of n values, restricted to [r.begin, r.end).
@@ -131,20 +143,25 @@ void map_latent_attention(const TensorMapper& t, const std::string& p, const Mod
   }
 }
 
-void map_experts(const TensorMapper& t, const std::string& p, const ModelConfig& c, LayerWeights& L) {
+void map_experts(const TensorMapper& t, const std::string& p, const ModelConfig& c, const RankPlan& plan,
+                 LayerWeights& L) {
   const auto& m = c.moe;
   auto& e = L.experts;
+  const Range all_embd{0, c.n_embd};
   e.router = t.matrix(p + "ffn_gate_inp.weight", c.n_embd, m.n_expert);
   if (m.selection_bias) e.selection_bias = t.vector(p + "exp_probs_b.bias", m.n_expert);
-  e.gate = t.experts(p + "ffn_gate_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert);
-  e.up = t.experts(p + "ffn_up_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert);
-  e.down = t.experts(p + "ffn_down_exps.weight", m.n_ff_expert, c.n_embd, m.n_expert);
+  e.gate = t.experts(p + "ffn_gate_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert, plan.experts, plan.expert_rows,
+                     all_embd);
+  e.up = t.experts(p + "ffn_up_exps.weight", c.n_embd, m.n_ff_expert, m.n_expert, plan.experts, plan.expert_rows,
+                   all_embd);
+  e.down = t.experts(p + "ffn_down_exps.weight", m.n_ff_expert, c.n_embd, m.n_expert, plan.experts, all_embd,
+                     plan.expert_rows);
   e.n_used = m.n_expert_used;
-  if (m.n_shared > 0) {
+  if (m.n_shared > 0 && plan.shared_rows.size() > 0) {
     const int64_t ff = m.n_shared * m.n_ff_expert;
-    e.shared_gate = t.matrix(p + "ffn_gate_shexp.weight", c.n_embd, ff);
-    e.shared_up = t.matrix(p + "ffn_up_shexp.weight", c.n_embd, ff);
-    e.shared_down = t.matrix(p + "ffn_down_shexp.weight", ff, c.n_embd);
+    e.shared_gate = t.row_slice(p + "ffn_gate_shexp.weight", c.n_embd, ff, plan.shared_rows);
+    e.shared_up = t.row_slice(p + "ffn_up_shexp.weight", c.n_embd, ff, plan.shared_rows);
+    e.shared_down = t.col_slice(p + "ffn_down_shexp.weight", ff, c.n_embd, plan.shared_rows);
   }
 }
 
@@ -185,7 +202,7 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
     L.wo = t.col_slice(p + "attn_output.weight", c.n_head * v_head, c.n_embd, o_cols);
     L.ffn_norm = t.vector(p + "ffn_norm.weight", c.n_embd);
     if (c.layer_has_experts(l)) {
-      map_experts(t, p, c, L);
+      map_experts(t, p, c, plan, L);
     } else {
       L.w_gate = t.row_slice(p + "ffn_gate.weight", c.n_embd, c.n_ff, plan.ff_rows);
       L.w_up = t.row_slice(p + "ffn_up.weight", c.n_embd, c.n_ff, plan.ff_rows);
@@ -218,7 +235,7 @@ size_t dense_bytes(const LayerWeights& L) {
 size_t one_expert_bytes(const ExpertWeights& e) {
   size_t n = 0;
   for (const ExpertStack* s : {&e.gate, &e.up, &e.down})
-    if (s->all.data) n += matrix_bytes(s->expert(0));
+    if (s->all.data) n += matrix_bytes(s->expert(s->first));
   return n;
 }
 
@@ -243,6 +260,8 @@ void ModelWeights::pack_column_slices() {
   for (auto& L : layers) {
     pack(L.wo);
     pack(L.w_down);
+    pack(L.experts.shared_down);
+    pack(L.experts.down.all);  // whole rows of its experts: one stretch per row
   }
 }
 

@@ -15,14 +15,18 @@ namespace shardlm::gguf { class File; }
 
 namespace shardlm {
 
-// The experts of one 3-D tensor [cols, rows, n_expert]: expert e is the
-// contiguous row range [e·rows, (e+1)·rows).
+// A rank's part of one 3-D tensor [cols, rows, n_expert]: the experts
+// [first, first + count), of each the same rows (all of them, or a slice
+// when tensor parallel splits every expert's ff rows). Expert e's rows start
+// `row_step` rows after expert e-1's in the file.
 struct ExpertStack {
-  MatrixView all;  // rows = n_expert · rows_per_expert
+  MatrixView all;  // from expert `first`'s first held row to the last expert's last held row
+  int64_t first = 0;
   int64_t rows_per_expert = 0;
+  int64_t row_step = 0;
   MatrixView expert(int64_t e) const {
     MatrixView m = all;
-    m.data = all.row(e * rows_per_expert);
+    m.data = all.row((e - first) * row_step);
     m.rows = rows_per_expert;
     return m;
   }
@@ -79,8 +83,8 @@ struct ModelWeights {
   // denominator): of the experts, only the n_expert_used chosen ones.
   size_t matrix_bytes_per_token() const;
 
-  // Copies the column-sliced matrices (wo and w_down of a tensor-parallel
-  // rank) into contiguous rows owned here. Reading every other stretch of a
+  // Copies the column-sliced matrices (wo, w_down and the experts' down of a
+  // tensor-parallel rank) into contiguous rows owned here. Reading every other stretch of a
   // row makes the hardware prefetchers fetch the skipped stretches too, so a
   // strided half cost nearly as much as the whole matrix. Whole rows stay
   // views into the file. The copies are these matrices' share of the slice

@@ -82,6 +82,7 @@ struct Builder {
     p.tp = tp;
     p.pp = pp;
     p.nodes.assign(nodes.begin(), nodes.begin() + tp * pp);
+    p.expert_split = expert_split(tp);
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {
       std::vector<double> speed;
@@ -89,6 +90,7 @@ struct Builder {
       const auto heads = weighted_split(c.n_head / units.heads, units.heads, speed, "attention heads");
       const auto ff = weighted_split(c.n_ff / units.ff, units.ff, speed, "FFN rows");
       const auto vocab = weighted_split(c.n_vocab, 1, speed, "vocabulary rows");
+      const ExpertRanges ex = expert_ranges(p, s, speed);
       for (int t = 0; t < tp; ++t) {
         RankPlan r;
         r.layers = {layer, layer + layers[size_t(s)]};
@@ -97,12 +99,71 @@ struct Builder {
         r.kv_heads = {r.heads.begin / g, (r.heads.end + g - 1) / g};
         r.ff_rows = ff[size_t(t)];
         r.vocab_rows = vocab[size_t(t)];
+        if (c.has_experts()) {
+          r.experts = ex.experts[size_t(t)];
+          r.expert_rows = ex.rows[size_t(t)];
+          if (c.moe.n_shared > 0) r.shared_rows = ex.shared[size_t(t)];
+        }
         p.ranks.push_back(r);
       }
       layer += layers[size_t(s)];
     }
     cost(p);
     return p;
+  }
+
+  struct ExpertRanges {
+    std::vector<Range> experts, rows, shared;  // per rank of a stage
+  };
+
+  // The MoE slices of stage s's ranks: whole experts by node memory, or each
+  // expert's rows by node speed; shared experts always by rows, as a dense FFN.
+  ExpertRanges expert_ranges(const Plan& p, int s, const std::vector<double>& speed) const {
+    ExpertRanges ex;
+    if (!c.has_experts()) return ex;
+    const auto& m = c.moe;
+    const size_t tp = speed.size();
+    if (p.expert_split == ExpertSplit::Experts) {
+      std::vector<double> memory;
+      for (int t = 0; t < p.tp; ++t) memory.push_back(double(p.nodes[size_t(p.rank_of(s, t))].memory_bytes));
+      ex.experts = weighted_split(m.n_expert, 1, memory, "experts");
+      ex.rows.assign(tp, Range{0, m.n_ff_expert});
+    } else {
+      ex.experts.assign(tp, Range{0, m.n_expert});
+      ex.rows = weighted_split(m.n_ff_expert / units.expert_ff, units.expert_ff, speed, "expert FFN rows");
+    }
+    const int64_t shared_units = m.n_shared * m.n_ff_expert / units.shared_ff;
+    if (shared_units >= int64_t(tp)) {
+      ex.shared = weighted_split(shared_units, units.shared_ff, speed, "shared-expert rows");
+    } else if (m.n_shared > 0) {
+      // Fewer quant blocks than ranks: the first rank runs the shared experts
+      // whole, the others hold none (their part of the sum is zero).
+      ex.shared.assign(tp, Range{0, 0});
+      ex.shared[0] = {0, m.n_shared * m.n_ff_expert};
+    }
+    return ex;
+  }
+
+  // The MoE split of a tensor-parallel group of tp ranks (rule in planner.h).
+  ExpertSplit expert_split(int tp) const {
+    if (!c.has_experts() || tp <= 1) return ExpertSplit::None;
+    if (req.ep > 0) return ExpertSplit::Experts;
+    if (req.tp > 0) return ExpertSplit::Rows;
+    const auto& m = c.moe;
+    const bool balanced = m.n_expert_used >= 2 * tp && m.n_expert % tp == 0;
+    const ExpertSplit preferred = balanced ? ExpertSplit::Experts : ExpertSplit::Rows;
+    const ExpertSplit other = balanced ? ExpertSplit::Rows : ExpertSplit::Experts;
+    return why_not_experts(tp, preferred).empty() || !why_not_experts(tp, other).empty() ? preferred : other;
+  }
+
+  std::string why_not_experts(int tp, ExpertSplit split) const {
+    const auto& m = c.moe;
+    if (split == ExpertSplit::Experts && m.n_expert < tp)
+      return fmt::format("{} experts cannot give each of {} ranks a whole expert", m.n_expert, tp);
+    if (split == ExpertSplit::Rows && m.n_ff_expert / units.expert_ff < tp)
+      return fmt::format("{} rows per expert split in units of {} (ffn_down_exps blocks) give fewer than {} parts",
+                         m.n_ff_expert, units.expert_ff, tp);
+    return "";
   }
 
   // Tokens one forward step carries when the stages overlap: the sequences
@@ -203,12 +264,18 @@ struct Builder {
   }
 
   std::string why_not_tp(int tp) const {
+    if (c.has_experts() && tp > 1)
+      if (std::string why = why_not_experts(tp, expert_split(tp)); !why.empty()) return why;
     if (c.n_head / units.heads < tp)
       return fmt::format("{} attention heads split in units of {} (attn_output blocks) give fewer than {} parts",
                          c.n_head, units.heads, tp);
-    if (c.n_ff / units.ff < tp)
-      return fmt::format("{} FFN rows split in units of {} (ffn_down blocks) give fewer than {} parts", c.n_ff,
-                         units.ff, tp);
+    if (!c.has_experts() || c.moe.n_leading_dense > 0) {
+      if (c.n_ff / units.ff < tp)
+        return fmt::format("{} FFN rows split in units of {} (ffn_down blocks) give fewer than {} parts", c.n_ff,
+                           units.ff, tp);
+    } else if (c.n_ff < tp) {
+      return fmt::format("feed_forward_length {} is less than {}", c.n_ff, tp);
+    }
     return "";
   }
 };
@@ -246,21 +313,32 @@ std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vect
 
 SplitUnits split_units(const gguf::File& file, const ModelConfig& c) {
   SplitUnits u;
+  const int64_t v_head = c.latent_attention() ? c.attention.latent.v_dim : c.head_dim_v;
+  auto blocks = [&](int64_t l, const char* name) {
+    return traits(file.require_tensor(fmt::format("blk.{}.{}", l, name)).type).block_elems;
+  };
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const auto& wo = file.require_tensor(fmt::format("blk.{}.attn_output.weight", l));
-    const int64_t b = traits(wo.type).block_elems;
-    u.heads = std::lcm(u.heads, b / std::gcd(b, c.head_dim_v));
-    u.ff = std::lcm(u.ff, traits(file.require_tensor(fmt::format("blk.{}.ffn_down.weight", l)).type).block_elems);
+    const int64_t b = blocks(l, "attn_output.weight");
+    u.heads = std::lcm(u.heads, b / std::gcd(b, v_head));
+    if (!c.layer_has_experts(l)) {
+      u.ff = std::lcm(u.ff, blocks(l, "ffn_down.weight"));
+      continue;
+    }
+    u.expert_ff = std::lcm(u.expert_ff, blocks(l, "ffn_down_exps.weight"));
+    if (c.moe.n_shared > 0) u.shared_ff = std::lcm(u.shared_ff, blocks(l, "ffn_down_shexp.weight"));
   }
   return u;
 }
 
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& req) {
   const ModelConfig c = ModelConfig::from_gguf(file);
-  check_splittable(c);
   const int n = int(nodes.size());
   if (n < 1) throw Error("plan: no nodes");
-  if (req.tp < 0 || req.pp < 0) throw Error("plan: --tp and --pp must be positive");
+  if (req.tp < 0 || req.pp < 0 || req.ep < 0) throw Error("plan: --tp, --ep and --pp must be positive");
+  if (req.ep > 0 && req.tp > 0)
+    throw Error("plan: give --tp (experts split by rows) or --ep (whole experts), not both");
+  if (req.ep > 0 && !c.has_experts())
+    throw Error(fmt::format("plan: --ep {}: this {} model has no experts (use --tp)", req.ep, c.arch_name));
   if (req.n_ctx < 1 || req.n_seq < 1) throw Error("plan: --ctx and the sequence count must be positive");
   int pp_req = req.pp;
   if (!req.layers.empty()) {
@@ -280,23 +358,35 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
     if (pp > c.n_layer) throw Error(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
     if (tp * pp > n) throw Error(fmt::format("plan: tp {} × pp {} needs {} nodes, {} given", tp, pp, tp * pp, n));
     if (const std::string why = b.why_not_tp(tp); !why.empty())
-      throw Error(fmt::format("plan: cannot use tp {}: {}", tp, why));
+      throw Error(fmt::format("plan: cannot use {} {}: {}", req.ep > 0 ? "ep" : "tp", tp, why));
   };
   auto finish = [&](Plan p, const std::string& why) {
     if (!p.fits && !req.force)
       throw Error(fmt::format("plan: tp {} × pp {} does not fit: {} (--force skips this check)", p.tp, p.pp,
                               p.notes.back()));
     p.notes.insert(p.notes.begin(), why);
+    if (p.expert_split != ExpertSplit::None) {
+      const bool whole = p.expert_split == ExpertSplit::Experts;
+      std::string held;
+      for (int r = 0; r < p.size(); ++r) {
+        const Range e = whole ? p.ranks[size_t(r)].experts : p.ranks[size_t(r)].expert_rows;
+        held += fmt::format("{} {}: [{}, {})", r == 0 ? "" : ",", r, e.begin, e.end);
+      }
+      p.notes.push_back(whole ? "experts: whole experts per rank (expert parallel), by node memory; rank" + held
+                              : "experts: every expert's FFN rows split over the tensor-parallel ranks; rank" + held);
+    }
     if (p.size() < n) p.notes.push_back(fmt::format("{} node(s) unused", n - p.size()));
     if (!p.fits) p.notes.push_back("--force: the memory check was skipped");
     return p;
   };
 
-  if (req.tp > 0 || pp_req > 0) {
-    const int tp = req.tp > 0 ? req.tp : std::max(1, n / pp_req);
+  const int tp_req = std::max(req.tp, req.ep);
+  if (tp_req > 0 || pp_req > 0) {
+    const int tp = tp_req > 0 ? tp_req : std::max(1, n / pp_req);
     const int pp = pp_req > 0 ? pp_req : std::max(1, n / tp);
     check_shape(tp, pp);
-    return finish(b.build_stages(nodes, tp, pp), fmt::format("layout as requested: tp {} × pp {}", tp, pp));
+    return finish(b.build_stages(nodes, tp, pp),
+                  fmt::format("layout as requested: {} {} × pp {}", req.ep > 0 ? "ep" : "tp", tp, pp));
   }
   // Automatic: the fewest stages that fit; inside them, as much tensor
   // parallelism as the predicted time rewards (a slow link makes TP lose).
@@ -324,11 +414,11 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 }
 
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers, const NodeSpec& node,
-                  int64_t n_seq, std::optional<DType> wire_type) {
+                  int64_t n_seq, std::optional<DType> wire_type, bool whole_experts) {
   std::vector<NodeSpec> nodes(size_t(tp * pp), node);
   for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
   PlanRequest req;
-  req.tp = tp;
+  (whole_experts ? req.ep : req.tp) = tp;
   req.pp = pp;
   req.n_seq = n_seq;
   req.layers = std::move(layers);

@@ -29,8 +29,19 @@ namespace shardlm::gguf { class File; }
 
 namespace shardlm::parallel {
 
+// How the MoE layers split inside a tensor-parallel group (model/plan.h):
+// whole experts per rank, weighted by node memory (expert parallel, --ep), or
+// every expert's ff rows, weighted by node bandwidth (tensor parallel inside
+// experts, --tp). Without either flag the planner takes whole experts when a
+// decode step is expected to keep every rank busy, i.e. when n_expert_used is
+// at least 2 · tp and n_expert a multiple of tp (Qwen3-MoE 8 of 128,
+// DeepSeek-V3 8 of 256), else rows (Mixtral's 2 of 8 would leave one of two
+// ranks idle for 3 tokens in 7) — falling back to whichever one the shapes allow.
+enum class ExpertSplit { None, Experts, Rows };
+
 struct PlanRequest {
-  int tp = 0;                   // 0: automatic
+  int tp = 0;                   // 0: automatic; MoE layers split by expert rows
+  int ep = 0;                   // --ep: tensor-parallel ranks that split MoE layers by whole experts (excludes tp)
   int pp = 0;                   // 0: automatic
   std::vector<int64_t> layers;  // layers per stage (--layers), empty: by node speed
   int64_t n_ctx = 4096;         // KV cache positions per sequence
@@ -55,6 +66,7 @@ struct Plan {
   std::vector<NodeSpec> nodes;    // the node of each rank
   std::vector<RankCost> costs;    // per rank
   std::vector<double> stage_seconds;
+  ExpertSplit expert_split = ExpertSplit::None;  // None: no experts or tp 1
   DType wire_type = DType::F32;   // all-reduce payloads and hand-offs (parallel/wire_format.h)
   int all_reduces_per_token = 0;  // per TP rank: 2 per layer of its stage
   double wire_bytes_per_token = 0;      // over all links, as the cost model sends them
@@ -73,8 +85,10 @@ struct Plan {
 
 // Granularity of tensor-parallel splits for this file's tensor types.
 struct SplitUnits {
-  int64_t heads = 1;  // query heads per unit (attn_output column blocks)
-  int64_t ff = 1;     // FFN rows per unit (ffn_down column blocks)
+  int64_t heads = 1;      // query heads per unit (attn_output column blocks)
+  int64_t ff = 1;         // FFN rows per unit (ffn_down column blocks of the dense layers)
+  int64_t expert_ff = 1;  // expert rows per unit (ffn_down_exps column blocks)
+  int64_t shared_ff = 1;  // shared-expert rows per unit (ffn_down_shexp column blocks)
 };
 SplitUnits split_units(const gguf::File& file, const ModelConfig& c);
 
@@ -90,8 +104,9 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 
 // A plan for local tests and benchmarks: tp × pp copies of `node`, no memory
 // check; n_seq only changes the predicted speed and KV sizes.
+// MoE layers split by expert rows, or by whole experts with `whole_experts`.
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {},
                   const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1,
-                  std::optional<DType> wire_type = {});
+                  std::optional<DType> wire_type = {}, bool whole_experts = false);
 
 }  // namespace shardlm::parallel

@@ -51,6 +51,11 @@ struct RuntimeStats {
   int64_t forward_calls = 0;
   int64_t tokens = 0;             // generated tokens (all sequences)
   double bytes_sent = 0;          // this rank's payload on the wire (all-reduce by algorithm)
+  // Σ over forward steps and MoE layers of the (token, expert) pairs routed to
+  // the busiest rank of this rank's tensor-parallel group, and to its mean
+  // rank: their ratio is the group's per-step imbalance (whole experts only;
+  // a row split gives every rank every pair).
+  double expert_pairs_busiest = 0, expert_pairs_mean = 0;
 };
 
 // CPU time of this process so far (CLOCK_PROCESS_CPUTIME_ID), in seconds.
@@ -107,6 +112,7 @@ class DistributedSession {
   void send_tokens(const std::vector<SlotToken>& tokens);
   std::vector<SlotToken> recv_tokens(size_t expected);
   void all_reduce_hook(float* data, size_t count);
+  void note_expert_balance();
 
   std::shared_ptr<comm::Communicator> world_, stage_;
   Plan plan_;

@@ -93,6 +93,24 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
   return out;
 }
 
+void DistributedSession::note_expert_balance() {
+  const auto load = model_->expert_load();
+  const int64_t n_expert = model_->config().moe.n_expert;
+  if (load.empty() || plan_.tp <= 1) return;
+  for (size_t l = 0; l < load.size() / size_t(n_expert); ++l) {
+    int64_t busiest = 0, total = 0;
+    for (int t = 0; t < plan_.tp; ++t) {
+      const Range e = plan_.ranks[size_t(plan_.rank_of(stage_index_, t))].experts;
+      int64_t pairs = 0;
+      for (int64_t i = e.begin; i < e.end; ++i) pairs += load[l * size_t(n_expert) + size_t(i)];
+      busiest = std::max(busiest, pairs);
+      total += pairs;
+    }
+    stats_.expert_pairs_busiest += double(busiest);
+    stats_.expert_pairs_mean += double(total) / plan_.tp;
+  }
+}
+
 std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch& batch, const float* hidden,
                                                      std::vector<float>* logits_out) {
   const auto t = Clock::now();
@@ -101,6 +119,7 @@ std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch&
   stats_.forward_seconds += since(t);
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   ++stats_.forward_calls;
+  note_expert_balance();
   if (!last_stage_) {
     send_stage(batch);
     return {};

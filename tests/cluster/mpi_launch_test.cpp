@@ -117,6 +117,22 @@ TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {
   EXPECT_NE(r.err.find("shardlm: error: --backend mpi: start shardlm with mpirun"), std::string::npos) << r.err;
 }
 
+// Expert parallel under mpirun, with rank 1's expert slices sent by rank 0.
+TEST_F(MpiLaunchTest, ExpertParallelTellsTheSingleNodeStory) {
+  const std::string model = std::string(SHARDLM_SHARED_MODELS) + "/synthetic/tiny-random-qwen3moe.gguf";
+  auto single = start(run_args(model, {"-n", "24"}));
+  ASSERT_EQ(single->wait(std::chrono::seconds(120)), 0) << single->err();
+  for (bool distribute : {false, true}) {
+    std::vector<std::string> flags = {"-n", "24", "--backend", "mpi", "--ep", "2"};
+    if (distribute) flags.push_back("--distribute-weights");
+    auto p = start(run_args(model, flags), 2);
+    EXPECT_EQ(p->wait(std::chrono::seconds(120)), 0) << p->err();
+    EXPECT_EQ(p->out(), single->out()) << p->err();
+    EXPECT_NE(p->err().find("mpi: 2 ranks on 1 host(s), tp 2 × pp 1"), std::string::npos) << p->err();
+    if (distribute) EXPECT_NE(p->err().find("mpi: sending rank 1 its slices"), std::string::npos) << p->err();
+  }
+}
+
 // Only rank 0 can read the model (the other is given a path that does not
 // exist: mpirun's MPMD form); it sends rank 1 its slices, which rank 1 keeps
 // in --cache-dir, so the second launch sends nothing.

@@ -42,5 +42,29 @@ TEST(PlanJson, CarriesTheWireType) {
   }
 }
 
+// Expert ranges travel with each rank; a plan without them (an older
+// coordinator) means a model without experts.
+TEST(PlanJson, CarriesTheExpertRanges) {
+  auto p = two_rank_plan();
+  p.ranks[1].experts = {4, 8};
+  p.ranks[1].expert_rows = {0, 64};
+  p.ranks[1].shared_rows = {32, 64};
+  const auto back = plan_from_json(plan_to_json(p), "w");
+  EXPECT_EQ(back.ranks[1].experts, (Range{4, 8}));
+  EXPECT_EQ(back.ranks[1].expert_rows, (Range{0, 64}));
+  EXPECT_EQ(back.ranks[1].shared_rows, (Range{32, 64}));
+  auto old = plan_to_json(p);
+  for (auto& r : old["ranks"]) r.erase("experts");
+  EXPECT_EQ(plan_from_json(old, "w").ranks[1].experts, (Range{0, 0}));
+  auto bad = plan_to_json(p);
+  bad["ranks"][1]["expert_rows"] = {9, 3};
+  try {
+    plan_from_json(bad, "worker 1");
+    ADD_FAILURE() << "a reversed range accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker 1: malformed plan"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace shardlm::cluster

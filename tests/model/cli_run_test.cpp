@@ -198,8 +198,23 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"bench", "dist", "-m", m, "--backend", "mpi"}, 2, "--backend"},
       {{"bench", "dist", "-m", m, "--bandwidth", "0"}, 2, "--bandwidth"},
       {{"bench", "dist", "-m", m, "--wire-type", "q4"}, 2, "--wire-type"},
+      {{"bench", "dist", "-m", m, "--ep", "2", "--tp", "2"}, 2, "--tp excludes --ep"},
+      {{"bench", "dist", "-m", m, "--ep", "2"}, 1, "--ep 2: this llama model has no experts"},
+      {with(run, {"--ep", "2"}), 2, "--ep: only with --nodes"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
+}
+
+// Expert parallel over local ranks: the row names the layout, and the
+// per-rank breakdown ends with the stage's imbalance.
+TEST(CliRun, BenchDistExpertParallel) {
+  const auto r = run_cli({"bench", "dist", "-m", model_path("tiny-random-qwen3moe.gguf"), "--ep", "2", "--gen", "8",
+                          "--no-kernel-rates"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| ep 2 × pp 1 | 2 × 1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(rank 1 per step: compute"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(stage 0 imbalance: compute per step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(stage 0 routing per step, summed over its MoE layers: "), std::string::npos) << r.out;
 }
 
 TEST(CliRun, StdoutCarriesOnlyTheText) {

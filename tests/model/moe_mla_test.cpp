@@ -107,23 +107,53 @@ TEST(MoeMla, LatentCacheInF16StaysCloseToF32) {
   EXPECT_LT(max_diff, 0.05);
 }
 
-// Until expert / latent-attention parallelism exists, a plan that splits such
-// a model is refused with one line naming the architecture.
-TEST(MoeMla, SplitPlansAreRefused) {
-  for (const char* name : {"tiny-random-mixtral.gguf", "tiny-random-deepseek2.gguf"}) {
-    auto file = gguf::File::open(model_path(name));
-    const auto cfg = ModelConfig::from_gguf(*file);
-    RankPlan p = RankPlan::whole(cfg);
-    p.layers = {0, 1};  // a first pipeline stage
-    ModelOptions o;
-    o.plan = p;
-    try {
-      Model m(*file, o);
-      ADD_FAILURE() << name << ": expected an error";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cannot be split over ranks"), std::string::npos) << e.what();
-    }
+// expert_load() counts every (token, choice) pair of the last step, in MoE
+// layers only (deepseek2's leading dense layer stays zero).
+TEST(MoeMla, ExpertLoadCountsTheRoutedPairs) {
+  auto file = gguf::File::open(model_path("tiny-random-deepseek2.gguf"));
+  ModelOptions o;
+  o.n_ctx = 8;
+  Model m(*file, o);
+  Batch b;
+  for (int i = 0; i < 5; ++i) b.add(0, i, TokenId(11 * i + 2), i == 4);
+  m.forward(b);
+  const auto& c = m.config();
+  const auto load = m.expert_load();
+  ASSERT_EQ(load.size(), size_t(c.n_layer * c.moe.n_expert));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    int64_t pairs = 0;
+    for (int64_t e = 0; e < c.moe.n_expert; ++e) pairs += load[size_t(l * c.moe.n_expert + e)];
+    EXPECT_EQ(pairs, c.layer_has_experts(l) ? 5 * c.moe.n_expert_used : 0) << "layer " << l;
   }
+}
+
+// A rank's slice of every expert (tensor parallel inside experts) must cut
+// ffn_down_exps on quant-block boundaries; elsewhere it is one clear line.
+TEST(MoeMla, ExpertRowSlicesFollowQuantBlocks) {
+  const std::string path = ::testing::TempDir() + "shardlm_tiny_qwen3moe_q4_0.gguf";
+  ASSERT_EQ(std::system((std::string(SHARDLM_BINARY) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
+                         " > /dev/null").c_str()),
+            0);
+  auto file = gguf::File::open(path);
+  const auto cfg = ModelConfig::from_gguf(*file);
+  RankPlan p = RankPlan::whole(cfg);
+  p.expert_rows = {0, cfg.moe.n_ff_expert / 2};
+  ModelOptions o;
+  o.plan = p;
+  try {
+    Model m(*file, o);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'blk.0.ffn_down_exps.weight' (Q4_0) cannot be split at columns [0, 16)"),
+              std::string::npos)
+        << e.what();
+  }
+  p.expert_rows = {0, cfg.moe.n_ff_expert};
+  p.experts = {2, 5};  // whole experts: any range
+  o.plan = p;
+  Model m(*file, o);
+  EXPECT_EQ(m.weights().layers[0].experts.gate.first, 2);
+  std::filesystem::remove(path);
 }
 
 // `synth --layers N` keeps the first N layers (and no more leading dense ones

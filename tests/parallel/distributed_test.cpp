@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "../comm/rank_harness.h"
@@ -19,7 +21,20 @@ namespace {
 using comm::testing::describe;
 using comm::testing::run_ranks;
 
+// "synth:<preset>:<type>" is a file `shardlm synth` writes for this test process.
 std::string model_path(const std::string& name) {
+  if (name.rfind("synth:", 0) == 0) {
+    const auto colon = name.find(':', 6);
+    const std::string preset = name.substr(6, colon - 6), type = name.substr(colon + 1);
+    const std::string path = ::testing::TempDir() + "shardlm_dist_" + preset + "_" + type + "_" +
+                             std::to_string(getpid()) + ".gguf";
+    if (!std::filesystem::exists(path)) {
+      const std::string cmd =
+          std::string(SHARDLM_BINARY) + " synth --preset " + preset + " --type " + type + " -o " + path + " > /dev/null";
+      EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+    return path;
+  }
   const std::string top = std::string(SHARDLM_SHARED_MODELS) + "/" + name;
   return std::filesystem::exists(top) ? top : std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
 }
@@ -29,9 +44,10 @@ struct Case {
   int tp, pp;
   double logit_tol;  // |distributed − single node|: only the summation order differs (f32 wire)
   DType wire = DType::F32;
+  bool whole_experts = false;  // MoE layers split by whole experts (--ep) instead of expert rows
 };
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.model << " tp" << c.tp << " pp" << c.pp << " wire " << dtype_name(c.wire);
+  *os << c.model << (c.whole_experts ? " ep" : " tp") << c.tp << " pp" << c.pp << " wire " << dtype_name(c.wire);
 }
 
 struct Reference {
@@ -88,9 +104,10 @@ std::vector<TokenId> test_prompt(const gguf::File& file, size_t length) {
 
 // Runs `c` on tp × pp ranks; rank 0 returns {"max_diff", "agree", "first_mismatch_margin", "tokens"}.
 nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t n_batch) {
+  const std::string path = model_path(c.model);  // before the ranks fork: one synthesized file for all
   auto outcomes = run_ranks(c.tp * c.pp, [&](comm::Communicator& comm) -> std::string {
-    auto file = gguf::File::open(model_path(c.model));
-    const Plan plan = uniform_plan(*file, c.tp, c.pp, {}, default_node("127.0.0.1"), 1, c.wire);
+    auto file = gguf::File::open(path);
+    const Plan plan = uniform_plan(*file, c.tp, c.pp, {}, default_node("127.0.0.1"), 1, c.wire, c.whole_experts);
     RuntimeOptions o;
     o.n_ctx = int64_t(prompt_len) + n_predict + 1;
     o.n_batch = n_batch;
@@ -119,6 +136,7 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
     j["tokens"] = got;
     return j.dump();
   });
+  if (std::string(c.model).rfind("synth:", 0) == 0) std::filesystem::remove(path);
   for (const auto& o : outcomes)
     if (!o.ok()) ADD_FAILURE() << describe(outcomes);
   if (!outcomes[0].ok()) return {};
@@ -157,11 +175,36 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"stories260K-Q4_0.gguf", 2, 1, 1e-3}, Case{"stories260K-Q4_0.gguf", 2, 2, 1e-3},
                       Case{"tiny-random-llama-kq-Q4_K_M.gguf", 1, 2, 1e-4},
                       Case{"tiny-random-llama-kq-mixed.gguf", 1, 2, 1e-4},
-                      Case{"tiny-random-qwen2.gguf", 2, 1, 1e-3}, Case{"tiny-random-qwen2.gguf", 1, 2, 1e-4},
-                      Case{"tiny-random-qwen3.gguf", 2, 1, 1e-3}, Case{"tiny-random-qwen3.gguf", 4, 1, 1e-3},
-                      Case{"tiny-random-qwen3.gguf", 2, 2, 1e-3}, Case{"tiny-random-llama31.gguf", 2, 1, 1e-3},
+                      Case{"tiny-random-qwen2.gguf", 2, 1, 1e-4}, Case{"tiny-random-qwen2.gguf", 1, 2, 1e-4},
+                      Case{"tiny-random-qwen3.gguf", 2, 1, 1e-4}, Case{"tiny-random-qwen3.gguf", 4, 1, 1e-3},
+                      Case{"tiny-random-qwen3.gguf", 2, 2, 1e-4}, Case{"tiny-random-llama31.gguf", 2, 1, 1e-4},
                       Case{"tiny-random-llama31.gguf", 4, 1, 1e-3}, Case{"tiny-random-llama31.gguf", 1, 2, 1e-4},
                       Case{"llama-2-tiny-random.gguf", 2, 1, 1e-5}));
+
+// Mixture-of-experts and latent attention (the synthetic models of
+// models/README.md): tp = every expert's rows split, ep = whole experts, pp,
+// and both with pp. The router sees the same hidden state on every rank up to
+// the all-reduce's summation order, so it chooses the same experts, and the
+// logits differ from one node's only by that order.
+INSTANTIATE_TEST_SUITE_P(
+    Experts, Distributed,
+    ::testing::Values(Case{"tiny-random-mixtral.gguf", 2, 1, 1e-4}, Case{"tiny-random-mixtral.gguf", 2, 1, 1e-4, DType::F32, true},
+                      Case{"tiny-random-mixtral.gguf", 1, 2, 1e-4}, Case{"tiny-random-mixtral.gguf", 2, 2, 1e-4, DType::F32, true},
+                      Case{"tiny-random-qwen3moe.gguf", 2, 1, 1e-4}, Case{"tiny-random-qwen3moe.gguf", 2, 1, 1e-4, DType::F32, true},
+                      Case{"tiny-random-qwen3moe.gguf", 1, 2, 1e-4}, Case{"tiny-random-qwen3moe.gguf", 2, 2, 1e-4},
+                      Case{"tiny-random-deepseek2.gguf", 2, 1, 1e-4}, Case{"tiny-random-deepseek2.gguf", 2, 1, 1e-4, DType::F32, true},
+                      Case{"tiny-random-deepseek2.gguf", 1, 2, 1e-4}, Case{"tiny-random-deepseek2.gguf", 2, 2, 1e-4, DType::F32, true}));
+
+// Quantized experts (synth presets): tensor parallel inside experts cuts
+// ffn_down_exps on Q8_0 blocks (tiny-mixtral: 64 rows per expert = 2 blocks);
+// tiny-deepseek2-lite (attn_kv_b form, no q-LoRA, two shared experts, 32 rows
+// per expert = 1 block) splits whole experts only. Activations are quantized
+// per token as on one node; only the all-reduce's summation order differs.
+INSTANTIATE_TEST_SUITE_P(
+    QuantizedExperts, Distributed,
+    ::testing::Values(Case{"synth:tiny-mixtral:q8_0", 2, 1, 1e-3}, Case{"synth:tiny-mixtral:q8_0", 2, 1, 1e-3, DType::F32, true},
+                      Case{"synth:tiny-deepseek2-lite:q8_0", 2, 1, 1e-3, DType::F32, true},
+                      Case{"synth:tiny-deepseek3:q4_0", 2, 2, 1e-3, DType::F32, true}));
 
 // Compressed activations on the wire (parallel/wire_format.h) over tp, pp
 // and both. Stated tolerances (max |logit diff| after the prompt, measured on

@@ -162,6 +162,92 @@ TEST(Planner, FasterNodesGetMoreLayersAndRows) {
   EXPECT_EQ(p.ranks[0].ff_rows, (Range{0, 192}));
 }
 
+TEST(Planner, ExpertsSplitWholeByMemoryOrByRows) {
+  auto f = gguf::File::open(model("tiny-random-qwen3moe.gguf"));  // 8 experts of 64 rows, top-2
+  auto v = nodes(2);
+  v[0].memory_bytes = 3 * v[1].memory_bytes;
+  PlanRequest r;
+  r.ep = 2;
+  const auto ep = make_plan(*f, v, r);
+  EXPECT_EQ(ep.expert_split, ExpertSplit::Experts);
+  EXPECT_EQ(ep.ranks[0].experts, (Range{0, 6}));  // three times the memory: three times the experts, less one
+  EXPECT_EQ(ep.ranks[1].experts, (Range{6, 8}));
+  EXPECT_EQ(ep.ranks[1].expert_rows, (Range{0, 64}));
+  EXPECT_EQ(ep.ranks[1].heads, (Range{2, 4}));  // attention heads split as in tensor parallel
+  EXPECT_NE(ep.describe(ModelConfig::from_gguf(*f)).find("whole experts per rank (expert parallel), by node memory; "
+                                                         "rank 0: [0, 6), 1: [6, 8)"),
+            std::string::npos);
+  r = {};
+  r.tp = 2;
+  const auto tp = make_plan(*f, v, r);
+  EXPECT_EQ(tp.expert_split, ExpertSplit::Rows);
+  EXPECT_EQ(tp.ranks[1].experts, (Range{0, 8}));
+  EXPECT_EQ(tp.ranks[1].expert_rows, (Range{32, 64}));
+  // Top-2 routing leaves a rank of two idle too often: left to the planner, tp 2 splits rows.
+  r = {};
+  r.pp = 1;
+  const auto autop = make_plan(*f, nodes(2), r);
+  EXPECT_EQ(autop.tp, 2);
+  EXPECT_EQ(autop.expert_split, ExpertSplit::Rows);
+  // deepseek2: the shared expert and the leading dense layer split by rows in both modes.
+  auto d = gguf::File::open(model("tiny-random-deepseek2.gguf"));
+  r = {};
+  r.ep = 2;
+  const auto dp = make_plan(*d, nodes(2), r);
+  EXPECT_EQ(dp.ranks[1].experts, (Range{4, 8}));
+  EXPECT_EQ(dp.ranks[1].shared_rows, (Range{16, 32}));
+  EXPECT_EQ(dp.ranks[1].ff_rows, (Range{64, 128}));
+  EXPECT_EQ(dp.ranks[1].kv_heads, (Range{0, 1}));  // the latent is replicated
+}
+
+// A quantized file whose experts are one ffn_down_exps block wide cannot
+// split their rows: --tp says so, and the automatic choice takes whole experts.
+TEST(Planner, ExpertRowsFollowQuantBlocks) {
+  const std::string path = ::testing::TempDir() + "shardlm_planner_qwen3moe_q4_0.gguf";
+  ASSERT_EQ(std::system((std::string(SHARDLM_BINARY) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
+                         " > /dev/null").c_str()),
+            0);
+  auto f = gguf::File::open(path);
+  EXPECT_EQ(split_units(*f, ModelConfig::from_gguf(*f)).expert_ff, 32);
+  PlanRequest r;
+  r.tp = 2;
+  const std::string e = error_of([&] { make_plan(*f, nodes(2), r); });
+  EXPECT_NE(e.find("cannot use tp 2: 32 rows per expert split in units of 32 (ffn_down_exps blocks)"),
+            std::string::npos)
+      << e;
+  auto fast = nodes(2);
+  for (auto& n : fast) n.link_latency_us = 0.001;
+  r.tp = 0;
+  r.pp = 1;
+  const auto p = make_plan(*f, fast, r);  // pp 1 on 2 nodes: tp 2, the split left to the planner
+  EXPECT_EQ(p.tp, 2);
+  EXPECT_EQ(p.expert_split, ExpertSplit::Experts);
+  std::filesystem::remove(path);
+}
+
+TEST(Planner, ImpossibleExpertSplitsAreClearErrors) {
+  auto mix = gguf::File::open(model("tiny-random-mixtral.gguf"));  // 4 experts, 4 heads
+  PlanRequest r;
+  r.ep = 5;
+  std::string e = error_of([&] { make_plan(*mix, nodes(5), r); });
+  EXPECT_NE(e.find("cannot use ep 5: 4 experts cannot give each of 5 ranks a whole expert"), std::string::npos) << e;
+  r.tp = 2;
+  r.ep = 2;
+  e = error_of([&] { make_plan(*mix, nodes(2), r); });
+  EXPECT_NE(e.find("not both"), std::string::npos) << e;
+  auto dense = gguf::File::open(model("stories260K.gguf"));
+  r = {};
+  r.ep = 2;
+  e = error_of([&] { make_plan(*dense, nodes(2), r); });
+  EXPECT_NE(e.find("--ep 2: this llama model has no experts"), std::string::npos) << e;
+  // A plan that gives a rank no experts is refused where weights are mapped.
+  const ModelConfig c = ModelConfig::from_gguf(*mix);
+  RankPlan bad = RankPlan::whole(c);
+  bad.experts = {2, 2};
+  e = error_of([&] { bad.validate(c); });
+  EXPECT_NE(e.find("expert range [2, 2)"), std::string::npos) << e;
+}
+
 TEST(Nodes, ListHostfileAndJson) {
   const auto l = nodes_from_list("127.0.0.1:7001,10.1.1.1:7002");
   ASSERT_EQ(l.size(), 2u);

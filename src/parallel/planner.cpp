@@ -39,19 +39,16 @@ double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& lin
          all_reduce_rank_bytes(tp, values, wire) / (link.link_bandwidth_gbs * 1e9);
 }
 
-// One forward step of `tokens` tokens through a rank's matrices: each
-// matrix's bytes at the node's measured rate for its type, or at the memory
-// bandwidth where nothing was measured.
+// One forward step of `tokens` tokens through a rank's matrices: the bytes
+// it reads of each (of the experts, the share the step is expected to touch)
+// at the node's measured rate for its type, or at the memory bandwidth where
+// nothing was measured.
 double matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_t tokens) {
   double s = 0;
-  auto add = [&](const MatrixView& m) {
-    if (!m.data) return;
+  w.for_each_matrix(tokens, [&](const MatrixView& m, double share) {
     const double rate = node.kernel_rates.rate(m.type, tokens);
-    s += double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
-  };
-  for (const auto& L : w.layers)
-    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
-  add(w.output);
+    s += share * double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
+  });
   return s;
 }
 
@@ -148,9 +145,10 @@ struct Builder {
       w.push_back(ModelWeights::map(file, c, rp));  // also checks block alignment
       RankCost k;
       k.bytes_per_token = int64_t(w.back().matrix_bytes_per_token());
-      k.weight_bytes = k.bytes_per_token + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
-      k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * (c.head_dim_k + c.head_dim_v) *
-                   int64_t(kv_elem);
+      k.weight_bytes = int64_t(w.back().matrix_bytes_resident()) + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
+      // Latent attention caches one row per token (latent + RoPE key), its values inside the keys.
+      const int64_t kv_row = c.head_dim_k + (c.latent_attention() ? 0 : c.head_dim_v);
+      k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * kv_row * int64_t(kv_elem);
       k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1);
       p.costs.push_back(k);
     }
@@ -250,14 +248,17 @@ SplitUnits split_units(const gguf::File& file, const ModelConfig& c) {
     const auto& wo = file.require_tensor(fmt::format("blk.{}.attn_output.weight", l));
     const int64_t b = traits(wo.type).block_elems;
     u.heads = std::lcm(u.heads, b / std::gcd(b, c.head_dim_v));
-    u.ff = std::lcm(u.ff, traits(file.require_tensor(fmt::format("blk.{}.ffn_down.weight", l)).type).block_elems);
+    if (!c.layer_has_experts(l))
+      u.ff = std::lcm(u.ff, traits(file.require_tensor(fmt::format("blk.{}.ffn_down.weight", l)).type).block_elems);
   }
   return u;
 }
 
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& req) {
   const ModelConfig c = ModelConfig::from_gguf(file);
-  check_splittable(c);
+  // Until the forward pass splits experts and latent attention (model/plan.h),
+  // such models plan on one rank only.
+  const bool one_rank_only = c.has_experts() || c.latent_attention();
   const int n = int(nodes.size());
   if (n < 1) throw Error("plan: no nodes");
   if (req.tp < 0 || req.pp < 0) throw Error("plan: --tp and --pp must be positive");
@@ -277,6 +278,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
   }
   const Builder b{file, c, split_units(file, c), req};
   auto check_shape = [&](int tp, int pp) {
+    if (one_rank_only && tp * pp > 1) check_splittable(c);
     if (pp > c.n_layer) throw Error(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
     if (tp * pp > n) throw Error(fmt::format("plan: tp {} × pp {} needs {} nodes, {} given", tp, pp, tp * pp, n));
     if (const std::string why = b.why_not_tp(tp); !why.empty())
@@ -305,7 +307,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
     bool found = false;
     std::string tried;
     for (int tp = 1; tp * pp <= n; ++tp) {
-      if (!b.why_not_tp(tp).empty()) continue;
+      if (!b.why_not_tp(tp).empty() || (one_rank_only && tp * pp > 1)) continue;
       Plan p = b.build_stages(nodes, tp, pp);
       tried += fmt::format(" tp{}={:.1f}", tp, p.single_seq_tok_s);
       if ((p.fits || req.force) && (!found || p.single_seq_tok_s > best.single_seq_tok_s)) {

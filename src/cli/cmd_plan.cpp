@@ -3,14 +3,17 @@
 // figures, as `run` does (so both choose the same layout); --describe FILE
 // plans over hypothetical nodes without any network.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/cluster_token.h"
 #include "cli/commands.h"
 #include "cli/node_list.h"
 #include "cli/run_cluster.h"
+#include "cli/synth.h"
 #include "cli/usage.h"
 #include "cluster/ask.h"
 #include "core/error.h"
@@ -23,6 +26,7 @@ namespace {
 
 struct PlanOptions {
   std::string model, nodes, hostfile, describe, layers, kv_type = "f32", token_file, wire_type;
+  std::string preset, preset_type = "q4_k_m";
   parallel::PlanRequest request;
   PlanOptions() { request.n_ctx = kDefaultCtx; }
 };
@@ -44,7 +48,28 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   return out;
 }
 
+// A synth preset's GGUF without its weights (a sparse file, gone once
+// mapped): the model's real header and tensor sizes, no disk space.
+std::unique_ptr<gguf::File> preset_header(const std::string& preset, const std::string& type) {
+  synth::Options o;
+  o.preset = preset;
+  o.type = type;
+  o.weights = false;
+  o.output = (std::filesystem::temp_directory_path() / fmt::format("shardlm-plan-{}-{}.gguf", preset, getpid())).string();
+  synth::write_model(o);
+  std::unique_ptr<gguf::File> file;
+  try {
+    file = gguf::File::open(o.output);
+  } catch (...) {
+    std::filesystem::remove(o.output);
+    throw;
+  }
+  std::filesystem::remove(o.output);
+  return file;
+}
+
 void plan(PlanOptions o) {
+  if (o.model.empty() == o.preset.empty()) throw UsageError("plan: give exactly one of -m/--model and --preset");
   const int sources = !o.nodes.empty() + !o.hostfile.empty() + !o.describe.empty();
   if (sources != 1) throw UsageError("plan: give exactly one of --nodes, --hostfile, --describe");
   std::vector<parallel::NodeSpec> nodes;
@@ -59,7 +84,7 @@ void plan(PlanOptions o) {
   if (!o.layers.empty()) o.request.layers = parse_layers(o.layers);
   if (o.kv_type == "f16") o.request.kv_type = DType::F16;
   if (!o.wire_type.empty()) o.request.wire_type = parallel::wire_type_from_name(o.wire_type);
-  auto file = gguf::File::open(o.model);
+  auto file = o.preset.empty() ? gguf::File::open(o.model) : preset_header(o.preset, o.preset_type);
   const auto p = parallel::make_plan(*file, nodes, o.request);
   std::fputs(p.describe(ModelConfig::from_gguf(*file)).c_str(), stdout);
 }
@@ -69,7 +94,10 @@ void plan(PlanOptions o) {
 void add_plan(CLI::App& app) {
   auto o = std::make_shared<PlanOptions>();
   auto* cmd = app.add_subcommand("plan", "print the tp × pp layout, memory and predicted speed over some nodes");
-  cmd->add_option("-m,--model", o->model, "GGUF model")->required();
+  cmd->add_option("-m,--model", o->model, "GGUF model");
+  cmd->add_option("--preset", o->preset,
+                  "plan a synth preset's shape instead of a file (no weights written): " + synth::preset_names());
+  cmd->add_option("--type", o->preset_type, "--preset: weight type, as synth's --type")->capture_default_str();
   cmd->add_option("--nodes", o->nodes, "live workers host:port,... (asked for their memory, cores, bandwidth)");
   cmd->add_option("--hostfile", o->hostfile, "live workers, one host:port per line");
   cmd->add_option("--describe", o->describe,

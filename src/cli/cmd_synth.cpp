@@ -22,13 +22,6 @@
 namespace shardlm::cli {
 namespace {
 
-struct SynthOptions {
-  std::string preset, type = "f16", output, vocab_from;
-  uint64_t seed = 1;
-  int threads = 2;
-  int64_t layers = 0;  // 0: the preset's
-};
-
 struct TensorPlan {
   std::string name;
   std::vector<int64_t> shape;  // ne0 first
@@ -238,7 +231,9 @@ void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_voca
   if (m.weights_scale > 0) w.set(a + "expert_weights_scale", m.weights_scale);
 }
 
-void synthesize(const SynthOptions& o) {
+}  // namespace
+
+void synth::write_model(const synth::Options& o) {
   synth::Preset preset;
   try {
     preset = synth::find_preset(o.preset);
@@ -282,6 +277,11 @@ void synthesize(const SynthOptions& o) {
     params += uint64_t(rows * t.shape[0]);
   }
   w.begin_data();
+  if (!o.weights) {
+    w.skip_remaining_data();
+    w.finish();
+    return;
+  }
 
   ThreadPool pool(o.threads);
   std::vector<uint8_t> out;
@@ -320,10 +320,8 @@ void synthesize(const SynthOptions& o) {
              preset.name, dtype_name(*want), plan.size(), params, total_bytes, seconds);
 }
 
-}  // namespace
-
 void add_synth(CLI::App& app) {
-  auto o = std::make_shared<SynthOptions>();
+  auto o = std::make_shared<synth::Options>();
   auto* cmd = app.add_subcommand("synth", "write a random-weight GGUF with a real model's shapes");
   cmd->add_option("--preset", o->preset, "model shape: " + synth::preset_names())->required();
   cmd->add_option("--type", o->type, "weight type of the matrices (f32, f16, bf16, q8_0, q4_0, q4_k, q4_k_m (llama-quantize's mix), ...)")
@@ -336,7 +334,9 @@ void add_synth(CLI::App& app) {
   cmd->add_option("--layers", o->layers, "keep only the first N layers (the real per-layer shape in less memory)")
       ->check(integer_in(1, 1 << 16));
   cmd->add_option("-t,--threads", o->threads, "quantization threads")->capture_default_str()->check(integer_in(1, 256));
-  cmd->callback([o] { synthesize(*o); });
+  cmd->add_flag("--no-weights", [o](int64_t) { o->weights = false; },
+                "leave the weights a hole: a file of the full size that takes no disk (for `plan`)");
+  cmd->callback([o] { synth::write_model(*o); });
 }
 
 }  // namespace shardlm::cli

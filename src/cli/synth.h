@@ -49,6 +49,18 @@ struct Preset {
   YarnShape yarn;
 };
 
+struct Options {
+  std::string preset, type = "f16", output, vocab_from;
+  uint64_t seed = 1;
+  int threads = 2;
+  int64_t layers = 0;    // 0: the preset's
+  bool weights = true;   // false: the tensor data is a hole (sparse file of the full size)
+};
+
+// Writes the GGUF `o` describes. Throws UsageError for a bad preset, type or
+// layer count.
+void write_model(const Options& o);
+
 const Preset& find_preset(const std::string& name);  // throws Error listing the presets
 std::string preset_names();
 

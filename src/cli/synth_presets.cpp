@@ -14,7 +14,7 @@ const MoeShape kDeepseekV3Routing{.n_expert = 256, .n_used = 8, .n_ff_expert = 2
                                   .selection_bias = true, .weights_norm = true, .weights_scale = 2.5f};
 const MlaShape kDeepseekV3Attention{.q_lora = 1536, .kv_lora = 512, .qk_nope = 128, .qk_rope = 64, .v_dim = 128};
 
-const std::array<Preset, 12> kPresets = {{
+const std::array<Preset, 13> kPresets = {{
     {.name = "tiny", .arch = "llama", .n_layer = 2, .n_embd = 256, .n_ff = 768, .n_head = 8, .n_head_kv = 2,
      .head_dim = 32, .n_vocab = 512, .n_ctx = 2048},
     {.name = "llama3.2-1b", .arch = "llama", .n_layer = 16, .n_embd = 2048, .n_ff = 8192, .n_head = 32,
@@ -53,6 +53,10 @@ const std::array<Preset, 12> kPresets = {{
              .n_group_used = 2, .gating_func = 2, .selection_bias = true, .weights_norm = true, .weights_scale = 2.5f},
      .mla = {.q_lora = 32, .kv_lora = 32, .qk_nope = 32, .qk_rope = 16, .v_dim = 32},
      .yarn = {.factor = 40, .orig_ctx = 4096, .log_multiplier = 0.1f}},
+    // Wider than the row slices the expert phases split into (model_experts.cpp).
+    {.name = "small-qwen3moe", .arch = "qwen3moe", .n_layer = 2, .n_embd = 256, .n_ff = 256, .n_head = 4,
+     .n_head_kv = 2, .head_dim = 64, .n_vocab = 512, .n_ctx = 4096, .qk_norm = true, .rope_base = 1000000.0,
+     .rms_eps = 1e-6f, .moe = {.n_expert = 8, .n_used = 4, .n_ff_expert = 160, .weights_norm = true}},
     // DeepSeek-V2-Lite's features: plain Q, one attn_kv_b, softmax gating, no groups.
     {.name = "tiny-deepseek2-lite", .arch = "deepseek2", .n_layer = 2, .n_embd = 64, .n_ff = 64, .n_head = 4,
      .n_head_kv = 4, .n_vocab = 512, .n_ctx = 4096, .rms_eps = 1e-6f,

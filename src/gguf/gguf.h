@@ -111,6 +111,10 @@ class Writer {
   // Writes header + infos; afterwards call write_tensor_data for each tensor in order.
   void begin_data();
   void write_tensor_data(std::string_view name, const void* data, size_t n_bytes);
+  // Ends the data of every tensor not yet written as zero bytes the file
+  // system need not store (a hole): a header-true file of any size, e.g. for
+  // planning a model without its weights. After begin_data(), before finish().
+  void skip_remaining_data();
   void finish();  // checks every tensor was written; closes the file
 
  private:

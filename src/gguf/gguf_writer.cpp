@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "gguf/gguf.h"
 
 namespace shardlm::gguf {
@@ -205,6 +207,19 @@ void Writer::write_tensor_data(std::string_view name, const void* data, size_t n
   m.bytes(data, n_bytes);
   m.current_done += n_bytes;
   m.advance_past_finished_tensors();
+}
+
+void Writer::skip_remaining_data() {
+  auto& m = *impl_;
+  if (!m.began || m.finished) m.fail("skip_remaining_data() outside begin_data()/finish()");
+  if (m.current >= m.tensors.size()) return;
+  const uint64_t data_start = m.tell() - m.tensors[m.current].offset - m.current_done;
+  const auto& last = m.tensors.back();
+  const uint64_t end = data_start + (last.offset + last.n_bytes + m.alignment - 1) / m.alignment * m.alignment;
+  if (std::fflush(m.out) != 0 || ftruncate(fileno(m.out), off_t(end)) != 0 || std::fseek(m.out, 0, SEEK_END) != 0)
+    m.fail(std::string("cannot extend ") + m.tmp_path + ": " + std::strerror(errno));
+  m.current = m.tensors.size();
+  m.current_done = 0;
 }
 
 void Writer::finish() {

@@ -76,10 +76,11 @@ Model::Model(const gguf::File& file, ModelOptions options)
     router_logits_.resize(rows(m.n_expert));
     expert_ids_.resize(rows(m.n_expert_used));
     expert_weights_.resize(rows(m.n_expert_used));
-    expert_in_.resize(rows(c.n_embd));
-    expert_gate_.resize(rows(m.n_ff_expert));
-    expert_up_.resize(rows(m.n_ff_expert));
-    expert_out_.resize(rows(c.n_embd));
+    // Every token's chosen experts at once (model_experts.cpp), then the shared experts' output.
+    expert_in_.resize(rows(m.n_expert_used * c.n_embd));
+    expert_gate_.resize(rows(m.n_expert_used * m.n_ff_expert));
+    expert_up_.resize(rows(m.n_expert_used * m.n_ff_expert));
+    expert_out_.resize(rows((m.n_expert_used + 1) * c.n_embd));
     ff_width = std::max(ff_width, m.n_shared * m.n_ff_expert);
   }
   gate_.resize(rows(ff_width));

@@ -115,7 +115,7 @@ class Model {
   std::vector<float> scores_, out_in_, logits_;
   // Latent attention: q-LoRA, latent + rope key, absorbed queries, latent outputs, one head's gathered rows.
   std::vector<float> q_lora_, kv_latent_, q_absorbed_, out_latent_, head_in_, head_out_;
-  // Experts: router logits, choices, one expert's gathered tokens and products, shared expert products.
+  // Experts: router logits, choices, the chosen experts' gathered tokens and products (model_experts.cpp).
   std::vector<float> router_logits_, expert_weights_, expert_in_, expert_gate_, expert_up_, expert_out_;
   std::vector<int32_t> expert_ids_, expert_load_;
   std::optional<ExpertRouter> router_;

@@ -1,13 +1,24 @@
 // Mixture-of-experts FFN (mul_mat_id style): every token of the batch is
 // routed first, then each expert that any token chose runs once over the
 // gathered tokens, so its weights are read once per step; experts no token
-// chose are never read. A token's result does not depend on the other tokens
-// of the batch: experts are summed in expert order.
+// chose are never read.
+//
+// The chosen experts (and the shared experts) are not run one after another,
+// each matrix split over the threads: at decode that would be 3 small matrix
+// products per expert, each a thread-pool wake-up and barrier for ~1 MB of
+// weights. Instead each phase (gather + quantize, gate and up, SwiGLU +
+// quantize, down, weighted sum) is one parallel region over the row tasks of
+// all experts together. Every output row is still computed whole by one
+// thread with the kernel matmul() picks, and a token's experts are summed in
+// expert order, so the result depends neither on the thread count nor on the
+// other tokens of the batch.
 //
 // Distributed, every rank routes every token the same way (the router reads
 // the replicated normed hidden state) and runs only the experts it holds, or
 // its row slice of each: its sum is a partial sum of the layer's output, which
 // the FFN all-reduce completes as it does a dense FFN's.
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/matmul.h"
@@ -15,6 +26,59 @@
 #include "model/model.h"
 
 namespace shardlm {
+namespace {
+
+// Rows of one matrix that one task computes; a multiple of the kernels' row
+// alignment (16) and fixed, so the split does not depend on the thread count.
+constexpr int64_t kRowsPerTask = 64;
+
+// One FFN over a group of tokens: a routed expert over the tokens that chose
+// it, or the shared experts over the whole batch.
+struct ExpertJob {
+  MatrixView gate, up, down;
+  int64_t tokens = 0;
+  int64_t first_row = 0;      // routed: its first row of the gathered buffers
+  float* in = nullptr;        // tokens × n_embd
+  float* gate_out = nullptr;  // tokens × ff, SwiGLU'd in place
+  float* up_out = nullptr;    // tokens × ff
+  float* out = nullptr;       // tokens × n_embd
+};
+
+// Row tasks of one matrix per job: (job, matrix, first row).
+struct RowTask {
+  int32_t job;
+  int32_t matrix;  // index into the phase's matrices of the job
+  int64_t r0;
+};
+
+// The tasks of the gate and up products (matrix 0 and 1), or of the down product.
+std::vector<RowTask> row_tasks(const std::vector<ExpertJob>& jobs, bool down) {
+  std::vector<RowTask> tasks;
+  for (size_t j = 0; j < jobs.size(); ++j)
+    for (int m = 0; m < (down ? 1 : 2); ++m)
+      for (int64_t r0 = 0; r0 < (down ? jobs[j].down.rows : jobs[j].gate.rows); r0 += kRowsPerTask)
+        tasks.push_back({int32_t(j), m, r0});
+  return tasks;
+}
+
+// Rows [r0, r1) of w times x on the calling thread, into columns [r0, r1)
+// of y (x's tokens × w.rows).
+void matmul_rows(const MatrixView& w, int64_t r0, int64_t r1, PreparedInput& x, float* y) {
+  MatrixView slice = w;
+  slice.data = w.row(r0);
+  slice.rows = r1 - r0;
+  if (x.n_tokens() == 1) {
+    matmul(slice, x, y + r0, nullptr);
+    return;
+  }
+  thread_local std::vector<float> part;
+  part.resize(size_t(x.n_tokens() * slice.rows));
+  matmul(slice, x, part.data(), nullptr);
+  for (int64_t t = 0; t < x.n_tokens(); ++t)
+    std::memcpy(y + t * w.rows + r0, &part[size_t(t * slice.rows)], size_t(slice.rows) * sizeof(float));
+}
+
+}  // namespace
 
 void Model::expert_ffn(const LayerWeights& L) {
   const auto& c = config_;
@@ -28,35 +92,100 @@ void Model::expert_ffn(const LayerWeights& L) {
     router_->route(&router_logits_[size_t(t * m.n_expert)], E.selection_bias, &expert_ids_[size_t(t * k)],
                    &expert_weights_[size_t(t * k)]);
 
-  std::memset(proj_.data(), 0, size_t(n * d) * sizeof(float));
-  std::vector<int64_t> slots;  // (token · k + choice) of the tokens routed to one expert
-  for (int64_t e = plan_.experts.begin; e < plan_.experts.end; ++e) {
-    slots.clear();
-    for (int64_t i = 0; i < n * k; ++i)
-      if (expert_ids_[size_t(i)] == e) slots.push_back(i);
-    if (slots.empty()) continue;
-    const int64_t rows = int64_t(slots.size());
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(&expert_in_[size_t(r * d)], &xn_[size_t(slots[size_t(r)] / k * d)], size_t(d) * sizeof(float));
-    PreparedInput in(expert_in_.data(), rows, d);  // quantized once for gate and up
-    matmul(E.gate.expert(e), in, expert_gate_.data(), opt_.pool);
-    matmul(E.up.expert(e), in, expert_up_.data(), opt_.pool);
-    ops::swiglu(expert_gate_.data(), expert_up_.data(), expert_gate_.data(), rows * E.gate.rows_per_expert);
-    matmul(E.down.expert(e), expert_gate_.data(), rows, expert_out_.data(), opt_.pool);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t slot = slots[size_t(r)];
-      ops::axpy(expert_weights_[size_t(slot)], &expert_out_[size_t(r * d)], &proj_[size_t(slot / k * d)], d);
+  // Slots (token · k + choice) ordered by expert, stably: expert e's tokens
+  // are rows [first[e], first[e + 1]) of the gathered buffers.
+  std::vector<int64_t> first(size_t(m.n_expert + 1), 0), slot_row(size_t(n * k)), row_slot(size_t(n * k));
+  for (int64_t i = 0; i < n * k; ++i) ++first[size_t(expert_ids_[size_t(i)]) + 1];
+  for (int64_t e = 0; e < m.n_expert; ++e) first[size_t(e + 1)] += first[size_t(e)];
+  {
+    std::vector<int64_t> next(first.begin(), first.end() - 1);
+    for (int64_t i = 0; i < n * k; ++i) {
+      const int64_t r = next[size_t(expert_ids_[size_t(i)])]++;
+      slot_row[size_t(i)] = r;
+      row_slot[size_t(r)] = i;
     }
   }
 
-  if (E.shared_gate.data) {
-    const int64_t ff = E.shared_gate.rows;
-    matmul(E.shared_gate, normed, gate_.data(), opt_.pool);
-    matmul(E.shared_up, normed, up_.data(), opt_.pool);
-    ops::swiglu(gate_.data(), up_.data(), gate_.data(), n * ff);
-    matmul(E.shared_down, gate_.data(), n, expert_out_.data(), opt_.pool);
-    ops::add(proj_.data(), expert_out_.data(), proj_.data(), n * d);
+  std::vector<ExpertJob> jobs;
+  const int64_t ff = E.gate.rows_per_expert;  // of each expert, the rows this rank holds
+  for (int64_t e = plan_.experts.begin; e < plan_.experts.end; ++e) {
+    const int64_t r = first[size_t(e)], rows = first[size_t(e + 1)] - r;
+    if (rows == 0) continue;
+    jobs.push_back({E.gate.expert(e), E.up.expert(e), E.down.expert(e), rows, r, &expert_in_[size_t(r * d)],
+                    &expert_gate_[size_t(r * ff)], &expert_up_[size_t(r * ff)], &expert_out_[size_t(r * d)]});
   }
+  const size_t n_routed = jobs.size();
+  if (E.shared_gate.data)
+    jobs.push_back({E.shared_gate, E.shared_up, E.shared_down, n, 0, xn_.data(), gate_.data(), up_.data(),
+                    &expert_out_[size_t(n * k * d)]});
+
+  // Gather each expert's tokens and quantize them once for gate and up.
+  std::vector<PreparedInput> inputs;
+  inputs.reserve(jobs.size());
+  for (const auto& j : jobs) inputs.emplace_back(j.in, j.tokens, d);
+  run_parallel(true, [&](int ith, int nth) {
+    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
+      if (j < n_routed)
+        for (int64_t r = 0; r < jobs[j].tokens; ++r)
+          std::memcpy(&jobs[j].in[size_t(r * d)], &xn_[size_t(row_slot[size_t(jobs[j].first_row + r)] / k * d)],
+                      size_t(d) * sizeof(float));
+      size_t stride = 0;
+      inputs[j].for_type(jobs[j].gate.type, nullptr, &stride);
+      inputs[j].for_type(jobs[j].up.type, nullptr, &stride);
+    }
+  });
+
+  // Runs every task of a phase, claimed from a shared counter (a thread that
+  // got less CPU does not hold the others at the barrier).
+  auto run_tasks = [&](const std::vector<RowTask>& tasks, auto&& body) {
+    std::atomic<size_t> next{0};
+    run_parallel(true, [&](int, int) {
+      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) body(tasks[i]);
+    });
+  };
+
+  run_tasks(row_tasks(jobs, false), [&](const RowTask& t) {
+    const ExpertJob& j = jobs[size_t(t.job)];
+    const MatrixView& w = t.matrix == 0 ? j.gate : j.up;
+    matmul_rows(w, t.r0, std::min(w.rows, t.r0 + kRowsPerTask), inputs[size_t(t.job)],
+                t.matrix == 0 ? j.gate_out : j.up_out);
+  });
+  inputs.clear();
+
+  // SwiGLU, then the down projection's input quantized once per job.
+  std::vector<PreparedInput> hidden;
+  hidden.reserve(jobs.size());
+  for (const auto& j : jobs) hidden.emplace_back(j.gate_out, j.tokens, j.gate.rows);
+  run_parallel(true, [&](int ith, int nth) {
+    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
+      ops::swiglu(jobs[j].gate_out, jobs[j].up_out, jobs[j].gate_out, jobs[j].tokens * jobs[j].gate.rows);
+      size_t stride = 0;
+      hidden[j].for_type(jobs[j].down.type, nullptr, &stride);
+    }
+  });
+
+  run_tasks(row_tasks(jobs, true), [&](const RowTask& t) {
+    const ExpertJob& j = jobs[size_t(t.job)];
+    matmul_rows(j.down, t.r0, std::min(d, t.r0 + kRowsPerTask), hidden[size_t(t.job)], j.out);
+  });
+
+  // Each token's experts weighted and summed in expert order, then the shared experts.
+  const float* shared_out = jobs.size() > n_routed ? jobs.back().out : nullptr;
+  const auto held = [&](int32_t e) { return e >= plan_.experts.begin && e < plan_.experts.end; };
+  run_parallel(n > 1, [&](int ith, int nth) {
+    std::vector<int64_t> order(static_cast<size_t>(k));
+    for (int64_t t = ith; t < n; t += nth) {
+      for (int64_t i = 0; i < k; ++i) order[size_t(i)] = t * k + i;
+      std::sort(order.begin(), order.end(),
+                [&](int64_t a, int64_t b) { return expert_ids_[size_t(a)] < expert_ids_[size_t(b)]; });
+      float* y = &proj_[size_t(t * d)];
+      std::fill_n(y, d, 0.0f);
+      for (int64_t slot : order)
+        if (held(expert_ids_[size_t(slot)]))
+          ops::axpy(expert_weights_[size_t(slot)], &expert_out_[size_t(slot_row[size_t(slot)] * d)], y, d);
+      if (shared_out) ops::add(y, shared_out + t * d, y, d);
+    }
+  });
 }
 
 }  // namespace shardlm

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -220,30 +222,48 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
 
 namespace {
 
-// Bytes of the matrices every token reads, experts aside.
-size_t dense_bytes(const LayerWeights& L) {
-  size_t n = 0;
-  for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
-                              &L.latent.wq, &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate,
-                              &L.experts.shared_up, &L.experts.shared_down})
-    n += matrix_bytes(*m);
-  for (const auto* heads : {&L.latent.k_b, &L.latent.v_b})
-    for (const auto& m : *heads) n += matrix_bytes(m);
-  return n;
-}
-
-size_t one_expert_bytes(const ExpertWeights& e) {
-  size_t n = 0;
-  for (const ExpertStack* s : {&e.gate, &e.up, &e.down})
-    if (s->all.data) n += matrix_bytes(s->expert(s->first));
-  return n;
+// The experts of a stack: every expert holds the same rows.
+int64_t held_experts(const ExpertStack& s) {
+  return s.rows_per_expert > 0 ? (s.all.rows - s.rows_per_expert) / s.row_step + 1 : 0;
 }
 
 }  // namespace
 
+void ModelWeights::for_each_matrix(int64_t tokens,
+                                   const std::function<void(const MatrixView&, double share)>& fn) const {
+  auto visit = [&](const MatrixView& m, double share) {
+    if (m.data) fn(m, share);
+  };
+  for (const auto& L : layers) {
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
+                                &L.latent.wq, &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate,
+                                &L.experts.shared_up, &L.experts.shared_down})
+      visit(*m, 1.0);
+    for (const auto* heads : {&L.latent.k_b, &L.latent.v_b})
+      for (const auto& m : *heads) visit(m, 1.0);
+    const ExpertWeights& e = L.experts;
+    if (!e.gate.all.data) continue;
+    // The router has a row per expert of the model, held here or not.
+    const double unused = 1.0 - double(e.n_used) / double(e.router.rows);
+    const double share = 1.0 - std::pow(unused, double(std::max<int64_t>(tokens, 1)));
+    for (const ExpertStack* s : {&e.gate, &e.up, &e.down}) {
+      MatrixView held = s->expert(s->first);
+      held.rows *= held_experts(*s);
+      visit(held, share);
+    }
+  }
+  visit(output, 1.0);
+}
+
 size_t ModelWeights::matrix_bytes_per_token() const {
-  size_t n = matrix_bytes(output);
-  for (const auto& L : layers) n += dense_bytes(L) + size_t(L.experts.n_used) * one_expert_bytes(L.experts);
+  double n = 0;
+  for_each_matrix(1, [&](const MatrixView& m, double share) { n += share * double(matrix_bytes(m)); });
+  return size_t(std::llround(n));
+}
+
+size_t ModelWeights::matrix_bytes_resident() const {
+  size_t n = 0;
+  for_each_matrix(1, [&](const MatrixView& m, double) { n += matrix_bytes(m); });
   return n;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,9 +80,19 @@ struct ModelWeights {
   // shape or a type this engine cannot compute with.
   static ModelWeights map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan);
 
+  // Every weight matrix with the share of it a forward step of `tokens`
+  // tokens reads: 1, except a rank's routed experts, of which the step is
+  // expected to read 1 − (1 − n_used / n_expert)^tokens (tokens routed
+  // uniformly and independently; one token: n_used of the n_expert).
+  void for_each_matrix(int64_t tokens, const std::function<void(const MatrixView&, double share)>& fn) const;
+
   // Bytes of weight matrices read to decode one token (the bandwidth bound's
-  // denominator): of the experts, only the n_expert_used chosen ones.
+  // denominator): of the experts, only the n_expert_used chosen ones (a
+  // rank holding a share of the experts reads that share of them).
   size_t matrix_bytes_per_token() const;
+  // Bytes of all the weight matrices this rank maps (every expert it holds):
+  // what they take in memory. The token embedding is not a matrix here.
+  size_t matrix_bytes_resident() const;
 
   // Copies the column-sliced matrices (wo, w_down and the experts' down of a
   // tensor-parallel rank) into contiguous rows owned here. Reading every other stretch of a

@@ -39,19 +39,16 @@ double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& lin
          all_reduce_rank_bytes(tp, values, wire) / (link.link_bandwidth_gbs * 1e9);
 }
 
-// One forward step of `tokens` tokens through a rank's matrices: each
-// matrix's bytes at the node's measured rate for its type, or at the memory
-// bandwidth where nothing was measured.
+// One forward step of `tokens` tokens through a rank's matrices: the bytes
+// it reads of each (of the experts, the share the step is expected to touch)
+// at the node's measured rate for its type, or at the memory bandwidth where
+// nothing was measured.
 double matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_t tokens) {
   double s = 0;
-  auto add = [&](const MatrixView& m) {
-    if (!m.data) return;
+  w.for_each_matrix(tokens, [&](const MatrixView& m, double share) {
     const double rate = node.kernel_rates.rate(m.type, tokens);
-    s += double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
-  };
-  for (const auto& L : w.layers)
-    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*m);
-  add(w.output);
+    s += share * double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
+  });
   return s;
 }
 
@@ -209,9 +206,10 @@ struct Builder {
       w.push_back(ModelWeights::map(file, c, rp));  // also checks block alignment
       RankCost k;
       k.bytes_per_token = int64_t(w.back().matrix_bytes_per_token());
-      k.weight_bytes = k.bytes_per_token + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
-      k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * (c.head_dim_k + c.head_dim_v) *
-                   int64_t(kv_elem);
+      k.weight_bytes = int64_t(w.back().matrix_bytes_resident()) + (rp.first_stage() ? int64_t(embd.n_bytes) : 0);
+      // Latent attention caches one row per token (latent + RoPE key), its values inside the keys.
+      const int64_t kv_row = c.head_dim_k + (c.latent_attention() ? 0 : c.head_dim_v);
+      k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * kv_row * int64_t(kv_elem);
       k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1);
       p.costs.push_back(k);
     }

@@ -146,5 +146,28 @@ TEST(CliSynth, VocabFromAndErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.gguf")));
 }
 
+
+// --no-weights writes the real header over a hole; `plan --preset` plans from
+// such a file: memory holds every expert, a token reads the chosen ones.
+TEST(CliSynth, NoWeightsHeaderAndPlanFromPreset) {
+  TempDir dir;
+  const std::string path = dir.file("hdr.gguf");
+  ASSERT_EQ(run_quiet("synth --preset tiny-qwen3moe --type q8_0 --no-weights -o " + path), 0);
+  auto f = File::open(path);
+  EXPECT_EQ(f->require_u64("qwen3moe.expert_count"), 8u);
+  EXPECT_EQ(f->require_tensor("blk.1.ffn_down_exps.weight").data[0], 0);
+  const std::string nodes = dir.file("nodes.json");
+  std::FILE* j = std::fopen(nodes.c_str(), "w");
+  ASSERT_NE(j, nullptr);
+  std::fputs(R"({"nodes": [{"name": "n", "memory_gb": 1, "bandwidth_gbs": 10, "cores": 2, "count": 2}]})", j);
+  std::fclose(j);
+  std::string out;
+  ASSERT_EQ(run_quiet("plan --preset tiny-qwen3moe --type q8_0 --describe " + nodes, &out), 0) << out;
+  EXPECT_NE(out.find("experts: 3 of 8 per token; weights in memory"), std::string::npos) << out;
+  ASSERT_EQ(run_quiet("plan --preset tiny-deepseek3 --describe " + nodes, &out), 0) << out;
+  EXPECT_NE(out.find("latent attention keeps 48 values per token per layer"), std::string::npos) << out;
+  EXPECT_EQ(run_quiet("plan --preset tiny-qwen3moe -m " + path + " --describe " + nodes, &out), 2);
+  EXPECT_NE(out.find("exactly one of -m/--model and --preset"), std::string::npos) << out;
+}
 }  // namespace
 }  // namespace shardlm::gguf

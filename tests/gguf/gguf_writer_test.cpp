@@ -2,6 +2,9 @@
 // several types written in pieces, alignment, and the writer's own checks.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstring>
 #include <numeric>
 
 #include "gguf_test_util.h"
@@ -161,6 +164,41 @@ TEST(GgufWriter, ChecksDataOrderAndSizes) {
   // An unfinished writer leaves neither the file nor its temporary behind.
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+// skip_remaining_data: the tensors not written read as zeros, the file has
+// its full size but the file system stores a hole.
+TEST(GgufWriter, SkipsRemainingDataAsAHole) {
+  TempDir dir;
+  const auto path = dir.file("sparse.gguf");
+  const int64_t big_rows = 64 << 10;  // 8 MiB of Q8_0
+  {
+    Writer w(path);
+    EXPECT_THROW(w.skip_remaining_data(), Error);  // before begin_data
+    w.add_tensor("first", DType::F32, {3});
+    w.add_tensor("big", DType::Q8_0, {128, big_rows});
+    w.add_tensor("last", DType::F32, {5});
+    w.begin_data();
+    const float v[3] = {1, 2, 3};
+    w.write_tensor_data("first", v, 8);  // part of it: the rest is a hole too
+    w.skip_remaining_data();
+    w.finish();
+  }
+  auto f = File::open(path);
+  const auto& last = f->require_tensor("last");
+  EXPECT_EQ(f->file_size(), f->data_offset() + (last.offset + last.n_bytes + 31) / 32 * 32);
+  const auto& first = f->require_tensor("first");
+  float got[3];
+  std::memcpy(got, first.data, sizeof got);
+  EXPECT_EQ(got[0], 1.0f);
+  EXPECT_EQ(got[1], 2.0f);
+  EXPECT_EQ(got[2], 0.0f);
+  const auto& big = f->require_tensor("big");
+  EXPECT_EQ(big.data[0], 0);
+  EXPECT_EQ(big.data[big.n_bytes - 1], 0);
+  struct stat st{};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LT(int64_t(st.st_blocks) * 512, int64_t(big.n_bytes) / 2);  // not stored
 }
 
 TEST(GgufWriter, CopiesAModelsMetadataAndTensorsExactly) {

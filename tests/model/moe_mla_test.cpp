@@ -69,7 +69,8 @@ const Variant kVariants[] = {
     {"tiny-mixtral", "f32", 1e-4},          {"tiny-qwen3moe", "f32", 1e-4},
     {"tiny-deepseek3", "f32", 1e-4},        {"tiny-deepseek2-lite", "f32", 1e-4},
     {"tiny-deepseek3", "q8_0", 0.03},       {"tiny-qwen3moe", "q4_0", 0.05},
-    {"tiny-deepseek2-lite", "q8_0", 0.03},
+    {"tiny-deepseek2-lite", "q8_0", 0.03},  {"small-qwen3moe", "f32", 1e-4},
+    {"small-qwen3moe", "q4_0", 0.05},
 };
 
 INSTANTIATE_TEST_SUITE_P(Synth, MoeMla, ::testing::ValuesIn(kVariants), [](const auto& info) {

@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "model/weights.h"
 #include "parallel/planner.h"
 
 namespace shardlm::parallel {
@@ -314,6 +316,62 @@ TEST(Planner, MeasuredKernelRatesSetThePredictedSpeed) {
   EXPECT_LT(measured.single_seq_tok_s, by_bandwidth.single_seq_tok_s);
   // 4 sequences over 2 stages: micro-batches of 2 tokens at the 2-token rate.
   EXPECT_GT(measured.pipelined_tok_s, 1.5 * measured.single_seq_tok_s);
+}
+
+// Mixture of experts: memory holds every expert, a decoded token reads the
+// n_used chosen ones; latent attention caches one row of kv_lora + rope
+// values per token and layer.
+TEST(Planner, ExpertsInMemoryAllReadPerTokenTheChosen) {
+  for (const char* name : {"tiny-random-qwen3moe.gguf", "tiny-random-deepseek2.gguf"}) {
+    SCOPED_TRACE(name);
+    auto f = gguf::File::open(model(name));
+    const auto c = ModelConfig::from_gguf(*f);
+    ASSERT_TRUE(c.has_experts());
+    uint64_t experts = 0, matrices = 0;
+    for (const auto& t : f->tensors()) {
+      if (t.ne[1] == 1 || t.name == "token_embd.weight" || t.name.ends_with("exp_probs_b.bias")) continue;
+      (t.name.find("_exps.") != std::string::npos ? experts : matrices) += t.n_bytes;
+    }
+    if (c.tied_output) matrices += f->require_tensor("token_embd.weight").n_bytes;  // the output matrix
+    PlanRequest req;
+    req.n_ctx = 256;
+    const Plan p = make_plan(*f, nodes(1), req);
+    ASSERT_EQ(p.size(), 1);
+    const RankCost& k = p.costs[0];
+    const int64_t embd = int64_t(f->require_tensor("token_embd.weight").n_bytes);
+    EXPECT_EQ(k.weight_bytes, int64_t(matrices + experts) + embd);
+    const double active = double(c.moe.n_expert_used) / double(c.moe.n_expert);
+    EXPECT_NEAR(double(k.bytes_per_token), double(matrices) + active * double(experts), 1.0);
+    EXPECT_LT(k.bytes_per_token, k.weight_bytes - embd);
+    const int64_t kv_row = c.latent_attention() ? c.attention.latent.kv_lora_rank + c.attention.latent.qk_rope_dim
+                                                : c.n_head_kv * (c.head_dim_k + c.head_dim_v);
+    EXPECT_EQ(k.kv_bytes, c.n_layer * req.n_ctx * kv_row * 4);
+    const std::string text = p.describe(c);
+    EXPECT_NE(text.find(fmt::format("experts: {} of {} per token", c.moe.n_expert_used, c.moe.n_expert)),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("latent attention keeps") != std::string::npos, c.latent_attention()) << text;
+  }
+}
+
+// A step of several tokens is expected to touch more of the experts: the
+// predicted time per token falls with the batch, less than for a dense model.
+TEST(Planner, ExpertsReadPerStepGrowWithItsTokens) {
+  auto f = gguf::File::open(model("tiny-random-qwen3moe.gguf"));
+  const auto c = ModelConfig::from_gguf(*f);
+  const RankPlan whole = RankPlan::whole(c);
+  const auto w = ModelWeights::map(*f, c, whole);
+  auto expert_share = [&](int64_t tokens) {
+    double share = 0;
+    w.for_each_matrix(tokens, [&](const MatrixView& m, double s) {
+      if (m.data == w.layers.back().experts.gate.all.data) share = s;
+    });
+    return share;
+  };
+  const double p1 = double(c.moe.n_expert_used) / double(c.moe.n_expert);
+  EXPECT_DOUBLE_EQ(expert_share(1), p1);
+  EXPECT_DOUBLE_EQ(expert_share(4), 1 - std::pow(1 - p1, 4));
+  EXPECT_GT(expert_share(64), 0.99);
 }
 
 TEST(KernelRates, JsonRoundTripAndErrors) {

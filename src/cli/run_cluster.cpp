@@ -9,6 +9,7 @@
 #include "cli/cluster_token.h"
 #include "cli/scheduled_run.h"
 #include "cli/node_list.h"
+#include "cli/usage.h"
 #include "cluster/logging.h"
 #include "comm/transport.h"
 #include "core/error.h"
@@ -86,8 +87,7 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   cluster::ClusterOptions o;
   o.nodes = node_addresses(c.nodes, c.hostfile);
   o.token = cluster_token(c.token_file);
-  if (kv_type != "f32" && kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
-  o.plan = plan_request(c, ctx, kv_type == "f16" ? DType::F16 : DType::F32);
+  o.plan = plan_request(c, ctx, kv_type_of(kv_type));
   o.n_batch = batch;
   o.threads = threads;
   o.worker_model = c.worker_model;

@@ -214,7 +214,7 @@ std::shared_ptr<comm::Communicator> join_world(const JobSpec& job, const JobCont
   co.rank = job.rank;
   co.size = job.size;
   co.coordinator = job.comm_address;
-  co.listen_fd = listener.release();
+  co.listen_fd = listener ? listener.release() : -1;
   co.token = ctx.token;
   co.cluster_id = "shardlm-job";
   // Liveness is the heartbeats' business (the control pump): a step may legitimately take long.
@@ -252,9 +252,13 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     // Setup (a transfer, loading the slices) may take long: the coordinator hears we are alive.
     auto setup_beats = std::make_unique<HeartbeatSender>(std::vector<Channel*>{ch.get()},
                                                          heartbeat_interval(job.peer_timeout_s));
-    // Taken before the transfer: a range with no free port fails the job before gigabytes move.
-    Fd comm_listener = net::listen_in_range(job.comm_ports, "--comm-port");
-    spdlog::info("worker: the job's links from other workers come to port {}", net::local_port(comm_listener.get()));
+    // Only ranks below the last take links from higher ranks. Taken before
+    // the transfer: a range with no free port fails the job before gigabytes move.
+    Fd comm_listener;
+    if (job.rank < job.size - 1) {
+      comm_listener = net::listen_in_range(job.comm_ports, "--comm-port");
+      spdlog::info("worker: the job's links from other workers come to port {}", net::local_port(comm_listener.get()));
+    }
     const auto file = load_shard(*ch, job, ctx, host, temp_dir, part);
     slow_setup_for_tests();
     ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));

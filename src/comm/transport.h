@@ -182,9 +182,10 @@ struct ConnectOptions {
   // others connect here. shm: names the session (all ranks pass the same).
   std::string coordinator;
   // tcp: an already bound and listening socket to take over (rank 0: where
-  // the others connect; ranks 1..n-1: where the higher ranks connect), so the
+  // the others connect; ranks 1..n-2: where the higher ranks connect), so the
   // caller chooses the port (a firewall's range); -1: rank 0 listens on
-  // `coordinator`, the others on a port the OS chooses.
+  // `coordinator`, ranks 1..n-2 on a port the OS chooses (the last rank
+  // listens nowhere).
   int listen_fd = -1;
   std::string token;            // shared secret (see load_token)
   std::string cluster_id = "shardlm";

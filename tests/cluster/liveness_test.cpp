@@ -287,27 +287,40 @@ int worker_comm_port(const std::string& err) {
   return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + mark.size());
 }
 
-// --comm-port holds the workers' links too: every listener of the job is in
-// the range, and a range too small for all of them is an error naming it.
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// --comm-port holds the workers' links too: every listener of the job (the
+// coordinator's and rank 1's; the last rank takes no links) is in the range,
+// and a range too small for all of them is an error naming it.
 TEST_F(ClusterTest, CommPortRangeHoldsTheWorkersLinks) {
   uint16_t low = 0;
   const int taken = taken_port(&low);
   const std::string a = start_worker(), b = start_worker();
-  const std::string wide = fmt::format("{}-{}", low, low + 3), narrow = fmt::format("{}-{}", low, low + 2);
+  const auto wait_idle = [&](size_t jobs) {
+    for (const auto& w : workers_) {
+      for (int i = 0; i < 250 && count_of(w->err(), "worker: idle") < jobs; ++i) usleep(20000);
+      EXPECT_EQ(count_of(w->err(), "worker: idle"), jobs) << w->err();
+    }
+  };
+  const std::string wide = fmt::format("{}-{}", low, low + 2), narrow = fmt::format("{}-{}", low, low + 1);
   auto r = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--comm-port", wide});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, single_node());
-  for (const auto& w : workers_) {
-    const int port = worker_comm_port(w->err());
-    EXPECT_GT(port, int(low)) << w->err();
-    EXPECT_LE(port, int(low) + 3) << w->err();
-  }
-  EXPECT_NE(worker_comm_port(workers_[0]->err()), worker_comm_port(workers_[1]->err()));
+  const int port = worker_comm_port(workers_[0]->err());  // rank 1; the coordinator has low + 1
+  EXPECT_GT(port, int(low) + 1) << workers_[0]->err();
+  EXPECT_LE(port, int(low) + 2) << workers_[0]->err();
+  EXPECT_EQ(worker_comm_port(workers_[1]->err()), 0) << workers_[1]->err();
+  wait_idle(1);
   auto refused = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--comm-port", narrow});
   EXPECT_EQ(refused.status, 1);
-  EXPECT_NE(error_line(refused.err).find("--comm-port: no free port in " + narrow), std::string::npos) << refused.err;
+  EXPECT_NE(error_line(refused.err).find("worker " + a + ": --comm-port: no free port in " + narrow), std::string::npos)
+      << refused.err;
+  wait_idle(2);  // the refused job ended on both workers
   close(taken);
-  // Both workers are idle again.
   auto next = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
   ASSERT_EQ(next.status, 0) << next.err;
 }

@@ -128,7 +128,6 @@ TEST(CliRun, BadInputIsOneErrorLine) {
       {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, 1, "/nonexistent.gguf"},
       {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, 1, "unsupported architecture 'gpt2'"},
       {{"run", "-m", m, "-p", "Once upon a time", "--ctx", "3"}, 1, "--ctx"},
-      {{"bench", "-m", m, "-t", "1,x"}, 1, "-t: 'x'"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
 }

@@ -140,8 +140,10 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       write_all(links[size_t(r)].fd.get(), bytes.data(), bytes.size(), deadline,
                 fmt::format("rank {} ({})", r, links[size_t(r)].address));
   } else {
-    Fd listener = o.listen_fd >= 0 ? adopt_listener(o.listen_fd) : listen_on(HostPort{"", 0});
-    hp.self.listen_port = local_port(listener.get());
+    // The last rank takes no links (it connects to all the others): it opens no port.
+    const bool accepts = o.rank < o.size - 1;
+    Fd listener = o.listen_fd >= 0 ? adopt_listener(o.listen_fd) : accepts ? listen_on(HostPort{"", 0}) : Fd();
+    hp.self.listen_port = listener ? local_port(listener.get()) : 0;
     HostPort coord = parse_host_port(o.coordinator, "coordinator");
     std::string who = fmt::format("rank 0 ({})", coord.str());
     Fd c = connect_to(coord, deadline);
@@ -160,8 +162,9 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
         throw Error(fmt::format("{}: answered as rank {}", peer_who, peer.rank));
       links[size_t(s)] = {std::move(f), hpv.str()};
     }
-    accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,
-                 [](const HelloInfo&, const std::string&) {});
+    if (accepts)
+      accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,
+                   [](const HelloInfo&, const std::string&) {});
   }
   spdlog::debug("comm: tcp rank {} of {} connected", o.rank, o.size);
   return std::make_unique<TcpTransport>(o.rank, o.size, std::move(links), o.timeouts);

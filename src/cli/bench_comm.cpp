@@ -26,6 +26,7 @@
 #include "cli/commands.h"
 #include "comm/communicator.h"
 #include "comm/reduce.h"
+#include "core/clock.h"
 #include "net/socket.h"
 #include "comm/tuning.h"
 #include "core/error.h"
@@ -159,13 +160,13 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
   std::vector<float> times;
   auto once = [&](bool reset) {
     if (reset && (op == "all_reduce")) std::memcpy(a.data(), init.data(), count * elem);
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = SteadyClock::now();
     if (op == "all_reduce") c.all_reduce(a.data(), count, dt);
     else if (op == "all_gather") c.all_gather(a.data(), b.data(), per_rank * elem);
     else if (op == "reduce_scatter") c.reduce_scatter(a.data(), b.data(), per_rank, dt);
     else if (op == "broadcast") c.broadcast(a.data(), count * elem, 0);
     else throw Error(fmt::format("--ops: unknown op '{}'", op));
-    return float(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    return float(seconds_since(t0) * 1e6);
   };
   if (op == "all_gather") fill(a, dt, per_rank, me, size_t(me) * per_rank);
   else fill(a, dt, count, me);
@@ -224,9 +225,9 @@ double time_choice(Communicator& c, size_t bytes, comm::AllReduceChoice choice) 
   const int iters = int(std::clamp<size_t>((size_t(32) << 20) / bytes, 3, 40));
   std::vector<float> times;
   for (int i = -1; i < iters; ++i) {  // one warm-up
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = SteadyClock::now();
     c.all_reduce(buf.data(), count, DType::F32, comm::ReduceOp::Sum, choice);
-    float us = float(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    float us = float(seconds_since(t0) * 1e6);
     if (i >= 0) times.push_back(us);
   }
   c.all_reduce(times.data(), times.size(), DType::F32, comm::ReduceOp::Max);

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "comm/communicator.h"
+#include "core/clock.h"
 #include "net/socket.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -35,7 +36,7 @@ struct DistBenchOptions {
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
 };
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 constexpr size_t kRateMatrixBytes = size_t(64) << 20;
 
 void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelConfig& c,
@@ -106,7 +107,7 @@ double decode_steps(parallel::DistributedSession& s, const std::vector<std::vect
     for (size_t i = 0; i < prompts.size(); ++i) b.add(int32_t(i), int32_t(prompts[i].size()) + k - 1, next[i], true);
     for (const auto& t : s.step(b)) next[size_t(t.slot)] = t.token;
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double seconds = seconds_since(t0);
   for (size_t i = 0; i < prompts.size(); ++i) s.free(int32_t(i));
   return seconds;
 }

@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "core/bench_matrix.h"
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -54,9 +55,9 @@ template <class Fn>
 double best_seconds(double min_seconds, Fn&& fn) {
   double best = 1e30, spent = 0;
   for (int i = 0; i < 3 || spent < min_seconds; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = SteadyClock::now();
     fn();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     best = std::min(best, s);
     spent += s;
   }

@@ -7,13 +7,14 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/bench_common.h"
 #include "cli/commands.h"
 #include "cli/run_cluster.h"
+#include "cli/usage.h"
+#include "core/clock.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/membw.h"
@@ -29,7 +30,7 @@ namespace {
 
 struct ModelBenchOptions {
   std::string model;
-  std::string threads = "1,2";
+  std::vector<int> threads = {1, 2};
   int prompt = 512;
   int gen = 128;
   int batch = 512;
@@ -37,27 +38,6 @@ struct ModelBenchOptions {
   int bandwidth_mib = 512;  // ≫ last-level cache, so the read rate is DRAM's
   ClusterRunOptions cluster;
 };
-
-std::vector<int> parse_thread_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const int n = std::stoi(item, &used);
-      if (used != item.size() || n < 1 || n > 1024) throw std::invalid_argument(item);
-      out.push_back(n);
-    } catch (const std::exception&) {
-      throw Error(fmt::format("-t: '{}' is not a thread count (expected e.g. 1,2)", item));
-    }
-  }
-  if (out.empty()) throw Error("-t: no thread counts");
-  return out;
-}
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Row {
   int threads;
@@ -81,13 +61,13 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   model.forward(warm);
 
   Row r{threads, 0, 0, 0};
-  auto t0 = Clock::now();
+  auto t0 = SteadyClock::now();
   if (!prompt.empty()) {
     eval_prompt(model, prompt, 0, 0);
     r.prompt_tps = double(prompt.size()) / seconds_since(t0);
   }
   TokenId next = prompt.empty() ? 0 : argmax(model.logits(0));
-  t0 = Clock::now();
+  t0 = SteadyClock::now();
   for (int i = 0; i < o.gen; ++i) {
     Batch b;
     b.add(0, o.prompt + i, next, true);
@@ -99,10 +79,8 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
 }
 
 void bench_model(const ModelBenchOptions& o) {
-  const DType kv_type = o.kv_type == "f16" ? DType::F16 : DType::F32;
-  if (o.kv_type != "f16" && o.kv_type != "f32") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", o.kv_type));
-  const auto threads = parse_thread_list(o.threads);
-  const auto t_load = Clock::now();
+  const DType kv_type = kv_type_of(o.kv_type);
+  const auto t_load = SteadyClock::now();
   auto file = gguf::File::open(o.model);
   const auto config = ModelConfig::from_gguf(*file);
   const auto weights = ModelWeights::map(*file, config, RankPlan::whole(config));
@@ -118,7 +96,7 @@ void bench_model(const ModelBenchOptions& o) {
   std::printf("| threads | prompt tok/s | decode tok/s | read GB/s | decode bound tok/s | of bound |\n");
   std::printf("|--------:|-------------:|-------------:|----------:|-------------------:|---------:|\n");
   std::vector<Row> rows;
-  for (const int t : threads) rows.push_back(bench_threads(*file, o, t, kv_type));
+  for (const int t : o.threads) rows.push_back(bench_threads(*file, o, t, kv_type));
   // Read before the bandwidth buffer below raises the peak.
   const auto mem = read_memory_usage();
   for (auto& r : rows) {
@@ -138,12 +116,15 @@ void add_bench_model(CLI::App& bench) {
   auto o = std::make_shared<ModelBenchOptions>();
   bench.add_option("-m,--model", o->model, "GGUF model: prompt and decode tokens/s against the bandwidth bound");
   bench.add_option("-t,--threads", o->threads, "comma-separated thread counts (with --nodes: one, per worker; "
-                   "default: all its cores)")->capture_default_str();
+                   "default: all its cores)")
+      ->capture_default_str()
+      ->delimiter(',')
+      ->check(integer_in(1, 1024));
   bench.add_option("--prompt", o->prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   bench.add_option("--gen", o->gen, "decoded tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
   bench.add_option("--batch", o->batch, "prompt tokens per forward pass")->capture_default_str()->check(
       CLI::Range(1, 65536));
-  bench.add_option("--kv-type", o->kv_type, "KV cache type: f32 or f16")->capture_default_str();
+  add_kv_type_option(bench, o->kv_type);
   bench.add_option("--bandwidth-mib", o->bandwidth_mib, "buffer read to measure memory bandwidth")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
@@ -153,9 +134,8 @@ void add_bench_model(CLI::App& bench) {
     if (!o->model.empty() && o->cluster.enabled()) {
       int per_worker = 0;  // all its cores
       if (threads->count()) {
-        const auto t = parse_thread_list(o->threads);
-        if (t.size() != 1) throw Error("-t: with --nodes/--hostfile give one thread count (per worker)");
-        per_worker = t[0];
+        if (o->threads.size() != 1) throw UsageError("-t: with --nodes/--hostfile give one thread count (per worker)");
+        per_worker = o->threads[0];
       }
       const ClusterBenchRequest request{o->model, o->kv_type, o->prompt, o->gen, o->batch, per_worker};
       if (o->cluster.mpi()) bench_on_mpi(o->cluster, request);

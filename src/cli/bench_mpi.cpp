@@ -13,6 +13,7 @@
 #include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/mpi_job.h"
+#include "core/clock.h"
 #include "serve/session_engine.h"
 #include "model/config.h"
 #include "parallel/wire_format.h"
@@ -20,7 +21,6 @@
 namespace shardlm::cli {
 
 void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
-  using Clock = std::chrono::steady_clock;
   if (r.prompt < 1) throw UsageError("--prompt: a benchmark over MPI ranks needs at least 1 prompt token");
   cluster::log_to_stderr();
   const int batch = std::min(r.batch, r.prompt);
@@ -36,19 +36,18 @@ void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
   const auto prompt = bench_prompt_tokens(r.prompt, config.n_vocab);
   SamplerParams greedy;
   greedy.temperature = 0;
-  const auto seconds = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
 
   engine.add(0, greedy, {});  // warm-up: faults the slices in
   feed(engine, std::span(prompt).first(1), 0, batch);
   engine.free(0);
   engine.add(0, greedy, {});
-  auto t = Clock::now();
+  auto t = SteadyClock::now();
   TokenId next = feed(engine, prompt, 0, batch);
-  const double prompt_s = seconds(t);
+  const double prompt_s = seconds_since(t);
   session.reset_stats();
-  t = Clock::now();
+  t = SteadyClock::now();
   for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
-  const double decode_s = seconds(t);
+  const double decode_s = seconds_since(t);
   const parallel::RuntimeStats decode_stats = session.stats();
   engine.free(0);
   job.finish();

@@ -18,13 +18,14 @@
 
 #include "cli/commands.h"
 #include "cli/usage.h"
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace shardlm::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+using Clock = SteadyClock;
+double ms_between(Clock::time_point a, Clock::time_point b) { return seconds_of(b - a) * 1e3; }
 
 struct ServeBenchOptions {
   std::string url, api_key = "none", label;

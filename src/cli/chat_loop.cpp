@@ -14,6 +14,7 @@
 #include "cli/chat_template_file.h"
 #include "cli/run_cluster.h"
 #include "cli/stop_strings.h"
+#include "cli/usage.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -104,7 +105,7 @@ void run_chat(const ChatRequest& r, std::istream& in) {
   mo.n_ctx = r.ctx;
   mo.n_batch = r.batch;
   mo.n_seq = 1;
-  mo.kv_type = r.kv_type == "f16" ? DType::F16 : DType::F32;
+  mo.kv_type = kv_type_of(r.kv_type);
   mo.pool = pool.get();
   serve::LocalEngine engine(*file, mo);
   Chat chat(engine, *tokenizer, r);

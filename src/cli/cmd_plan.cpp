@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include "cli/cluster_token.h"
 #include "cli/commands.h"
@@ -25,28 +24,12 @@ namespace shardlm::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model, nodes, hostfile, describe, layers, kv_type = "f32", token_file, wire_type;
+  std::string model, nodes, hostfile, describe, kv_type = "f32", token_file, wire_type;
   std::string preset, preset_type = "q4_k_m";
+  std::vector<int64_t> layers;
   parallel::PlanRequest request;
   PlanOptions() { request.n_ctx = kDefaultCtx; }
 };
-
-std::vector<int64_t> parse_layers(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const long long v = std::stoll(item, &used);
-      if (used != item.size()) throw std::invalid_argument(item);
-      out.push_back(v);
-    } catch (const std::exception&) {
-      throw UsageError(fmt::format("--layers: '{}' is not a number (expected e.g. 10,12,10)", item));
-    }
-  }
-  return out;
-}
 
 // A synth preset's GGUF without its weights (a sparse file, gone once
 // mapped): the model's real header and tensor sizes, no disk space.
@@ -81,8 +64,8 @@ void plan(PlanOptions o) {
     for (const auto& address : addresses)
       nodes.push_back(cluster::node_from_info(address, cluster::ask_worker(address, token)));
   }
-  if (!o.layers.empty()) o.request.layers = parse_layers(o.layers);
-  if (o.kv_type == "f16") o.request.kv_type = DType::F16;
+  o.request.layers = o.layers;
+  o.request.kv_type = kv_type_of(o.kv_type);
   if (!o.wire_type.empty()) o.request.wire_type = parallel::wire_type_from_name(o.wire_type);
   auto file = o.preset.empty() ? gguf::File::open(o.model) : preset_header(o.preset, o.preset_type);
   const auto p = parallel::make_plan(*file, nodes, o.request);
@@ -111,14 +94,14 @@ void add_plan(CLI::App& app) {
                   "mixture-of-experts models: tensor-parallel ranks holding whole experts (default: automatic)")
       ->check(integer_in(1, 4096));
   cmd->add_option("--pp", o->request.pp, "pipeline stages (default: automatic)")->check(integer_in(1, 4096));
-  cmd->add_option("--layers", o->layers, "layers per stage, e.g. 10,12,10");
+  cmd->add_option("--layers", o->layers, "layers per stage, e.g. 10,12,10")->delimiter(',');
   cmd->add_option("-c,--ctx", o->request.n_ctx, "KV cache positions per sequence")
       ->capture_default_str()
       ->check(integer_in(1, int64_t(1) << 24));
   cmd->add_option("--seqs", o->request.n_seq, "sequences decoded together")
       ->capture_default_str()
       ->check(integer_in(1, 4096));
-  cmd->add_option("--kv-type", o->kv_type, "f32|f16")->capture_default_str()->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_type_option(*cmd, o->kv_type);
   cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0 (default: by link speed)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd->add_flag("--force", o->request.force, "plan even when a node's memory is too small");

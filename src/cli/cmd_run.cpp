@@ -17,6 +17,7 @@
 #include "cli/scheduled_run.h"
 #include "cli/usage.h"
 #include "cli/run_cluster.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -50,14 +51,6 @@ struct RunOptions {
   ClusterRunOptions cluster;  // --nodes/--hostfile: run on workers (cli/run_cluster.h)
 };
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-DType parse_kv_type(const std::string& s) {
-  if (s == "f32") return DType::F32;
-  if (s == "f16") return DType::F16;
-  throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", s));
-}
 
 std::string read_all(std::istream& in) {
   std::stringstream s;
@@ -106,8 +99,8 @@ void run(RunOptions o, const CLI::App& cmd) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   if (o.threads > 4 * cores)
     throw UsageError(fmt::format("-t: {} threads on {} cores (at most {})", o.threads, cores, 4 * cores));
-  const auto t_load = Clock::now();
-  const DType kv_type = parse_kv_type(o.kv_type);
+  const auto t_load = SteadyClock::now();
+  const DType kv_type = kv_type_of(o.kv_type);
   auto file = gguf::File::open(o.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
   const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
@@ -202,9 +195,7 @@ void add_run(CLI::App& app) {
   cmd->add_option("-b,--batch", o->batch, "prompt tokens per forward pass")
       ->capture_default_str()
       ->check(integer_in(1, 65536));
-  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f32 or f16")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f16"}));
+  add_kv_type_option(*cmd, o->kv_type);
   add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o, cmd] { run(*o, *cmd); });
 }

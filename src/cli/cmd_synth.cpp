@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/synth.h"
 #include "cli/usage.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
@@ -253,7 +254,7 @@ void synth::write_model(const synth::Options& o) {
   if (!file_type)
     throw UsageError(fmt::format("--type: '{}' is not one of f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, "
                                  "q2_k, q3_k, q4_k, q4_k_m, q5_k, q6_k", o.type));
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = SteadyClock::now();
 
   gguf::Writer w(o.output);
   int64_t n_vocab = preset.n_vocab;
@@ -315,7 +316,7 @@ void synth::write_model(const synth::Options& o) {
     }
   }
   w.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = seconds_since(start);
   fmt::print("synth: wrote {} ({} {}, {} tensors, {} parameters, {} bytes of weights) in {:.1f} s\n", o.output,
              preset.name, dtype_name(*want), plan.size(), params, total_bytes, seconds);
 }

@@ -9,9 +9,11 @@
 #include "cli/cluster_token.h"
 #include "cli/scheduled_run.h"
 #include "cli/node_list.h"
+#include "cli/usage.h"
 #include "cluster/logging.h"
 #include "comm/transport.h"
 #include "core/error.h"
+#include "net/port_range.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "parallel/nodes.h"
@@ -60,11 +62,11 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
   cmd.add_option("--comm-port", o.comm_port,
-                 "PORT or LO-HI: the job's links from the workers come to this port (the first free one of the range)")
+                 "PORT or LO-HI: where the job's links listen, here and on every worker (the first free port of the range)")
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             try {
-              cluster::parse_port_range(text);
+              net::parse_port_range(text);
             } catch (const Error& e) {
               return e.what();
             }
@@ -91,13 +93,12 @@ cluster::ClusterOptions make_cluster_options(const ClusterRunOptions& c, int64_t
   cluster::ClusterOptions o;
   o.nodes = node_addresses(c.nodes, c.hostfile);
   o.token = cluster_token(c.token_file);
-  if (kv_type != "f32" && kv_type != "f16") throw Error(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
-  o.plan = plan_request(c, ctx, kv_type == "f16" ? DType::F16 : DType::F32);
+  o.plan = plan_request(c, ctx, kv_type_of(kv_type));
   o.n_batch = batch;
   o.threads = threads;
   o.worker_model = c.worker_model;
   o.peer_timeout = c.peer_timeout;
-  if (!c.comm_port.empty()) o.comm_ports = cluster::parse_port_range(c.comm_port);
+  if (!c.comm_port.empty()) o.comm_ports = net::parse_port_range(c.comm_port);
   return o;
 }
 

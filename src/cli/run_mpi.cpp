@@ -23,11 +23,8 @@ cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t 
                                             const std::string& kv_type, int threads, int64_t n_seq) {
   if (!cluster::started_by_mpi_launcher())
     throw UsageError("--backend mpi: start shardlm with mpirun, mpiexec or srun (no MPI rank in the environment)");
-  const auto kv = dtype_from_name(kv_type);
-  if (!kv || (*kv != DType::F32 && *kv != DType::F16))
-    throw UsageError(fmt::format("--kv-type: '{}' is not f32 or f16", kv_type));
   cluster::MpiJobOptions o;
-  o.plan = plan_request(c, ctx, *kv);
+  o.plan = plan_request(c, ctx, kv_type_of(kv_type));
   o.plan.n_seq = n_seq;
   o.runtime.n_ctx = ctx;
   o.runtime.n_seq = n_seq;

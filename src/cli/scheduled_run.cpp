@@ -3,14 +3,14 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "serve/scheduler.h"
 
 namespace shardlm::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+using Clock = SteadyClock;
 
 void print(const std::string& text) {
   if (text.empty()) return;
@@ -51,8 +51,8 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
   print("\n");
   out.generated = stream->usage().completion_tokens;
   if (first == Clock::time_point{}) first = t1;
-  out.prompt_seconds = seconds(first - t0);
-  out.decode_seconds = seconds(t1 - first);
+  out.prompt_seconds = seconds_of(first - t0);
+  out.decode_seconds = seconds_of(t1 - first);
   out.context_full = out.finish == serve::FinishReason::Length &&
                      (r.max_tokens < 0 || out.generated < r.max_tokens);
   return out;

@@ -32,4 +32,23 @@ CLI::Validator integer_in(long long lo, long long hi) {
       fmt::format("in [{}, {}]", lo, hi));
 }
 
+namespace {
+
+std::string kv_type_problem(const std::string& name) {
+  return kv_type_from_name(name) ? "" : fmt::format("'{}' is not f32 or f16", name);
+}
+
+}  // namespace
+
+CLI::Option* add_kv_type_option(CLI::App& cmd, std::string& into) {
+  return cmd.add_option("--kv-type", into, "KV cache type: f32 or f16")
+      ->capture_default_str()
+      ->check(CLI::Validator([](std::string& text) { return kv_type_problem(text); }, "f32|f16"));
+}
+
+DType kv_type_of(const std::string& name) {
+  if (const auto t = kv_type_from_name(name)) return *t;
+  throw UsageError("--kv-type: " + kv_type_problem(name));
+}
+
 }  // namespace shardlm::cli

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "core/kv_type.h"
 #include "core/error.h"
 
 namespace shardlm::cli {
@@ -21,5 +22,10 @@ class UsageError : public Error {
 CLI::Validator finite_in(double lo, double hi);
 // An integer in [lo, hi].
 CLI::Validator integer_in(long long lo, long long hi);
+
+// --kv-type f32|f16 (default f32), the same on every subcommand.
+CLI::Option* add_kv_type_option(CLI::App& cmd, std::string& into);
+// The DType of a --kv-type value; UsageError naming the flag for anything but f32/f16.
+DType kv_type_of(const std::string& name);
 
 }  // namespace shardlm::cli

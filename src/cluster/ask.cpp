@@ -4,21 +4,13 @@
 
 #include "cluster/dial.h"
 #include "cluster/protocol.h"
-#include "net/handshake.h"
 #include "core/error.h"
 #include "parallel/nodes.h"
 
 namespace shardlm::cluster {
 
 nlohmann::json ask_worker(const std::string& address, const std::string& token) {
-  const std::string who = "worker " + address;
-  net::Fd fd = dial(address, 5, who);
-  net::HandshakeParams hp;
-  hp.token = token;
-  hp.cluster_id = kClusterId;
-  net::handshake(fd.get(), net::Role::Connector, hp, after_seconds(10), who);
-  Channel ch(std::move(fd), who);
-  return ch.expect_json(MsgType::Info, after_seconds(10));
+  return open_worker_channel(address, token)->expect_json(MsgType::Info, after_seconds(10));
 }
 
 parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::json& info) {

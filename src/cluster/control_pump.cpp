@@ -4,6 +4,7 @@
 #include <poll.h>
 
 #include "cluster/heartbeat.h"
+#include "core/clock.h"
 #include "core/error.h"
 
 namespace shardlm::cluster {
@@ -27,7 +28,7 @@ Message ControlPump::next_request() {
 }
 
 void ControlPump::loop() {
-  using Clock = std::chrono::steady_clock;
+  using Clock = SteadyClock;
   const auto interval = std::chrono::duration<double>(heartbeat_interval(peer_timeout_s_));
   auto last_heard = Clock::now();
   auto last_sent = Clock::now() - std::chrono::duration_cast<Clock::duration>(interval);
@@ -69,7 +70,7 @@ void ControlPump::loop() {
         default: fatal_(fmt::format("{}: unexpected {} message during the job", ch_.peer(), type_name(m.type)));
       }
     }
-    const double silent = std::chrono::duration<double>(Clock::now() - last_heard).count();
+    const double silent = seconds_since(last_heard);
     if (silent > peer_timeout_s_)
       fatal_(fmt::format("{}: not responding for {:.1f} s (peer timeout {:g} s)", ch_.peer(), silent,
                          peer_timeout_s_));

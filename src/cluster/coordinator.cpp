@@ -15,15 +15,16 @@
 #include "cluster/ask.h"
 #include "cluster/dial.h"
 #include "cluster/job_wire.h"
-#include "net/handshake.h"
+#include "core/clock.h"
 #include "core/error.h"
+#include "net/errors.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
 
 namespace shardlm::cluster {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 
 std::string with_port(const std::string& ip, uint16_t port) {
   return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port) : fmt::format("{}:{}", ip, port);
@@ -66,6 +67,40 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
   connect_workers(nodes);
 
   // 2. Plan; a worker's own copy of the model is planned like a streamed one.
+  place_workers(file, nodes);
+
+  // 3. The job's communicator listens here; each worker gets the address it reached us on.
+  net::Fd listener = net::listen_in_range(opt_.comm_ports, "--comm-port");
+  const uint16_t comm_port = net::local_port(listener.get());
+  spdlog::debug("the job's links from the workers come to port {}", comm_port);
+  std::vector<std::vector<ByteRange>> ranges(workers_.size());
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    ranges[i] = shard_ranges(file, config, plan_.ranks[i]);
+    workers_[i]->send_json(MsgType::Job, job_message(i, file, ranges[i], comm_port), after_seconds(30));
+  }
+  // From here on a worker may be busy for long (receiving, loading): it beats, and so do we.
+  std::vector<Channel*> channels;
+  for (auto& w : workers_) channels.push_back(w.get());
+  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
+
+  // 4. Slices: only to workers that do not have them yet.
+  if (opt_.worker_model.empty()) {
+    std::vector<bool> need(workers_.size(), false);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      const auto status = workers_[i]->expect_json_live(MsgType::Status, opt_.peer_timeout);
+      need[i] = status.value("status", "") == "need";
+      if (!need[i]) ++stats_.cached;
+    }
+    send_slices(file, ranges, need);
+  }
+  for (auto& w : workers_) w->expect_json_live(MsgType::Status, opt_.peer_timeout);  // ready
+
+  // 5. The job's communicator: rank 0 here, workers 1..n; the workers split off their own.
+  join_world(std::move(listener));
+  stats_.setup_seconds = seconds_since(t0);
+}
+
+void ClusterJob::place_workers(const gguf::File& file, const std::vector<parallel::NodeSpec>& nodes) {
   plan_ = parallel::make_plan(file, nodes, opt_.plan);
   if (plan_.size() > int(nodes.size()))
     throw Error(fmt::format("--nodes: the layout tp {} × pp {} needs {} workers, {} given", plan_.tp, plan_.pp,
@@ -81,66 +116,45 @@ ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : 
     workers_.resize(size_t(plan_.size()));
     opt_.nodes.resize(size_t(plan_.size()));
   }
+}
 
-  // 3. The job's communicator listens here; each worker gets the address it reached us on.
-  net::Fd listener = listen_in_range(opt_.comm_ports, "--comm-port");
-  const uint16_t comm_port = net::local_port(listener.get());
-  spdlog::debug("the job's links from the workers come to port {}", comm_port);
-  const int world_size = plan_.size() + 1;
-  std::vector<std::vector<ByteRange>> ranges(workers_.size());
+nlohmann::json ClusterJob::job_message(size_t i, const gguf::File& file, const std::vector<ByteRange>& ranges,
+                                       uint16_t comm_port) const {
   const bool stream = opt_.worker_model.empty();
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    const auto& rp = plan_.ranks[i];
-    ranges[i] = shard_ranges(file, config, rp);
-    nlohmann::json model = {{"mode", stream ? "stream" : "local"},
-                            {"file_size", file.file_size()},
-                            {"shard_bytes", total_bytes(ranges[i])}};
-    if (stream) model["key"] = shard_key(file, ranges[i]);
-    else model["path"] = opt_.worker_model;
-    nlohmann::json job = {
-        {"rank", int(i) + 1},
-        {"size", world_size},
-        {"comm_address", with_port(net::local_ip(workers_[i]->fd()), comm_port)},
-        {"plan", plan_to_json(plan_)},
-        {"options",
-         {{"n_ctx", opt_.plan.n_ctx}, {"n_seq", opt_.plan.n_seq}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
-          {"kv_type", opt_.plan.kv_type == DType::F16 ? "f16" : "f32"}, {"peer_timeout", opt_.peer_timeout}}},
-        {"model", model},
-        {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
-    workers_[i]->send_json(MsgType::Job, job, after_seconds(30));
-  }
-  // From here on a worker may be busy for long (receiving, loading): it beats, and so do we.
-  std::vector<Channel*> channels;
-  for (auto& w : workers_) channels.push_back(w.get());
-  beats_ = std::make_unique<HeartbeatSender>(channels, heartbeat_interval(opt_.peer_timeout));
+  nlohmann::json model = {
+      {"mode", stream ? "stream" : "local"}, {"file_size", file.file_size()}, {"shard_bytes", total_bytes(ranges)}};
+  if (stream) model["key"] = shard_key(file, ranges);
+  else model["path"] = opt_.worker_model;
+  return {{"rank", int(i) + 1},
+          {"size", plan_.size() + 1},
+          {"comm_address", with_port(net::local_ip(workers_[i]->fd()), comm_port)},
+          {"comm_ports", opt_.comm_ports.str()},
+          {"plan", plan_to_json(plan_)},
+          {"options",
+           {{"n_ctx", opt_.plan.n_ctx}, {"n_seq", opt_.plan.n_seq}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
+            {"kv_type", dtype_name(opt_.plan.kv_type)}, {"peer_timeout", opt_.peer_timeout}}},
+          {"model", model},
+          {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
+}
 
-  // 4. Slices: only to workers that do not have them yet.
-  std::vector<bool> need(workers_.size(), false);
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    if (!stream) continue;
-    const auto status = workers_[i]->expect_json_live(MsgType::Status, opt_.peer_timeout);
-    need[i] = status.value("status", "") == "need";
-    if (!need[i]) ++stats_.cached;
-  }
-  if (stream) send_slices(file, ranges, need);
-  for (auto& w : workers_) w->expect_json_live(MsgType::Status, opt_.peer_timeout);  // ready
-
-  // 5. The job's communicator: rank 0 here, workers 1..n; the workers split off their own.
+void ClusterJob::join_world(net::Fd listener) {
   comm::ConnectOptions co;
   co.backend = "tcp";
   co.rank = 0;
-  co.size = world_size;
+  co.size = plan_.size() + 1;
   co.listen_fd = listener.release();
   co.token = opt_.token;
   co.cluster_id = "shardlm-job";
   co.timeouts.op = std::chrono::seconds(120);
+  // A worker that dies or goes silent now is named at once, not after timeouts.connect.
+  co.while_waiting = [this] { watch(0); };
   try {
     world_ = comm::Communicator::connect(co);
     world_->split(-1, 0);
   } catch (const Error& e) {
+    if (finished_) throw;  // fail_worker (from watch) has named the worker
     fail_job(e.what());
   }
-  stats_.setup_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 ClusterJob::~ClusterJob() = default;
@@ -155,13 +169,8 @@ void ClusterJob::connect_workers(std::vector<parallel::NodeSpec>& nodes) {
       throw Error(fmt::format("--nodes: '{}' and '{}' are the same worker ({})", at->second, address, resolved));
   }
   for (const auto& address : opt_.nodes) {
-    const std::string who = "worker " + address;
-    net::Fd fd = dial(address, 5, who);
-    net::HandshakeParams hp;
-    hp.token = opt_.token;
-    hp.cluster_id = kClusterId;
-    net::handshake(fd.get(), net::Role::Connector, hp, after_seconds(10), who);
-    workers_.push_back(std::make_unique<Channel>(std::move(fd), who));
+    workers_.push_back(open_worker_channel(address, opt_.token));
+    const std::string& who = workers_.back()->peer();
     const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
     // A busy worker follows its Info with a Status error saying whose job it serves.
     if (info.value("state", "idle") == "busy") workers_.back()->expect_json(MsgType::Status, after_seconds(10));
@@ -256,7 +265,7 @@ std::optional<Message> ClusterJob::watch(int timeout_ms) {
     fail_worker(i, Fault::Reported, what);
   }
   for (size_t i = 0; i < workers_.size(); ++i)
-    if (Clock::now() - last_heard_[i] > std::chrono::duration<double>(opt_.peer_timeout))
+    if (seconds_since(last_heard_[i]) > opt_.peer_timeout)
       fail_worker(i, Fault::Silent, "");
   return std::nullopt;
 }
@@ -318,8 +327,9 @@ void ClusterJob::fail_worker(size_t i, Fault fault, const std::string& what) {
           Message m = workers_[j]->recv_skipping_heartbeats(deadline);
           if (m.type == MsgType::Status) break;
         }
-      } catch (const Error& e) {
-        if (std::string(e.what()).find("closed") != std::string::npos) fail_worker(j, Fault::Lost, e.what());
+      } catch (const net::PeerClosedError& e) {
+        fail_worker(j, Fault::Lost, e.what());
+      } catch (const Error&) {
       }
     }
   }
@@ -362,12 +372,10 @@ void ClusterJob::fail_job(const std::string& what) {
         auto j = m.json();
         if (j.value("status", "") == "error") errors.push_back(fmt::format("{}: {}", opt_.nodes[i], j.value("message", "")));
       }
-    } catch (const Error& e) {
-      const std::string text = e.what();
-      if (text.find("timed out") != std::string::npos || text.find("deadline") != std::string::npos)
-        dead.push_back(fmt::format("{} (rank {}, not responding)", opt_.nodes[i], i + 1));
-      else
-        dead.push_back(fmt::format("{} (rank {})", opt_.nodes[i], i + 1));
+    } catch (const net::TimeoutError&) {
+      dead.push_back(fmt::format("{} (rank {}, not responding)", opt_.nodes[i], i + 1));
+    } catch (const Error&) {
+      dead.push_back(fmt::format("{} (rank {})", opt_.nodes[i], i + 1));
     }
   }
   world_.reset();

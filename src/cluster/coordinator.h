@@ -20,10 +20,11 @@
 #include <vector>
 
 #include "cluster/heartbeat.h"
-#include "cluster/port_range.h"
+#include "net/port_range.h"
 #include "cluster/protocol.h"
 #include "cluster/shard.h"
 #include "comm/communicator.h"
+#include "core/clock.h"
 #include "model/sampler.h"
 #include "parallel/planner.h"
 #include "parallel/step_message.h"
@@ -41,7 +42,7 @@ struct ClusterOptions {
   std::string worker_model;        // non-empty: workers map this path instead of receiving slices
   bool progress = true;            // progress bar on stderr
   double peer_timeout = kDefaultPeerTimeoutSeconds;  // silence that makes a worker dead
-  PortRange comm_ports;            // where the job's links to the workers listen (--comm-port)
+  net::PortRange comm_ports;       // where the job's links listen, here and on the workers (--comm-port)
 };
 
 struct ClusterStats {
@@ -81,6 +82,12 @@ class ClusterJob {
   std::optional<Message> watch(int timeout_ms);
   std::vector<parallel::SlotToken> step_tokens(const std::vector<uint8_t>& payload, const parallel::StepMessage& message);
   void connect_workers(std::vector<parallel::NodeSpec>& nodes);
+  // Plans the layout and lets the workers it leaves out go.
+  void place_workers(const gguf::File& file, const std::vector<parallel::NodeSpec>& nodes);
+  nlohmann::json job_message(size_t i, const gguf::File& file, const std::vector<ByteRange>& ranges,
+                             uint16_t comm_port) const;
+  // Rank 0 of the job's communicator, listening on `listener`.
+  void join_world(net::Fd listener);
   void send_slices(const gguf::File& file, const std::vector<std::vector<ByteRange>>& ranges,
                    const std::vector<bool>& need);
 
@@ -92,7 +99,7 @@ class ClusterJob {
   bool finished_ = false;
   std::string failure_;  // why the job failed, once it has
   int64_t n_vocab_ = 0;
-  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  std::vector<SteadyClock::time_point> last_heard_;
   std::unique_ptr<HeartbeatSender> beats_;  // declared after workers_: stops before they close
 };
 

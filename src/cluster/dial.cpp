@@ -23,6 +23,13 @@ net::Fd dial(const std::string& address, double timeout_s, const std::string& wh
   return fd;
 }
 
+std::unique_ptr<Channel> open_worker_channel(const std::string& address, const std::string& token) {
+  const std::string who = "worker " + address;
+  net::Fd fd = dial(address, 5, who);
+  authenticate_control(fd.get(), net::Role::Connector, token, after_seconds(10), who);
+  return std::make_unique<Channel>(std::move(fd), who);
+}
+
 std::string resolve_address(const std::string& address, const std::string& what) {
   const auto where = net::parse_host_port(address, what);
   try {

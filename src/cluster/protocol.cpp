@@ -10,6 +10,7 @@
 #include "cluster/job_wire.h"
 
 #include "core/error.h"
+#include "net/errors.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::cluster {
@@ -79,6 +80,14 @@ comm::Deadline after_seconds(double s) {
   return comm::Clock::now() + std::chrono::duration_cast<comm::Clock::duration>(std::chrono::duration<double>(s));
 }
 
+void authenticate_control(int fd, net::Role role, const std::string& token, comm::Deadline deadline,
+                          const std::string& who) {
+  net::HandshakeParams hp;
+  hp.token = token;
+  hp.cluster_id = kClusterId;
+  net::handshake(fd, role, hp, deadline, who);
+}
+
 nlohmann::json Message::json() const {
   auto j = nlohmann::json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw Error(fmt::format("{} message is not a JSON object", type_name(type)));
@@ -92,11 +101,11 @@ constexpr size_t kPieceBytes = size_t(256) << 10;
 
 comm::Deadline Channel::Pace::next() const { return silence_s > 0 ? after_seconds(silence_s) : whole; }
 
-void Channel::throw_silent(const Pace& pace, const Error& cause) const {
+void Channel::throw_silent(const Pace& pace) const {
   // A deadline per piece passed: the peer made no progress for silence_s.
-  if (pace.silence_s > 0 && std::string_view(cause.what()).find("timed out") != std::string_view::npos)
-    throw Error(fmt::format("{}: not responding for {:g} s (--peer-timeout)", peer_, pace.silence_s));
-  throw cause;
+  if (pace.silence_s > 0)
+    throw net::TimeoutError(fmt::format("{}: not responding for {:g} s (--peer-timeout)", peer_, pace.silence_s));
+  throw;
 }
 
 void Channel::send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace) {
@@ -112,8 +121,8 @@ void Channel::send_paced(MsgType type, const void* data, size_t bytes, const Pac
       net::write_all(fd_.get(), p + done, n, pace.next(), peer_);
       done += n;
     }
-  } catch (const Error& e) {
-    throw_silent(pace, e);
+  } catch (const net::TimeoutError&) {
+    throw_silent(pace);
   }
 }
 
@@ -134,8 +143,8 @@ Message Channel::recv_paced(const Pace& pace) {
       net::read_all(fd_.get(), m.payload.data() + done, n, pace.next(), peer_);
       done += n;
     }
-  } catch (const Error& e) {
-    throw_silent(pace, e);
+  } catch (const net::TimeoutError&) {
+    throw_silent(pace);
   }
   return m;
 }

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "net/handshake.h"
 #include "net/socket.h"
 #include "parallel/planner.h"
 #include "parallel/runtime.h"
@@ -109,7 +110,8 @@ class Channel {
   void send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace);
   Message recv_paced(const Pace& pace);
   nlohmann::json checked_json(const Message& m, MsgType type) const;
-  [[noreturn]] void throw_silent(const Pace& pace, const Error& cause) const;
+  // Called in the handler of a net::TimeoutError: the peer's silence, named as such.
+  [[noreturn]] void throw_silent(const Pace& pace) const;
 
   std::mutex send_mu_;
   net::Fd fd_;
@@ -117,6 +119,10 @@ class Channel {
 };
 
 comm::Deadline after_seconds(double s);
+// The HMAC handshake that opens a control connection (cluster id kClusterId),
+// from either end; throws Error naming `who`.
+void authenticate_control(int fd, net::Role role, const std::string& token, comm::Deadline deadline,
+                          const std::string& who);
 const char* type_name(MsgType t);
 // "2026-12-01T10:53:02Z"
 std::string utc_time_text(std::chrono::system_clock::time_point t);

@@ -16,7 +16,6 @@
 #include "cluster/protocol.h"
 #include "cluster/shard_cache.h"
 #include "cluster/worker_job.h"
-#include "net/handshake.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/membw.h"
@@ -196,10 +195,7 @@ void Worker::handle_connection(Fd fd) {
   const std::string peer = "coordinator " + address;
   try {
     net::set_nonblocking(fd.get());
-    net::HandshakeParams hp;
-    hp.token = opt_.token;
-    hp.cluster_id = kClusterId;
-    net::handshake(fd.get(), net::Role::Acceptor, hp, after_seconds(kHandshakeSeconds), peer);
+    authenticate_control(fd.get(), net::Role::Acceptor, opt_.token, after_seconds(kHandshakeSeconds), peer);
   } catch (const Error& e) {
     spdlog::warn("worker: refused a connection: {}", e.what());
     return;

@@ -19,7 +19,9 @@
 #include "cluster/worker.h"
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "core/kv_type.h"
 #include "gguf/gguf.h"
+#include "net/port_range.h"
 #include "parallel/runtime.h"
 
 namespace shardlm::cluster {
@@ -57,6 +59,7 @@ namespace {
 struct JobSpec {
   int rank = 0, size = 0;
   std::string comm_address;
+  net::PortRange comm_ports;  // where this worker's job links listen
   parallel::Plan plan;
   parallel::RuntimeOptions runtime;
   double peer_timeout_s = kDefaultPeerTimeoutSeconds;
@@ -71,12 +74,15 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     s.rank = j.at("rank").get<int>();
     s.size = j.at("size").get<int>();
     s.comm_address = j.at("comm_address").get<std::string>();
+    s.comm_ports = net::parse_port_range(j.value("comm_ports", ""));
     s.plan = plan_from_json(j.at("plan"), who);
     const auto& o = j.at("options");
     s.runtime.n_ctx = o.at("n_ctx").get<int64_t>();
     s.runtime.n_batch = o.at("n_batch").get<int64_t>();
     s.runtime.n_seq = o.value("n_seq", int64_t(1));
-    s.runtime.kv_type = o.at("kv_type").get<std::string>() == "f16" ? DType::F16 : DType::F32;
+    const auto kv_type = kv_type_from_name(o.at("kv_type").get<std::string>());
+    if (!kv_type) throw Error("kv_type is not f32 or f16");
+    s.runtime.kv_type = *kv_type;
     s.runtime.threads = o.at("threads").get<int>();
     s.peer_timeout_s = o.value("peer_timeout", kDefaultPeerTimeoutSeconds);
     const auto& m = j.at("model");
@@ -86,7 +92,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     s.file_size = m.at("file_size").get<uint64_t>();
     s.shard_bytes = m.at("shard_bytes").get<uint64_t>();
     s.memory_needed = j.at("memory_needed").get<int64_t>();
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // nlohmann's, or the port range's Error
     throw Error(fmt::format("{}: malformed Job message: {}", who, e.what()));
   }
   if (s.size < 2 || s.size != s.plan.size() + 1 || s.rank < 1 || s.rank >= s.size)
@@ -184,6 +190,41 @@ void slow_setup_for_tests() {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
 }
 
+// The job's slices, checked against the memory left and the coordinator's model size.
+std::unique_ptr<gguf::File> load_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, const std::string& host,
+                                       fs::path& temp_dir, fs::path& part) {
+  const int64_t available = memory_available_bytes();
+  if (job.memory_needed > available)
+    throw Error(fmt::format("worker {}: not enough memory: its slices and KV cache need {:.1f} MiB, MemAvailable is "
+                            "{:.1f} MiB",
+                            host, double(job.memory_needed) / (1 << 20), double(available) / (1 << 20)));
+  const fs::path shard_path = obtain_shard(ch, job, ctx, temp_dir, part);
+  auto file = gguf::File::open(shard_path.string());
+  if (file->file_size() != job.file_size)
+    throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
+                            file->file_size(), job.file_size));
+  return file;
+}
+
+// The job's communicator (this worker is job.rank of the world, the
+// coordinator rank 0); returns the workers' own, split off it.
+std::shared_ptr<comm::Communicator> join_world(const JobSpec& job, const JobContext& ctx, Fd listener) {
+  comm::ConnectOptions co;
+  co.backend = "tcp";
+  co.rank = job.rank;
+  co.size = job.size;
+  co.coordinator = job.comm_address;
+  co.listen_fd = listener ? listener.release() : -1;
+  co.token = ctx.token;
+  co.cluster_id = "shardlm-job";
+  // Liveness is the heartbeats' business (the control pump): a step may legitimately take long.
+  co.timeouts.op = std::chrono::hours(24);
+  co.timeouts.connect = std::chrono::hours(24);  // the coordinator may still be sending other workers their slices
+  auto world = comm::Communicator::connect(co);
+  keep_alive_all_connections(job.peer_timeout_s);
+  return world->split(0, job.rank);
+}
+
 [[noreturn]] void give_up(const std::string& why) {
   spdlog::error("worker: job abandoned: {}", why);
   spdlog::default_logger()->flush();
@@ -199,6 +240,9 @@ int serve_job(int raw_fd, const JobContext& ctx) {
   fs::path temp_dir, part;
   std::unique_ptr<Channel> ch;
   int status = 1;
+  const auto report = [&](const std::string& message) {
+    if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", message}}, after_seconds(2)); } catch (...) {}
+  };
   try {
     net::set_nonblocking(raw_fd);
     ch = std::make_unique<Channel>(Fd(raw_fd), ctx.peer);
@@ -208,37 +252,23 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     // Setup (a transfer, loading the slices) may take long: the coordinator hears we are alive.
     auto setup_beats = std::make_unique<HeartbeatSender>(std::vector<Channel*>{ch.get()},
                                                          heartbeat_interval(job.peer_timeout_s));
-    const int64_t available = memory_available_bytes();
-    if (job.memory_needed > available)
-      throw Error(fmt::format("worker {}: not enough memory: its slices and KV cache need {:.1f} MiB, MemAvailable is "
-                              "{:.1f} MiB",
-                              host, double(job.memory_needed) / (1 << 20), double(available) / (1 << 20)));
-    const fs::path shard_path = obtain_shard(*ch, job, ctx, temp_dir, part);
-    auto file = gguf::File::open(shard_path.string());
-    if (file->file_size() != job.file_size)
-      throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
-                              file->file_size(), job.file_size));
+    // Only ranks below the last take links from higher ranks. Taken before
+    // the transfer: a range with no free port fails the job before gigabytes move.
+    Fd comm_listener;
+    if (job.rank < job.size - 1) {
+      comm_listener = net::listen_in_range(job.comm_ports, "--comm-port");
+      spdlog::info("worker: the job's links from other workers come to port {}", net::local_port(comm_listener.get()));
+    }
+    const auto file = load_shard(*ch, job, ctx, host, temp_dir, part);
     slow_setup_for_tests();
     ch->send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(10));
+    spdlog::info("worker: ready, joining the job's communicator");
     // From here on this thread reads nothing more from the coordinator: the
     // pump does (heartbeats both ways, an Abort, its silence), while we
     // connect and load too.
     auto pump = std::make_unique<ControlPump>(*ch, job.peer_timeout_s, give_up);
     setup_beats.reset();
-
-    comm::ConnectOptions co;
-    co.backend = "tcp";
-    co.rank = job.rank;
-    co.size = job.size;
-    co.coordinator = job.comm_address;
-    co.token = ctx.token;
-    co.cluster_id = "shardlm-job";
-    // Liveness is the heartbeats' business: a step may legitimately take long.
-    co.timeouts.op = std::chrono::hours(24);
-    co.timeouts.connect = std::chrono::hours(24);  // the coordinator may still be sending other workers their slices
-    auto world = comm::Communicator::connect(co);
-    keep_alive_all_connections(job.peer_timeout_s);
-    auto workers = world->split(0, job.rank);
+    const auto workers = join_world(job, ctx, std::move(comm_listener));
     slow_setup_for_tests();
     parallel::RuntimeOptions ro = job.runtime;
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -255,10 +285,10 @@ int serve_job(int raw_fd, const JobContext& ctx) {
   } catch (const std::bad_alloc&) {
     const std::string msg = fmt::format("worker {}: out of memory (std::bad_alloc)", host);
     spdlog::error("{}", msg);
-    if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", msg}}, after_seconds(2)); } catch (...) {}
+    report(msg);
   } catch (const std::exception& e) {
     spdlog::error("worker: job failed: {}", e.what());
-    if (ch) try { ch->send_json(MsgType::Status, {{"status", "error"}, {"message", e.what()}}, after_seconds(2)); } catch (...) {}
+    report(e.what());
   }
   std::error_code ec;
   if (!part.empty()) fs::remove(part, ec);  // an interrupted transfer is never mistaken for a cached shard

@@ -11,6 +11,7 @@
 #include "comm/world_state.h"
 #include "comm/reduce.h"
 #include "comm/tuning.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -19,15 +20,6 @@ namespace {
 // Tag layout: context (32 bits) | collective bit | 31-bit sequence or user tag.
 constexpr uint64_t kCollectiveBit = uint64_t(1) << 31;
 constexpr uint32_t kMaxUserTag = (uint32_t(1) << 31) - 1;
-
-size_t env_bytes(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  unsigned long long x = std::strtoull(v, &end, 10);
-  if (*end != '\0') throw Error(fmt::format("{}='{}' is not a byte count", name, v));
-  return size_t(x);
-}
 
 uint32_t mix_context(uint32_t parent, uint32_t seq, int color) {
   uint64_t x = (uint64_t(parent) << 32) ^ (uint64_t(seq) << 16) ^ uint64_t(uint32_t(color));

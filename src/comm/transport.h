@@ -54,6 +54,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -180,10 +181,20 @@ struct ConnectOptions {
   // tcp: rank 0 listens here ("host:port"; port 0 only with listen_fd), the
   // others connect here. shm: names the session (all ranks pass the same).
   std::string coordinator;
-  int listen_fd = -1;           // rank 0 only: an already bound+listening socket
+  // tcp: an already bound and listening socket to take over (rank 0: where
+  // the others connect; ranks 1..n-2: where the higher ranks connect), so the
+  // caller chooses the port (a firewall's range); -1: rank 0 listens on
+  // `coordinator`, ranks 1..n-2 on a port the OS chooses (the last rank
+  // listens nowhere).
+  int listen_fd = -1;
   std::string token;            // shared secret (see load_token)
   std::string cluster_id = "shardlm";
   Timeouts timeouts;
+  // tcp: called about every 100 ms while the rendezvous waits for peers to
+  // connect; whatever it throws ends the rendezvous at once. Whoever knows
+  // more than the comm layer (a coordinator that hears a member died) tells
+  // it here instead of letting it wait out timeouts.connect.
+  std::function<void()> while_waiting;
 };
 
 // Dispatches on options.backend; a backend this binary was configured

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/amx_tile_config.h"
 #include "core/error.h"
 
 namespace shardlm {
@@ -73,22 +74,11 @@ __attribute__((target("avx512f,avx512bf16"))) int trial_avx512_bf16() {
   return out[0] == 3.0f && out[15] == 3.0f ? 0 : 1;
 }
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 __attribute__((target("amx-tile,amx-int8"))) int trial_amx() {
   TileConfig cfg;
   cfg.colsb[0] = 64;
   cfg.rows[0] = 16;
-  // GCC 12's _tile_loadconfig does not tell the optimiser that it reads *cfg,
-  // so without this barrier the stores above are dropped and ldtilecfg faults.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
   _tile_zero(0);
   _tile_release();
   return 0;

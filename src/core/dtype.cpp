@@ -2,8 +2,9 @@
 
 #include <array>
 #include <cctype>
-#include <stdexcept>
 #include <string>
+
+#include "core/error.h"
 
 namespace shardlm {
 namespace {
@@ -45,7 +46,7 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
 const DTypeTraits& traits(DType t) {
   for (const auto& e : kTable)
     if (e.id == uint32_t(t)) return e.t;
-  throw std::invalid_argument("unknown tensor type id " + std::to_string(uint32_t(t)));
+  throw Error("unknown tensor type id " + std::to_string(uint32_t(t)));
 }
 
 std::string_view dtype_name(DType t) { return traits(t).name; }

@@ -18,18 +18,11 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <cstddef>
 
+#include "core/amx_tile_config.h"
 #include "core/matmul_gemm.h"
 
 namespace shardlm::matmul_impl {
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Two products in flight, k = 0, 1: tile 3k is C (tokens × 16 int32), 3k+1
 // is A (tokens × `codes` activation codes), 3k+2 is B (codes/4 rows of 16
@@ -48,8 +41,7 @@ class TileSession {
       cfg.rows[3 * k + 1] = tokens, cfg.colsb[3 * k + 1] = kCodes;
       cfg.rows[3 * k + 2] = kCodes / 4, cfg.colsb[3 * k + 2] = 64;
     }
-    asm volatile("" : : "r"(&cfg) : "memory");  // see trial_amx in cpu.cpp
-    _tile_loadconfig(&cfg);
+    load_tile_config(cfg);
   }
   ~TileSession() { _tile_release(); }
   TileSession(const TileSession&) = delete;

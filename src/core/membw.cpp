@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -66,9 +67,9 @@ double measure_read_bandwidth(size_t bytes, ThreadPool* pool, int repeats) {
   double best = 0.0;
   volatile unsigned long long sink = 0;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = SteadyClock::now();
     sink = sink + read_all(buf.get(), bytes, pool);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     best = std::max(best, double(bytes) / s / 1e9);
   }
   return best;

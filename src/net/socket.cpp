@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "net/errors.h"
 
 namespace shardlm::net {
 
@@ -262,7 +263,7 @@ void write_all(int fd, const void* data, size_t n, Deadline deadline, const std:
       p += w;
       n -= size_t(w);
     } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      if (!wait_fd(fd, POLLOUT, deadline)) throw Error(fmt::format("{}: send timed out", who));
+      if (!wait_fd(fd, POLLOUT, deadline)) throw TimeoutError(fmt::format("{}: send timed out", who));
     } else {
       throw Error(fmt::format("{}: send failed: {}", who, errno_text(errno)));
     }
@@ -278,11 +279,11 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
       p += r;
       n -= size_t(r);
     } else if (r == 0) {
-      throw Error(fmt::format("{}: connection closed by peer (after {} of {} bytes)", who,
+      throw PeerClosedError(fmt::format("{}: connection closed by peer (after {} of {} bytes)", who,
                               want - n, want));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       if (!wait_fd(fd, POLLIN, deadline))
-        throw Error(fmt::format("{}: timed out waiting for data ({} of {} bytes)", who, want - n,
+        throw TimeoutError(fmt::format("{}: timed out waiting for data ({} of {} bytes)", who, want - n,
                                 want));
     } else {
       throw Error(fmt::format("{}: receive failed: {}", who, errno_text(errno)));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/bench_matrix.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "gguf/gguf.h"
 
@@ -89,7 +90,6 @@ std::vector<DType> matmul_weight_types(const gguf::File& file) {
 }
 
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes) {
-  using Clock = std::chrono::steady_clock;
   KernelRates r;
   for (DType type : types) {
     const int64_t rows = std::max<int64_t>(64, int64_t(matrix_bytes / row_bytes(type, kCols)) / 16 * 16);
@@ -99,9 +99,9 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
     for (int tokens : kClasses) {
       double best = 1e30;
       for (int i = 0; i < 4; ++i) {  // the first call also pages the matrix in
-        const auto t0 = Clock::now();
+        const auto t0 = SteadyClock::now();
         matmul(m.view, x.data(), tokens, y.data(), pool);
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        best = std::min(best, seconds_since(t0));
       }
       r.gbs[{type, tokens}] = bytes / best / 1e9;
     }

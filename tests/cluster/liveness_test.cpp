@@ -10,14 +10,17 @@
 #include <chrono>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "cluster/cluster_fixture.h"
+#include "core/clock.h"
 
 using namespace shardlm::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using shardlm::seconds_since;
+using Clock = shardlm::SteadyClock;
 
 std::string error_line(const std::string& err) {
   const auto at = err.find("shardlm: error: ");
@@ -262,6 +265,85 @@ TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
   EXPECT_NE(moved.err.find("the job's links from the workers come to port " + next), std::string::npos) << moved.err;
   EXPECT_EQ(moved.out, single_node());
   close(taken);
+}
+
+// A port the OS chose, held open (so taken) until the test closes it.
+int taken_port(uint16_t* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// The port a worker's job listened on for the other workers ("... come to port N"), 0 if none.
+int worker_comm_port(const std::string& err) {
+  const std::string mark = "the job's links from other workers come to port ";
+  const auto at = err.find(mark);
+  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + mark.size());
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// --comm-port holds the workers' links too: every listener of the job (the
+// coordinator's and rank 1's; the last rank takes no links) is in the range,
+// and a range too small for all of them is an error naming it.
+TEST_F(ClusterTest, CommPortRangeHoldsTheWorkersLinks) {
+  uint16_t low = 0;
+  const int taken = taken_port(&low);
+  const std::string a = start_worker(), b = start_worker();
+  const auto wait_idle = [&](size_t jobs) {
+    for (const auto& w : workers_) {
+      for (int i = 0; i < 250 && count_of(w->err(), "worker: idle") < jobs; ++i) usleep(20000);
+      EXPECT_EQ(count_of(w->err(), "worker: idle"), jobs) << w->err();
+    }
+  };
+  const std::string wide = fmt::format("{}-{}", low, low + 2), narrow = fmt::format("{}-{}", low, low + 1);
+  auto r = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--comm-port", wide});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, single_node());
+  const int port = worker_comm_port(workers_[0]->err());  // rank 1; the coordinator has low + 1
+  EXPECT_GT(port, int(low) + 1) << workers_[0]->err();
+  EXPECT_LE(port, int(low) + 2) << workers_[0]->err();
+  EXPECT_EQ(worker_comm_port(workers_[1]->err()), 0) << workers_[1]->err();
+  wait_idle(1);
+  auto refused = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--comm-port", narrow});
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(error_line(refused.err).find("worker " + a + ": --comm-port: no free port in " + narrow), std::string::npos)
+      << refused.err;
+  wait_idle(2);  // the refused job ended on both workers
+  close(taken);
+  auto next = run({"-n", "40", "--nodes", a + "," + b, "--pp", "2", "--tp", "1"});
+  ASSERT_EQ(next.status, 0) << next.err;
+}
+
+// A worker that dies after saying it is ready, while the coordinator still
+// waits for another (here one slow to set up): the job's rendezvous ends with
+// an error naming it within moments, not after the rendezvous timeout.
+TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
+  const std::string victim = start_worker();
+  const std::string slow = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1500"});
+  auto coordinator = start_run({"-n", "8", "--nodes", victim + "," + slow, "--pp", "2", "--tp", "1"});
+  const std::string ready = "worker: ready, joining the job's communicator";
+  for (int i = 0; i < 500 && workers_[0]->err().find(ready) == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(workers_[0]->err().find(ready), std::string::npos) << workers_[0]->err();
+  workers_[0]->signal_group(SIGKILL);  // the daemon and its job process
+  const auto t0 = Clock::now();
+  EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
+  EXPECT_LT(seconds_since(t0), 5.0);  // the slow worker's setup, then at once (once: 30 s)
+  EXPECT_NE(error_line(coordinator->err()).find("worker " + victim + " (rank 1) failed (connection lost)"),
+            std::string::npos)
+      << coordinator->err();
+  for (int i = 0; i < 250 && workers_[1]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
+  EXPECT_NE(workers_[1]->err().find("worker: idle"), std::string::npos) << workers_[1]->err();
 }
 
 TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cluster/process.h"
+#include "core/clock.h"
 
 namespace shardlm::test {
 namespace {
@@ -183,10 +184,10 @@ TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
   EXPECT_EQ(reply["usage"]["completion_tokens"], 16) << r->body;
   EXPECT_NE(server->err().find("serve: tp 2 × pp 1 on 2 MPI ranks"), std::string::npos) << server->err();
   // mpirun passes SIGTERM on to every rank: the job ends, none is left behind.
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = shardlm::SteadyClock::now();
   kill(server->pid(), SIGTERM);
   server->wait(std::chrono::seconds(30));
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  EXPECT_LT(shardlm::seconds_since(t0), 10.0);
 }
 
 // The pid of the rank `rank` among the processes mpirun `parent` started.
@@ -218,10 +219,10 @@ TEST_F(MpiLaunchTest, AKilledRankEndsTheJobNamingIt) {
   ASSERT_GE(job->out().size(), 40u) << job->err();
   const pid_t victim = rank_pid(job->pid(), 1);
   ASSERT_GT(victim, 0);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = shardlm::SteadyClock::now();
   kill(victim, SIGKILL);
   const int status = job->wait(std::chrono::seconds(30));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = shardlm::seconds_since(t0);
   EXPECT_NE(status, 0) << job->err();
   EXPECT_LT(seconds, 10.0);
   EXPECT_NE(job->err().find("rank 1"), std::string::npos) << job->err();

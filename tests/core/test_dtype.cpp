@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/dtype.h"
+#include "core/kv_type.h"
 
 namespace shardlm {
 namespace {
@@ -112,6 +113,13 @@ TEST(DType, TraitsMatchBlockStructs) {
   EXPECT_EQ(row_bytes(DType::Q4_K, 512), 2 * sizeof(block_q4_K));
   EXPECT_EQ(dtype_from_name("q5_k"), DType::Q5_K);
   EXPECT_EQ(dtype_from_name("nope"), std::nullopt);
+}
+
+TEST(DType, KvTypesAreF32AndF16Only) {
+  EXPECT_EQ(kv_type_from_name("f32"), DType::F32);
+  EXPECT_EQ(kv_type_from_name("F16"), DType::F16);
+  EXPECT_EQ(kv_type_from_name("q8_0"), std::nullopt);
+  EXPECT_EQ(kv_type_from_name(""), std::nullopt);
 }
 
 }  // namespace

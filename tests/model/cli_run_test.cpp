@@ -128,7 +128,6 @@ TEST(CliRun, BadInputIsOneErrorLine) {
       {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, 1, "/nonexistent.gguf"},
       {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, 1, "unsupported architecture 'gpt2'"},
       {{"run", "-m", m, "-p", "Once upon a time", "--ctx", "3"}, 1, "--ctx"},
-      {{"bench", "-m", m, "-t", "1,x"}, 1, "-t: 'x'"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
 }
@@ -155,7 +154,10 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {with(run, {"-t", "1000"}), 2, "-t: 1000 threads"},
       {with(run, {"--ctx", "0"}), 2, "--ctx"},
       {with(run, {"-b", "0"}), 2, "--batch"},
-      {with(run, {"--kv-type", "q4"}), 2, "--kv-type"},
+      {with(run, {"--kv-type", "q4"}), 2, "--kv-type: 'q4' is not f32 or f16"},
+      {{"bench", "-m", m, "--kv-type", "bf16"}, 2, "--kv-type: 'bf16' is not f32 or f16"},
+      {{"bench", "-m", m, "-t", "1,x"}, 2, "--threads: 'x' is not an integer"},
+      {{"bench", "-m", m, "-t", "2,0"}, 2, "--threads: 0 is not in [1, 1024]"},
       {with(run, {"--tp", "2"}), 2, "--tp: only with --nodes"},
       {with(run, {"--pp", "2"}), 2, "--pp: only with --nodes"},
       {with(run, {"--layers", "2,3"}), 2, "--layers: only with --nodes"},
@@ -172,7 +174,8 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"plan", "-m", m, "--nodes", "a:1,a:1"}, 2, "listed twice"},
       {{"plan", "-m", m}, 2, "give exactly one of"},
       {{"plan", "-m", m, "--describe", "x.json", "--ctx", "-5"}, 2, "--ctx"},
-      {{"plan", "-m", m, "--describe", "x.json", "--kv-type", "q8"}, 2, "--kv-type"},
+      {{"plan", "-m", m, "--describe", "x.json", "--layers", "2,x"}, 2, "--layers"},
+      {{"plan", "-m", m, "--describe", "x.json", "--kv-type", "q8"}, 2, "--kv-type: 'q8' is not f32 or f16"},
       {{"worker", "--max-jobs", "0"}, 2, "--max-jobs"},
       {{"worker", "--probe-mib", "-1"}, 2, "--probe-mib"},
       {{"status"}, 2, "--nodes"},

@@ -7,6 +7,7 @@
 
 #include "comm/inbox.h"
 #include "comm/shm/shm.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -24,15 +25,6 @@ constexpr size_t kHeaderBytes = 16;                   // tag, length (little end
 constexpr size_t kMaxMessage = size_t(1) << 40;       // anything longer is garbage
 constexpr size_t kUnexpectedBudget = size_t(64) << 20;  // per peer, then back-pressure
 
-size_t env_size(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  if (!end || *end != '\0') throw Error(std::string("shm: ") + name + "=" + v + " is not a byte count");
-  return size_t(n);
-}
-
 SegmentConfig segment_config(const ConnectOptions& o) {
   if (o.rank < 0 || o.size < 1 || o.rank >= o.size)
     throw Error("shm: rank " + std::to_string(o.rank) + " / size " + std::to_string(o.size) +
@@ -44,8 +36,8 @@ SegmentConfig segment_config(const ConnectOptions& o) {
   c.token = o.token;
   c.rank = o.rank;
   c.world = o.size;
-  c.slot_bytes = env_size("SHARDLM_SHM_SLOT_BYTES", c.slot_bytes);
-  c.queue_bytes = env_size("SHARDLM_SHM_QUEUE_BYTES", c.queue_bytes);
+  c.slot_bytes = env_bytes("SHARDLM_SHM_SLOT_BYTES", c.slot_bytes);
+  c.queue_bytes = env_bytes("SHARDLM_SHM_QUEUE_BYTES", c.queue_bytes);
   c.attach_timeout = o.timeouts.connect;
   c.spin = o.timeouts.spin;
   return c;

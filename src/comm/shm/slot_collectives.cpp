@@ -7,19 +7,9 @@
 #include <vector>
 
 #include "comm/reduce.h"
+#include "core/env.h"
 
 namespace shardlm::comm::shm {
-namespace {
-
-size_t env_bytes(const char* name, size_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  return end && *end == '\0' ? size_t(n) : fallback;
-}
-
-}  // namespace
 
 Collectives::Collectives(const Segment& segment)
     : seg_(segment), rank_(segment.rank()), world_(segment.world()) {

@@ -3,7 +3,7 @@
 // everyone's address; then rank r connects to ranks 1..r-1 and accepts from
 // ranks r+1..n-1, so every pair ends up with one authenticated socket.
 // Connections that fail the handshake are logged and dropped; the wait goes
-// on until the connect deadline.
+// on until the connect deadline, or until ConnectOptions::while_waiting throws.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -66,6 +66,15 @@ std::vector<Address> read_table(int fd, int size, Deadline deadline, const std::
   return table;
 }
 
+// The caller's listening socket (ConnectOptions::listen_fd).
+Fd adopt_listener(int fd) {
+  Fd listener(fd);
+  set_nonblocking(listener.get());
+  return listener;
+}
+
+constexpr std::chrono::milliseconds kCheckInterval{100};  // how often while_waiting is called
+
 Deadline handshake_deadline(const ConnectOptions& o, Deadline overall) {
   // A silent or slow stranger must not hold up the rendezvous for long.
   auto limit = std::min<std::chrono::milliseconds>(o.timeouts.connect, std::chrono::seconds(5));
@@ -78,7 +87,11 @@ void accept_peers(int listen_fd, int count, const ConnectOptions& o, const Hands
                   Deadline deadline, std::vector<PeerLink>& links, OnPeer on_peer) {
   int got = 0;
   while (got < count) {
-    Fd c = accept_until(listen_fd, deadline);
+    Fd c = accept_until(listen_fd, std::min(deadline, Clock::now() + kCheckInterval));
+    if (!c && Clock::now() < deadline) {
+      if (o.while_waiting) o.while_waiting();
+      continue;
+    }
     if (!c) {
       std::string missing;
       for (size_t r = 0; r < links.size(); ++r)
@@ -115,9 +128,8 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
   HandshakeParams hp{{o.rank, o.size, 0}, o.token, o.cluster_id, kProtocolVersion};
 
   if (o.rank == 0) {
-    Fd listener = o.listen_fd >= 0 ? Fd(o.listen_fd)
+    Fd listener = o.listen_fd >= 0 ? adopt_listener(o.listen_fd)
                                    : listen_on(parse_host_port(o.coordinator, "coordinator"));
-    if (o.listen_fd >= 0) set_nonblocking(listener.get());
     std::vector<Address> table(size_t(o.size));
     accept_peers(listener.get(), o.size - 1, o, hp, deadline, links,
                  [&](const HelloInfo& peer, const std::string& addr) {
@@ -128,8 +140,10 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       write_all(links[size_t(r)].fd.get(), bytes.data(), bytes.size(), deadline,
                 fmt::format("rank {} ({})", r, links[size_t(r)].address));
   } else {
-    Fd listener = listen_on(HostPort{"", 0});
-    hp.self.listen_port = local_port(listener.get());
+    // The last rank takes no links (it connects to all the others): it opens no port.
+    const bool accepts = o.rank < o.size - 1;
+    Fd listener = o.listen_fd >= 0 ? adopt_listener(o.listen_fd) : accepts ? listen_on(HostPort{"", 0}) : Fd();
+    hp.self.listen_port = listener ? local_port(listener.get()) : 0;
     HostPort coord = parse_host_port(o.coordinator, "coordinator");
     std::string who = fmt::format("rank 0 ({})", coord.str());
     Fd c = connect_to(coord, deadline);
@@ -148,8 +162,9 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
         throw Error(fmt::format("{}: answered as rank {}", peer_who, peer.rank));
       links[size_t(s)] = {std::move(f), hpv.str()};
     }
-    accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,
-                 [](const HelloInfo&, const std::string&) {});
+    if (accepts)
+      accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,
+                   [](const HelloInfo&, const std::string&) {});
   }
   spdlog::debug("comm: tcp rank {} of {} connected", o.rank, o.size);
   return std::make_unique<TcpTransport>(o.rank, o.size, std::move(links), o.timeouts);

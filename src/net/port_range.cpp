@@ -1,4 +1,4 @@
-#include "cluster/port_range.h"
+#include "net/port_range.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace shardlm::cluster {
+namespace shardlm::net {
 namespace {
 
 uint16_t parse_port(std::string_view text, const std::string& whole) {
@@ -20,7 +20,10 @@ uint16_t parse_port(std::string_view text, const std::string& whole) {
 
 }  // namespace
 
+std::string PortRange::str() const { return any() ? "" : fmt::format("{}-{}", low, high); }
+
 PortRange parse_port_range(const std::string& text) {
+  if (text.empty()) return {};
   const auto dash = text.find('-');
   PortRange r;
   r.low = parse_port(std::string_view(text).substr(0, dash), text);
@@ -42,4 +45,4 @@ net::Fd listen_in_range(const PortRange& range, const std::string& flag) {
   throw Error(fmt::format("{}: no free port in {}-{} ({})", flag, range.low, range.high, last));
 }
 
-}  // namespace shardlm::cluster
+}  // namespace shardlm::net

@@ -25,13 +25,26 @@ namespace shardlm {
 
 class ThreadPool;
 
+// How a matrix's blocks are laid out in memory.
+//   Rows: GGUF's, each row its blocks in order (row_stride bytes apart).
+//   Panels16: rows in groups of 16, each group the same bytes as its 16 rows
+//     (so a group starts at row(16g)), but stored block by block: block b of
+//     the group is the 16 rows' 2-byte heads (the f16 scale d of Q4_0, Q5_0,
+//     Q8_0; none for Q4_1, Q5_1), then the blocks' remaining dwords, dword k of
+//     all 16 rows as 64 contiguous bytes. That is the register layout of the
+//     prefill / batched kernels' panels, so they load it instead of gathering
+//     16 rows and transposing (matmul_gemm.h, matmul_panels.cpp).
+enum class WeightLayout : uint8_t { Rows, Panels16 };
+
 struct MatrixView {
   DType type = DType::F32;
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_stride = 0;  // bytes between rows (normally row_bytes(type, cols))
+  WeightLayout layout = WeightLayout::Rows;
 
+  // Rows layout: row r. Panels16: the group holding row r, if r % 16 == 0.
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_stride; }
 };
 
@@ -72,6 +85,17 @@ void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, T
 bool isa_has_kernel(Isa isa, DType type);
 // The same for one token count (decode and prefill kernels differ).
 bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
+
+// Whether repacking `w` to WeightLayout::Panels16 (repack_panels) pays on
+// this CPU: a 32-element block type with a panel kernel for the active ISA
+// (AVX-512 VNNI), rows a multiple of 16 and stored contiguously.
+bool panels_pay(const MatrixView& w);
+// Writes w (Rows layout, rows % 16 == 0) in the Panels16 layout to `out`
+// (rows × row_bytes(type, cols) bytes; may not overlap w).
+void repack_panels(const MatrixView& w, uint8_t* out);
+// Rows [16g, 16g + 16) of a Panels16 matrix in the Rows layout into `out`
+// (16 × row_bytes bytes).
+void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out);
 
 // The ISA whose kernel matmul() runs for `type` and `n_tokens` here: for
 // decode (1-3 tokens) the one that measured fastest on this CPU (timed once

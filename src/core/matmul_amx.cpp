@@ -169,6 +169,19 @@ Kernel amx_gemm_kernel(DType type) {
   }
 }
 
+Kernel amx_panel_kernel(DType type) {
+  const CpuCaps& caps = cpu_caps();
+  if (!caps.amx_int8 || !caps.avx512_vnni) return nullptr;
+  switch (type) {
+    case DType::Q4_0: return gemm<AmxBlocks32<Q4_0P>, PanelGroup>;
+    case DType::Q4_1: return gemm<AmxBlocks32<Q4_1P>, PanelGroup>;
+    case DType::Q5_0: return gemm<AmxBlocks32<Q5_0P>, PanelGroup>;
+    case DType::Q5_1: return gemm<AmxBlocks32<Q5_1P>, PanelGroup>;
+    case DType::Q8_0: return gemm<AmxBlocks32<Q8_0P>, PanelGroup>;
+    default: return nullptr;
+  }
+}
+
 }  // namespace shardlm::matmul_impl
 
 #pragma GCC diagnostic pop

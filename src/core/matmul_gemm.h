@@ -13,12 +13,15 @@
 // every token of a chunk whose activations fit in L2, so weights are read
 // from memory about once per chunk.
 //
-// The panel is filled straight from the GGUF blocks (16-byte loads of four
-// rows transposed in registers; gathers for scales and partial groups), so
-// any row stride (tensor-parallel views) works and nothing is repacked at
-// load. The next row group is prefetched while one is unpacked. Unpacking
-// costs per weight whatever the token count: with 4-8 tokens it is about as
-// much as the tiles' arithmetic.
+// The panel is filled from one of two sources. GGUF rows (GatheredGroup):
+// 16-byte loads of four rows transposed in registers, gathers for scales and
+// partial groups, so any row stride (tensor-parallel views) works; the next
+// row group is prefetched while one is unpacked. That unpacking costs per
+// weight whatever the token count, about as much as a one-token decode pass.
+// Weights repacked at load into WeightLayout::Panels16 (PanelGroup) already
+// hold each dword as a vector of 16 rows: unpacking is a load and a nibble
+// mask, the group is one sequential stream, and the same one_pass serves
+// decode (1-3 tokens) and batched decode.
 //
 // Every (row, token) result is computed by the same instruction sequence
 // whatever tile, chunk or thread it falls in (AMX and vpdpbusd produce the
@@ -31,12 +34,19 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/matmul_kernels.h"
 
 namespace shardlm::matmul_impl {
 namespace {
+
+// The per-block helpers below must inline into the token loops: GCC left
+// dot_groups and the unpackers as calls inside one_pass<8> (over the inlining
+// budget), passing every vector through memory, which cost as much as the
+// arithmetic.
+#define SHARDLM_GEMM_INLINE inline __attribute__((always_inline))
 
 constexpr int kRows = 16;  // weight rows per panel, one per 32-bit lane
 // Activations of one token chunk (re-read for every row group) should stay in
@@ -53,12 +63,12 @@ class RowGather {
         offsets_(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                     _mm512_set1_epi32(int(m.row_stride)))),
         valid_(__mmask16((1u << valid) - 1)) {}
-  __m512i at(size_t byte) const {
+  SHARDLM_GEMM_INLINE __m512i at(size_t byte) const {
     return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid_, offsets_, base_ + byte, 1);
   }
   // The dwords at `byte` and `byte` + 4: two 64-bit gathers take half the
   // loads of two 32-bit ones, and two permutes split the halves.
-  void at2(size_t byte, __m512i* first, __m512i* second) const {
+  SHARDLM_GEMM_INLINE void at2(size_t byte, __m512i* first, __m512i* second) const {
     const __m512i zero = _mm512_setzero_si512();
     const __m512i lo = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_), _mm512_castsi512_si256(offsets_), base_ + byte, 1);
     const __m512i hi = _mm512_mask_i32gather_epi64(zero, __mmask8(valid_ >> 8), _mm512_extracti64x4_epi64(offsets_, 1),
@@ -71,7 +81,7 @@ class RowGather {
   // bytes of each row, four rows to a vector, and transposes 4 × 4 dwords in
   // each 128-bit lane: a third of the gathers' loads and no gather micro-ops,
   // which made the unpacking cost as much as a token's whole decode.
-  void at4(size_t byte, __m512i* out) const {
+  SHARDLM_GEMM_INLINE void at4(size_t byte, __m512i* out) const {
     if (valid_ != __mmask16(0xFFFF)) {
       at2(byte, &out[0], &out[1]);
       at2(byte + 8, &out[2], &out[3]);
@@ -106,6 +116,25 @@ class RowGather {
   __mmask16 valid_;
 };
 
+// The dwords of one block of a 16-row group stored as panels
+// (WeightLayout::Panels16), read with the RowGather interface: the byte
+// offsets are the GGUF block's, each dword already a vector of 16 rows.
+class PanelBlock {
+ public:
+  PanelBlock(const uint8_t* p, size_t head) : p_(p), head_(head) {}
+  SHARDLM_GEMM_INLINE __m512i at(size_t byte) const {
+    if (byte < head_) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p_)));
+    return _mm512_loadu_si512(p_ + 16 * byte);  // 16·head + 64·(byte − head)/4
+  }
+  SHARDLM_GEMM_INLINE void at4(size_t byte, __m512i* out) const {
+    for (int j = 0; j < 4; ++j) out[j] = at(byte + 4 * size_t(j));
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t head_;
+};
+
 // Prefetches the row group after the one being unpacked, as far along each
 // of its rows as the unpacking has come in the current group: the gathers
 // read 16 rows side by side, which the hardware prefetchers do not follow
@@ -127,21 +156,63 @@ class NextRows {
   size_t block_bytes_;
 };
 
-__m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
-__m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi32(v, 16)); }
-__m512i nibbles_low(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F0F0F0F)); }
-__m512i nibbles_high(__m512i v) { return nibbles_low(_mm512_srli_epi32(v, 4)); }
+// Where a row group's blocks come from. GatheredGroup: the GGUF rows (any
+// stride), gathered and transposed, the next group prefetched meanwhile.
+class GatheredGroup {
+ public:
+  GatheredGroup(const MatrixView& m, int64_t r, int valid)
+      : rows_(m, r, valid), next_(m, r + kRows, traits(m.type).block_bytes), block_bytes_(traits(m.type).block_bytes) {}
+  RowGather block(int64_t b) const {
+    next_.at_block(b);
+    return rows_.advanced(size_t(b) * block_bytes_);
+  }
+
+ private:
+  RowGather rows_;
+  NextRows next_;
+  size_t block_bytes_;
+};
+
+// PanelGroup: a group of a Panels16 matrix (always 16 rows). Consecutive
+// groups are consecutive bytes, so a thread's rows are one stream; the bytes
+// kAhead further on are prefetched as each block is read (past the group's
+// end too: prefetches do not fault).
+class PanelGroup {
+ public:
+  PanelGroup(const MatrixView& m, int64_t r, int)
+      : base_(m.row(r)),
+        block_bytes_(kRows * traits(m.type).block_bytes),
+        head_(traits(m.type).block_bytes % 4 == 2 ? 2 : 0) {}
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
+    const uint8_t* p = base_ + size_t(b) * block_bytes_;
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
+    for (size_t line = 0; line < block_bytes_; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    return PanelBlock(p, head_);
+  }
+
+ private:
+  static constexpr size_t kAhead = 2048;
+  const uint8_t* base_;
+  size_t block_bytes_;
+  size_t head_;
+};
+
+SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
+SHARDLM_GEMM_INLINE __m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi32(v, 16)); }
+SHARDLM_GEMM_INLINE __m512i nibbles_low(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F0F0F0F)); }
+SHARDLM_GEMM_INLINE __m512i nibbles_high(__m512i v) { return nibbles_low(_mm512_srli_epi32(v, 4)); }
 
 // Bits `shift`..`shift`+3 of each lane, moved to bit 4 of its bytes 0..3
 // (the four partial products of x·0x00204081 do not overlap, so no carries).
-__m512i bits_to_bit4(__m512i v, int shift) {
+SHARDLM_GEMM_INLINE __m512i bits_to_bit4(__m512i v, int shift) {
   const __m512i x = _mm512_and_si512(_mm512_srli_epi32(v, unsigned(shift)), _mm512_set1_epi32(0xF));
   const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(x, _mm512_set1_epi32(0x00204081)),
                                           _mm512_set1_epi32(0x01010101));
   return _mm512_slli_epi32(spread, 4);
 }
 
-int32_t load_i32(const void* p) {
+SHARDLM_GEMM_INLINE int32_t load_i32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
@@ -152,7 +223,7 @@ int32_t load_i32(const void* p) {
 // at the end) halve the wait on its latency, which with 4-8 tokens left the
 // tiles at a third of the instruction's throughput.
 template <int G>
-__m512i dot_groups(const __m512i* w, const int8_t* a) {
+SHARDLM_GEMM_INLINE __m512i dot_groups(const __m512i* w, const int8_t* a) {
   __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
   return _mm512_add_epi32(s[0], s[1]);
@@ -170,7 +241,8 @@ struct alignas(64) Panel32 {
 };
 
 // Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
-void unpack_nibbles(const RowGather& g, size_t qs, Panel32& p) {
+template <class G>
+SHARDLM_GEMM_INLINE void unpack_nibbles(const G& g, size_t qs, Panel32& p) {
   __m512i q[4];
   g.at4(qs, q);
   for (int h = 0; h < 4; ++h) {
@@ -182,7 +254,8 @@ void unpack_nibbles(const RowGather& g, size_t qs, Panel32& p) {
 struct Q4_0P {
   using Block = block_q4_0;
   static constexpr bool kMinimum = false;
-  static void unpack(const RowGather& g, Panel32& p) {
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-8.0f));
     unpack_nibbles(g, 2, p);
@@ -191,7 +264,8 @@ struct Q4_0P {
 struct Q4_1P {
   using Block = block_q4_1;
   static constexpr bool kMinimum = true;
-  static void unpack(const RowGather& g, Panel32& p) {
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     const __m512i dm = g.at(0);
     p.scale = f16_low(dm);
     p.bias = f16_high(dm);
@@ -200,8 +274,8 @@ struct Q4_1P {
 };
 // Q5: element j's 5th bit is bit j of qh; elements 4h..4h+3 come from the low
 // nibbles of qs dword h, elements 16+4h.. from its high nibbles.
-template <size_t kQh, size_t kQs>
-void unpack_q5(const RowGather& g, Panel32& p) {
+template <size_t kQh, size_t kQs, class G>
+SHARDLM_GEMM_INLINE void unpack_q5(const G& g, Panel32& p) {
   const __m512i qh = g.at(kQh);
   unpack_nibbles(g, kQs, p);
   for (int h = 0; h < 4; ++h) {
@@ -212,7 +286,8 @@ void unpack_q5(const RowGather& g, Panel32& p) {
 struct Q5_0P {
   using Block = block_q5_0;
   static constexpr bool kMinimum = false;
-  static void unpack(const RowGather& g, Panel32& p) {
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-16.0f));
     unpack_q5<2, 6>(g, p);
@@ -221,7 +296,8 @@ struct Q5_0P {
 struct Q5_1P {
   using Block = block_q5_1;
   static constexpr bool kMinimum = true;
-  static void unpack(const RowGather& g, Panel32& p) {
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     const __m512i dm = g.at(0);
     p.scale = f16_low(dm);
     p.bias = f16_high(dm);
@@ -231,7 +307,8 @@ struct Q5_1P {
 struct Q8_0P {
   using Block = block_q8_0;
   static constexpr bool kMinimum = false;
-  static void unpack(const RowGather& g, Panel32& p) {
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
     p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
     g.at4(2, &p.codes[0]);
@@ -249,24 +326,25 @@ struct Blocks32 {
   static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 16;  // 16 accumulators + 8 code vectors fit the 32 registers
   static int64_t panels(int64_t cols) { return cols / 32; }
-  static void unpack_block(const RowGather& rows, const NextRows& next, int64_t b, Panel32& out) {
-    next.at_block(b);
-    P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out);
+  template <class Src>
+  SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
+    P::unpack(src.block(b), out);
   }
-  static void unpack(const RowGather& rows, const NextRows& next, int64_t cols, Panel32* out) {
-    for (int64_t b = 0; b < cols / 32; ++b) unpack_block(rows, next, b, out[b]);
+  template <class Src>
+  static void unpack(const Src& src, int64_t cols, Panel32* out) {
+    for (int64_t b = 0; b < cols / 32; ++b) unpack_block(src, b, out[b]);
   }
 
   // acc + the block's integer sums `isum` (16 rows of one token), scaled.
   // Every tile (VNNI or AMX) scales with this same sequence.
-  static __m512 add_block(__m512 acc, __m512i isum, const Panel32& p, const block_q8_32& xb) {
+  SHARDLM_GEMM_INLINE static __m512 add_block(__m512 acc, __m512i isum, const Panel32& p, const block_q8_32& xb) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(p.scale, _mm512_set1_ps(xb.d)), acc);
     return _mm512_fmadd_ps(p.bias, _mm512_set1_ps(P::kMinimum ? xb.s_f16 : xb.ds), acc);
   }
 
   // acc[t] (16 rows of token t) += block b's products.
   template <int T>
-  static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
+  SHARDLM_GEMM_INLINE static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
     __m512i w[8];
     for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
     for (int t = 0; t < T; ++t) {
@@ -406,12 +484,13 @@ struct KQuant {
   static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
   static int64_t panels(int64_t cols) { return cols / QK_K; }
-  static void unpack_block(const RowGather& rows, const NextRows& next, int64_t b, PanelK& out) {
-    next.at_block(b);
-    P::unpack(rows.advanced(size_t(b) * sizeof(typename P::Block)), out);
+  template <class Src>
+  static void unpack_block(const Src& src, int64_t b, PanelK& out) {
+    P::unpack(src.block(b), out);
   }
-  static void unpack(const RowGather& rows, const NextRows& next, int64_t cols, PanelK* out) {
-    for (int64_t b = 0; b < cols / QK_K; ++b) unpack_block(rows, next, b, out[b]);
+  template <class Src>
+  static void unpack(const Src& src, int64_t cols, PanelK* out) {
+    for (int64_t b = 0; b < cols / QK_K; ++b) unpack_block(src, b, out[b]);
   }
 
   // acc[t] (16 rows of token t) += super-block b's products.
@@ -481,7 +560,7 @@ void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a
 // multiplied as soon as it is unpacked (no panel of the whole row to write
 // and read back: with so few tokens nothing else would reuse it). The same
 // per-block arithmetic as the tiles, so the same bits.
-template <class F, int T>
+template <class F, class Src, int T>
 void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
   const auto* x = static_cast<const uint8_t*>(a.x);
@@ -489,12 +568,11 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   typename F::Panel panel;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
-    const RowGather rows(m, r, valid);
-    const NextRows next(m, r + kRows, traits(m.type).block_bytes);
+    const Src src(m, r, valid);
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      F::unpack_block(rows, next, b, panel);
+      F::unpack_block(src, b, panel);
       F::template block<T>(panel, b, x, a.x_stride, acc);
     }
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
@@ -502,21 +580,27 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
 }
 
 // Row groups of 16 from r0 (a multiple of kRowAlign), tokens in chunks.
-template <class F>
+// Src: GatheredGroup (GGUF rows, 4+ tokens) or PanelGroup (Panels16, any
+// count: 1-3 tokens, decode, take one_pass too, so a token's result is the
+// same bits in every batch).
+template <class F, class Src = GatheredGroup>
 void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
-  if (m.row_stride > size_t(INT_MAX) / kRows) {  // gather offsets are int32
+  if (std::is_same_v<Src, GatheredGroup> && m.row_stride > size_t(INT_MAX) / kRows) {  // gather offsets are int32
     Kernel lower = avx2_kernel(m.type);
     (lower ? lower : avx2_kquant_kernel(m.type))(a, r0, r1);
     return;
   }
   if constexpr (!F::kSmallBatchTile) {
     switch (a.n_tokens) {
-      case 4: return one_pass<F, 4>(a, r0, r1);
-      case 5: return one_pass<F, 5>(a, r0, r1);
-      case 6: return one_pass<F, 6>(a, r0, r1);
-      case 7: return one_pass<F, 7>(a, r0, r1);
-      case 8: return one_pass<F, 8>(a, r0, r1);
+      case 1: return one_pass<F, Src, 1>(a, r0, r1);
+      case 2: return one_pass<F, Src, 2>(a, r0, r1);
+      case 3: return one_pass<F, Src, 3>(a, r0, r1);
+      case 4: return one_pass<F, Src, 4>(a, r0, r1);
+      case 5: return one_pass<F, Src, 5>(a, r0, r1);
+      case 6: return one_pass<F, Src, 6>(a, r0, r1);
+      case 7: return one_pass<F, Src, 7>(a, r0, r1);
+      case 8: return one_pass<F, Src, 8>(a, r0, r1);
       default: break;
     }
   }
@@ -532,7 +616,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
       const auto* x = static_cast<const uint8_t*>(a.x);
       for (int64_t r = r0; r < r1; r += kRows) {
         const int valid = int(std::min<int64_t>(kRows, r1 - r));
-        F::unpack(RowGather(m, r, valid), NextRows(m, r + kRows, traits(m.type).block_bytes), m.cols, panel.data());
+        F::unpack(Src(m, r, valid), m.cols, panel.data());
         __m512 acc[F::kTokens];
         F::small_batch_tile(panel.data(), nb, x, a.x_stride, int(a.n_tokens), acc);
         for (int64_t t = 0; t < a.n_tokens; ++t)
@@ -546,7 +630,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);
     for (int64_t r = r0; r < r1; r += kRows) {
       const int valid = int(std::min<int64_t>(kRows, r1 - r));
-      F::unpack(RowGather(m, r, valid), NextRows(m, r + kRows, traits(m.type).block_bytes), m.cols, panel.data());
+      F::unpack(Src(m, r, valid), m.cols, panel.data());
       token_tiles<F>(panel.data(), nb, a, r, valid, t0, t1);
     }
   }
@@ -554,3 +638,5 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 }  // namespace
 }  // namespace shardlm::matmul_impl
+
+#undef SHARDLM_GEMM_INLINE

@@ -90,6 +90,18 @@ constexpr int64_t kGemmMinTokens = 4;
 Kernel avx512_gemm_kernel(DType type);
 Kernel amx_gemm_kernel(DType type);
 
+// Kernels for WeightLayout::Panels16 matrices, any token count (nullptr for
+// types without that layout or when the ISA lacks VNNI / AMX; AMX from
+// kGemmMinTokens on).
+Kernel scalar_panel_kernel(DType type);
+Kernel avx512_panel_kernel(DType type);
+Kernel amx_panel_kernel(DType type);
+
+// The panel kernel matmul runs on a Panels16 matrix with the kernels of `isa`.
+Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
+// Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).
+constexpr int64_t kPanelOnePassTokens = 8;
+
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot
 // run here).

@@ -4,7 +4,10 @@
 // once for the whole block, and no dot product needs a horizontal sum:
 //   scores: for 8 positions at a time, Σ_d Qᵀ[d] · broadcast(k_p[d]);
 //   softmax: per lane, over the positions (stored position-major);
-//   output: for 6 queries × 64 dimensions at a time, Σ_p broadcast(w_p) · v_p.
+//   output: for 12 queries × 32 dimensions at a time, Σ_p broadcast(w_p) · v_p,
+//   over the positions in chunks whose V rows stay in L1/L2 while every
+//   query group and dimension slice reads them (the sums go on in the same
+//   order across chunks, so the chunking changes no bit).
 // A token sees only its own causal prefix: the scores of later positions are
 // set to exactly 0 after the exponential, so they add nothing, and a query's
 // result does not depend on which other tokens share its block (every lane
@@ -29,8 +32,14 @@ namespace {
 constexpr int kVec = 16;                  // floats in a vector
 constexpr int kLanes = int(kAttendLanes);  // queries in a block: kLanes / kVec vectors
 static_assert(kLanes == 2 * kVec);
-// 6 queries × 4 vectors of accumulators leave registers for the V row and a weight.
-constexpr int kQueriesPerPass = 6, kVecsPerPass = 4;
+// 12 queries × 2 vectors of accumulators leave registers for the V row slice
+// (the weights are broadcast from memory); 12 + 12 + 8 queries cover a block
+// of 32 with no idle accumulators.
+constexpr int kQueriesPerPass = 12, kVecsPerPass = 2;
+// V bytes of one chunk of positions: with the chunk's weights that fits L1,
+// so the passes over query groups and dimension slices re-read it from there
+// instead of streaming a long context's rows from L3 once per pass.
+constexpr int64_t kValueChunkBytes = 32 << 10;
 
 // e^x for x ≤ 0: x = n·ln2 + r, e^r by its Taylor series to degree 7, scaled
 // by 2^n with vscalefps. Below -87.3 (also -inf) the result is 0.
@@ -101,16 +110,17 @@ void scores_at(const Block& b, const float* qt, int64_t p0, float* krows, float*
       _mm512_store_ps(st + (p0 + i) * kLanes + v * kVec, _mm512_mul_ps(acc[i][v], _mm512_set1_ps(b.scale)));
 }
 
-// out_j[d0 .. d0 + 16·kC) = Σ_p w[p][j] · v_p[d0 .. d0 + 16·kC) for the
-// queries j of [j0, j0 + kJ) (those past the block have all-zero weights and
-// are not written), so each V row is read once per kJ queries.
+// ot_j[d0 .. d0 + 16·kC) += Σ_p w[p][j] · v_p[d0 .. d0 + 16·kC) over the
+// positions [p0, p1), for the queries j of [j0, j0 + kJ) (those past the block
+// have all-zero weights), each V row read once per kJ queries. ot holds kLanes
+// rows of dim_v running sums.
 template <int kJ, int kC>
-void weighted_values(const Block& b, const float* w, int64_t j0, int64_t d0) {
+void weighted_values(const Block& b, const float* w, int64_t j0, int64_t d0, int64_t p0, int64_t p1, float* ot) {
   const KvHead& kv = *b.kv;
   __m512 acc[kJ][kC];
-  for (auto& row : acc)
-    for (auto& a : row) a = _mm512_setzero_ps();
-  for (int64_t p = 0; p < b.positions(); ++p) {
+  for (int j = 0; j < kJ; ++j)
+    for (int c = 0; c < kC; ++c) acc[j][c] = _mm512_loadu_ps(ot + (j0 + j) * kv.dim_v + d0 + c * kVec);
+  for (int64_t p = p0; p < p1; ++p) {
     __m512 v[kC];
     for (int c = 0; c < kC; ++c) v[c] = cache_vec(kv.v, p * kv.v_stride + d0 + c * kVec, kv.f16);
     const float* wp = w + p * kLanes + j0;
@@ -119,9 +129,23 @@ void weighted_values(const Block& b, const float* w, int64_t j0, int64_t d0) {
       for (int c = 0; c < kC; ++c) acc[j][c] = _mm512_fmadd_ps(wj, v[c], acc[j][c]);
     }
   }
-  for (int64_t j = 0; j < kJ && j0 + j < b.lanes(); ++j) {
-    float* o = b.out + ((j0 + j) / b.n_q) * b.out_stride + ((j0 + j) % b.n_q) * kv.dim_v + d0;
-    for (int c = 0; c < kC; ++c) _mm512_storeu_ps(o + c * kVec, acc[j][c]);
+  for (int j = 0; j < kJ; ++j)
+    for (int c = 0; c < kC; ++c) _mm512_storeu_ps(ot + (j0 + j) * kv.dim_v + d0 + c * kVec, acc[j][c]);
+}
+
+// The positions [p0, p1) for every query and dimension; a last group of
+// fewer than 12 queries takes the next multiple of 4 (lanes up to it have
+// zero weights and stay inside the kLanes of a row of w).
+template <int kC>
+void weighted_values_slice(const Block& b, const float* w, int64_t d0, int64_t p0, int64_t p1, float* ot) {
+  for (int64_t j0 = 0; j0 < b.lanes(); j0 += kQueriesPerPass) {
+    const int64_t rest = b.lanes() - j0;
+    if (rest > 8)
+      weighted_values<kQueriesPerPass, kC>(b, w, j0, d0, p0, p1, ot);
+    else if (rest > 4)
+      weighted_values<8, kC>(b, w, j0, d0, p0, p1, ot);
+    else
+      weighted_values<4, kC>(b, w, j0, d0, p0, p1, ot);
   }
 }
 
@@ -138,38 +162,61 @@ void attend_block_lanes(const Block& b, float* scratch) {
   int64_t p = 0;
   for (; p + 8 <= n_p; p += 8) scores_at<kV, 8>(b, qt, p, krows, st);
   for (; p < n_p; ++p) scores_at<kV, 1>(b, qt, p, krows, st);
-  for (int v = 0; v < kLanes / kVec; ++v) {
-    float* sv = st + v * kVec;
-    if (v >= kV) {  // lanes past the block: weight 0
-      for (p = 0; p < n_p; ++p) _mm512_store_ps(sv + p * kLanes, _mm512_setzero_ps());
-      continue;
-    }
-    // Lane j (token j / n_q) sees positions below n_pos + token.
+  for (int v = kV; v < kLanes / kVec; ++v)  // lanes past the block: weight 0
+    for (p = 0; p < n_p; ++p) _mm512_store_ps(st + p * kLanes + v * kVec, _mm512_setzero_ps());
+  // Softmax per lane over the positions it sees (lane j, token j / n_q, sees
+  // those below n_pos + token; every token sees the first n_pos). The kV
+  // vectors of lanes go through each pass together, so their dependency
+  // chains (the sums must stay in position order) overlap.
+  __m512i lim[kV];
+  for (int v = 0; v < kV; ++v) {
     alignas(64) int32_t limit[kVec];
     for (int64_t i = 0; i < kVec; ++i) {
       const int64_t j = v * kVec + i;
       limit[i] = int32_t(j < n_lanes ? b.n_pos + j / b.n_q : 0);
     }
-    const __m512i lim = _mm512_load_si512(limit);
-    const auto visible = [&](int64_t pos) { return _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(int32_t(pos))); };
-    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (p = 0; p < n_p; ++p) mx = _mm512_mask_max_ps(mx, visible(p), mx, _mm512_load_ps(sv + p * kLanes));
-    mx = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim, _mm512_setzero_si512()), mx);  // unused lanes: 0
-    __m512 sum = _mm512_setzero_ps();
-    for (p = 0; p < n_p; ++p) {
-      const __m512 e = _mm512_maskz_mov_ps(visible(p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(sv + p * kLanes), mx)));
-      sum = _mm512_add_ps(sum, e);
-      _mm512_store_ps(sv + p * kLanes, e);
-    }
-    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(sum, _mm512_set1_ps(1e-30f)));
-    for (p = 0; p < n_p; ++p) _mm512_store_ps(sv + p * kLanes, _mm512_mul_ps(_mm512_load_ps(sv + p * kLanes), inv));
+    lim[v] = _mm512_load_si512(limit);
   }
-  for (int64_t j0 = 0; j0 < n_lanes; j0 += kQueriesPerPass) {
+  const auto visible = [&](int v, int64_t pos) { return _mm512_cmpgt_epi32_mask(lim[v], _mm512_set1_epi32(int32_t(pos))); };
+  // The maximum is exact in any order: two partial maxima per vector.
+  __m512 mx[kV][2];
+  for (int v = 0; v < kV; ++v)
+    mx[v][0] = mx[v][1] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (p = 0; p < n_p; ++p)
+    for (int v = 0; v < kV; ++v)
+      mx[v][p % 2] = _mm512_mask_max_ps(mx[v][p % 2], visible(v, p), mx[v][p % 2], _mm512_load_ps(st + p * kLanes + v * kVec));
+  __m512 m[kV], sum[kV], inv[kV];
+  for (int v = 0; v < kV; ++v) {
+    m[v] = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim[v], _mm512_setzero_si512()),  // unused lanes: 0
+                               _mm512_max_ps(mx[v][0], mx[v][1]));
+    sum[v] = _mm512_setzero_ps();
+  }
+  for (p = 0; p < n_p; ++p)
+    for (int v = 0; v < kV; ++v) {
+      float* sp = st + p * kLanes + v * kVec;
+      const __m512 e = _mm512_maskz_mov_ps(visible(v, p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(sp), m[v])));
+      sum[v] = _mm512_add_ps(sum[v], e);
+      _mm512_store_ps(sp, e);
+    }
+  for (int v = 0; v < kV; ++v) inv[v] = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(sum[v], _mm512_set1_ps(1e-30f)));
+  for (p = 0; p < n_p; ++p)
+    for (int v = 0; v < kV; ++v) {
+      float* sp = st + p * kLanes + v * kVec;
+      _mm512_store_ps(sp, _mm512_mul_ps(_mm512_load_ps(sp), inv[v]));
+    }
+  float* ot = st + n_p * kLanes;  // kLanes × dim_v running sums of the weighted values
+  std::fill(ot, ot + kLanes * kv.dim_v, 0.0f);
+  const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * (kv.f16 ? 2 : 4)));
+  for (int64_t p0 = 0; p0 < n_p; p0 += chunk) {
+    const int64_t p1 = std::min(n_p, p0 + chunk);
     int64_t d0 = 0;
     for (; d0 + kVecsPerPass * kVec <= kv.dim_v; d0 += kVecsPerPass * kVec)
-      weighted_values<kQueriesPerPass, kVecsPerPass>(b, st, j0, d0);
-    for (; d0 < kv.dim_v; d0 += kVec) weighted_values<kQueriesPerPass, 1>(b, st, j0, d0);
+      weighted_values_slice<kVecsPerPass>(b, st, d0, p0, p1, ot);
+    for (; d0 < kv.dim_v; d0 += kVec) weighted_values_slice<1>(b, st, d0, p0, p1, ot);
   }
+  for (int64_t j = 0; j < n_lanes; ++j)
+    std::memcpy(b.out + (j / b.n_q) * b.out_stride + (j % b.n_q) * kv.dim_v, ot + j * kv.dim_v,
+                size_t(kv.dim_v) * sizeof(float));
 }
 
 }  // namespace
@@ -179,8 +226,8 @@ bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, 
   if (n_tok * n_q > kLanes || kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0) return false;
   const Block b{q, q_stride, n_tok, n_q, &kv, n_pos, scale, out, out_stride};
   thread_local std::vector<float, std::allocator<float>> scratch;
-  // + kQueriesPerPass: the last pass of weights may read past the last position's lanes.
-  const size_t need = size_t(kv.dim_k * kLanes + 8 * kv.dim_k + b.positions() * kLanes + kQueriesPerPass + 16);
+  // + 16: room to align the start to 64 bytes.
+  const size_t need = size_t(kv.dim_k * kLanes + 8 * kv.dim_k + b.positions() * kLanes + kLanes * kv.dim_v + 16);
   if (scratch.size() < need) scratch.resize(need);
   // 64-byte alignment for the aligned loads of qt and st.
   auto* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t(63));

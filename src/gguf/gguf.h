@@ -60,6 +60,10 @@ class File {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }
+  // Whether the bytes are this object's own mapping of the file (open), not
+  // a caller's buffer (parse): only then may a user drop pages it no longer
+  // reads (madvise), since they come back from the file.
+  bool mapped() const { return map_ != nullptr; }
 
   // ---- metadata, in file order
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

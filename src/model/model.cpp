@@ -39,6 +39,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
       kv_(make_kv_cache(config_, plan_, opt_.kv_type, opt_.n_seq, opt_.n_ctx)) {
   const auto& c = config_;
   weights_.pack_column_slices();
+  weights_.pack_panels(file.mapped());
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
   opt_.n_outputs = std::min(opt_.n_outputs, opt_.n_batch);

@@ -2,11 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/quant.h"
 #include "gguf/gguf.h"
 
@@ -283,6 +287,40 @@ void ModelWeights::pack_column_slices() {
     pack(L.experts.shared_down);
     pack(L.experts.down.all);  // whole rows of its experts: one stretch per row
   }
+}
+
+void ModelWeights::pack_panels(bool release_file_pages) {
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  // Drops the file's pages wholly inside [p, p + n) from this process.
+  const auto release = [&](const uint8_t* p, size_t n) {
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  };
+  auto pack = [&](MatrixView& m) {
+    if (!m.data || !panels_pay(m)) return;
+    const size_t bytes = m.row_stride * size_t(m.rows);
+    std::shared_ptr<uint8_t[]> copy(new uint8_t[bytes]);
+    const auto* source = static_cast<const uint8_t*>(m.data);
+    const auto owned = std::find_if(packed.begin(), packed.end(), [&](const auto& p) { return p.get() == source; });
+    // In slices of ~16 MiB, each released once copied, so a large matrix
+    // (the output) is never resident twice.
+    const int64_t slice = std::max<int64_t>(16, int64_t((16u << 20) / m.row_stride) / 16 * 16);
+    for (int64_t r = 0; r < m.rows; r += slice) {
+      MatrixView part = m;
+      part.data = m.row(r);
+      part.rows = std::min(slice, m.rows - r);
+      repack_panels(part, copy.get() + size_t(r) * m.row_stride);
+      if (owned == packed.end() && release_file_pages) release(m.row(r), size_t(part.rows) * m.row_stride);
+    }
+    if (owned != packed.end()) packed.erase(owned);
+    m.data = copy.get();
+    m.layout = WeightLayout::Panels16;
+    packed.push_back(std::move(copy));
+  };
+  for (auto& L : layers)
+    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  pack(output);
 }
 
 }  // namespace shardlm

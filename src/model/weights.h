@@ -102,6 +102,14 @@ struct ModelWeights {
   // (no more than the rank reads anyway); the file's pages behind them are
   // left to the page cache.
   void pack_column_slices();
+  // Repacks the dense matrices (and the output) that core's panel kernels
+  // take (panels_pay: 32-element block types, AVX-512 VNNI) into
+  // WeightLayout::Panels16 copies owned here: decode and batched decode then
+  // stream one sequential panel per 16 rows instead of gathering them. With
+  // `release_file_pages` (the weights are a gguf::File's own mapping) the
+  // file's pages behind each repacked matrix are dropped from this process
+  // (the page cache keeps them), so memory stays the file's size.
+  void pack_panels(bool release_file_pages);
   std::vector<std::shared_ptr<const uint8_t[]>> packed;  // owners of the copies
 };
 

@@ -60,7 +60,8 @@ struct Fixture {
 TEST(OpsAttendTokens, MatchesReferencePerToken) {
   const Case cases[] = {{1, 4, 64, 1}, {4, 4, 64, 1}, {4, 4, 64, 300}, {16, 1, 64, 9},
                         {5, 3, 64, 17}, {2, 8, 128, 40}, {3, 5, 128, 7}, {6, 4, 32, 5},
-                        {8, 4, 64, 300}, {32, 1, 64, 9}, {7, 4, 128, 33}, {17, 1, 80, 3}, {3, 6, 576, 12}};
+                        {8, 4, 64, 300}, {32, 1, 64, 9}, {7, 4, 128, 33}, {17, 1, 80, 3}, {3, 6, 576, 12},
+                        {8, 4, 64, 700}, {11, 2, 48, 150}, {5, 6, 96, 260}};
   for (const bool f16 : {false, true}) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(f16 ? "f16" : "f32") + " tokens " + std::to_string(c.n_tok) + " heads " +

@@ -2,7 +2,7 @@
 # Installs every package shardlm needs to build, test and benchmark (Debian 12).
 set -euo pipefail
 packages=(
-  cmake ninja-build g++ pkg-config git
+  cmake ninja-build g++ pkg-config git ccache
   libcli11-dev nlohmann-json3-dev libcpp-httplib-dev libfmt-dev libspdlog-dev libpcre2-dev libssl-dev
   libgtest-dev libgmock-dev
   openmpi-bin libopenmpi-dev

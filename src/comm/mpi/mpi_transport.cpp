@@ -97,6 +97,8 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
   }
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &groups_parent_), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(groups_parent_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   if ((options.rank >= 0 && options.rank != rank_) || (options.size >= 0 && options.size != size_))
@@ -127,7 +129,9 @@ MpiTransport::~MpiTransport() {
   for (auto& [context, c] : group_comms_) MPI_Comm_free(&c);
   for (MPI_Op* o : {&sum_f16_, &sum_bf16_})
     if (*o != MPI_OP_NULL) MPI_Op_free(o);
-  if (!failed_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  if (!failed_)
+    for (MPI_Comm* c : {&groups_parent_, &comm_})
+      if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
 }
 
 std::string MpiTransport::describe_peer(int peer) const { return "rank " + std::to_string(peer) + " (mpi)"; }
@@ -303,11 +307,11 @@ MPI_Comm MpiTransport::comm_for(const Group& g) {
   if (auto it = group_comms_.find(g.context); it != group_comms_.end()) return it->second;
   MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
   MPI_Comm made = MPI_COMM_NULL;
-  check(MPI_Comm_group(comm_, &all), "MPI_Comm_group");
+  check(MPI_Comm_group(groups_parent_, &all), "MPI_Comm_group");
   const int rc = MPI_Group_incl(all, g.size(), g.ranks.data(), &members);
   MPI_Group_free(&all);
   check(rc, "MPI_Group_incl");
-  const int rc2 = MPI_Comm_create_group(comm_, members, int(g.context & 0x7fff), &made);
+  const int rc2 = MPI_Comm_create_group(groups_parent_, members, int(g.context & 0x7fff), &made);
   MPI_Group_free(&members);
   check(rc2, "MPI_Comm_create_group");
   MPI_Comm_set_errhandler(made, MPI_ERRORS_RETURN);

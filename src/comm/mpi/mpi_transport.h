@@ -78,6 +78,10 @@ class MpiTransport final : public Transport {
   [[noreturn]] void fail_peer(int p, const std::string& what) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  // Parent of the group communicators: MPI_Comm_create_group exchanges
+  // point-to-point messages on its parent, which progress_in's any-tag probe
+  // of comm_ would otherwise take for a peer's message.
+  MPI_Comm groups_parent_ = MPI_COMM_NULL;
   std::map<uint32_t, MPI_Comm> group_comms_;  // by Group::context
   MPI_Op sum_f16_ = MPI_OP_NULL, sum_bf16_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;

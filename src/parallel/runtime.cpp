@@ -6,6 +6,7 @@
 #include <ctime>
 #include <cmath>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "parallel/wire_format.h"
@@ -13,8 +14,6 @@
 namespace shardlm::parallel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Bytes this rank puts on the wire for one all-reduce of `bytes` (the algorithms of comm/algorithms.h).
 double all_reduce_wire_bytes(comm::AllReduceAlgo algo, int n, double bytes) {
@@ -69,7 +68,7 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
 DistributedSession::~DistributedSession() = default;
 
 void DistributedSession::all_reduce_hook(float* data, size_t count) {
-  const auto t = Clock::now();
+  const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
   double sent = 0;
   if (plan_.wire_type == DType::F32) {
@@ -80,7 +79,7 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
     const size_t n_embd = size_t(model_->config().n_embd);
     sent = wire_all_reduce_.run(*stage_, data, count / n_embd, n_embd);
   }
-  const double waited = since(t);
+  const double waited = seconds_since(t);
   stats_.collective_seconds += waited;
   stats_.all_reduce_seconds += waited;
   stats_.all_reduce_cpu_seconds += process_cpu_seconds() - cpu;

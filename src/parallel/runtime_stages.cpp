@@ -8,6 +8,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "parallel/runtime.h"
 #include "parallel/wire_format.h"
@@ -15,8 +16,6 @@
 namespace shardlm::parallel {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr uint32_t kTagStage = 1, kTagTokens = 2, kTagLogits = 3;
 
@@ -43,7 +42,7 @@ void DistributedSession::apply(const SeqOp& op) {
 }
 
 std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::vector<float>* logits_out) {
-  const auto t = Clock::now();
+  const auto t = SteadyClock::now();
   for (const SeqOp& op : m.ops) apply(op);
   if (m.entries.size() == 0) return {};
   for (const BatchEntry& e : m.entries.entries)
@@ -63,11 +62,11 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
         got.insert(got.end(), back.begin(), back.end());
       }
     if (plan_.pp > 1 && m.kind == StepKind::Logits && rank_ == 0) {
-      const auto tw = Clock::now();
+      const auto tw = SteadyClock::now();
       logits_out->resize(size_t(model_->config().n_vocab));
       const size_t n = world_->recv(plan_.rank_of(plan_.pp - 1, 0), kTagLogits, logits_out->data(),
                                     logits_out->size() * sizeof(float));
-      stats_.p2p_wait_seconds += since(tw);
+      stats_.p2p_wait_seconds += seconds_since(tw);
       if (n != logits_out->size() * sizeof(float)) throw Error("runtime: short logits message from the last stage");
     }
   } else {
@@ -78,7 +77,7 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
     }
   }
   stats_.tokens += int64_t(got.size());
-  stats_.total_seconds += since(t);
+  stats_.total_seconds += seconds_since(t);
   if (rank_ != 0 || m.kind != StepKind::Step) return got;
   // Entry order, whatever order the micro-batches came back in.
   std::unordered_map<int32_t, TokenId> by_slot;
@@ -113,10 +112,10 @@ void DistributedSession::note_expert_balance() {
 
 std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch& batch, const float* hidden,
                                                      std::vector<float>* logits_out) {
-  const auto t = Clock::now();
+  const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
   model_->forward(batch, hidden);
-  stats_.forward_seconds += since(t);
+  stats_.forward_seconds += seconds_since(t);
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   ++stats_.forward_calls;
   note_expert_balance();
@@ -148,9 +147,9 @@ std::vector<SlotToken> DistributedSession::sample(const Batch& batch) {
   const int tp = plan_.tp;
   cand_all_.resize(n_out * per * size_t(tp));
   if (tp > 1) {
-    const auto t = Clock::now();
+    const auto t = SteadyClock::now();
     stage_->all_gather(cand_mine_.data(), cand_all_.data(), cand_mine_.size() * sizeof(Candidate));
-    stats_.collective_seconds += since(t);
+    stats_.collective_seconds += seconds_since(t);
     stats_.bytes_sent += double(tp - 1) * double(cand_mine_.size() * sizeof(Candidate));
   } else {
     cand_all_ = cand_mine_;
@@ -210,9 +209,9 @@ void DistributedSession::send_stage(const Batch& batch) {
 void DistributedSession::recv_stage(const Batch& expected) {
   const auto& c = model_->config();
   const int peer = plan_.rank_of(stage_index_ - 1, tp_index_);
-  const auto t = Clock::now();
+  const auto t = SteadyClock::now();
   const size_t got = world_->recv(peer, kTagStage, recv_buf_.data(), recv_buf_.size());
-  stats_.p2p_wait_seconds += since(t);
+  stats_.p2p_wait_seconds += seconds_since(t);
   int64_t n = -1;
   if (got >= 8) std::memcpy(&n, recv_buf_.data(), sizeof n);
   const size_t row = wire_row_bytes(plan_.wire_type, size_t(c.n_embd));
@@ -230,9 +229,9 @@ void DistributedSession::send_tokens(const std::vector<SlotToken>& tokens) {
 std::vector<SlotToken> DistributedSession::recv_tokens(size_t expected) {
   const int peer = plan_.rank_of(plan_.pp - 1, tp_index_);
   std::vector<SlotToken> tokens(expected);
-  const auto t = Clock::now();
+  const auto t = SteadyClock::now();
   const size_t got = world_->recv(peer, kTagTokens, tokens.data(), tokens.size() * sizeof(SlotToken));
-  stats_.p2p_wait_seconds += since(t);
+  stats_.p2p_wait_seconds += seconds_since(t);
   if (got != expected * sizeof(SlotToken))
     throw Error(fmt::format("runtime: token message of {} bytes from rank {}, expected {} tokens", got, peer, expected));
   for (const SlotToken& s : tokens)

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/sampler.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "serve/engine.h"
 
 namespace shardlm::cli {

@@ -21,7 +21,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "parallel/kernel_rates.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::cli {
@@ -130,7 +130,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     std::optional<DType> wire;
     if (!o.wire_type.empty()) wire = parallel::wire_type_from_name(o.wire_type);
     parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep);
-    parallel::RuntimeOptions ro;
+    parallel::DistributedSessionOptions ro;
     ro.n_ctx = o.prompt + o.gen + 1;
     ro.n_seq = o.seqs;
     ro.n_batch = std::max(o.prompt, o.seqs);

@@ -5,7 +5,7 @@
 // of the job's communicator. It holds no layers itself: the coordinator may be
 // a laptop, and keeping it out of the plan means every rank of the plan is a
 // worker with the same code path. It runs the workers' step-level engine
-// (parallel/runtime.h): each step's sequence operations and entries go to the
+// (parallel/distributed_session.h): each step's sequence operations and entries go to the
 // workers' rank 0 on its control connection as one Request frame, the sampled
 // tokens come back in one Token frame (8 bytes per token). While it waits it watches every worker's
 // heartbeats (cluster/heartbeat.h): a worker silent for peer_timeout, or

@@ -19,7 +19,7 @@
 #include "comm/communicator.h"
 #include "gguf/gguf.h"
 #include "parallel/planner.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 
 namespace shardlm::cluster {
 
@@ -28,7 +28,7 @@ bool started_by_mpi_launcher();
 
 struct MpiJobOptions {
   parallel::PlanRequest plan;        // layout request; n_ctx, kv_type and wire type as well
-  parallel::RuntimeOptions runtime;  // threads 0: this host's cores shared by its ranks
+  parallel::DistributedSessionOptions runtime;  // threads 0: this host's cores shared by its ranks
   double op_timeout_seconds = 600;   // a rank silent this long in a collective is named
   bool distribute_weights = false;   // only rank 0 reads the model; it sends the others their slices
   std::string cache_dir;             // with distribute_weights: keep received slices here (cluster/mpi_weights.h)

@@ -40,7 +40,7 @@
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "parallel/planner.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 
 namespace shardlm::cluster {
 

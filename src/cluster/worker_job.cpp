@@ -22,7 +22,7 @@
 #include "core/kv_type.h"
 #include "gguf/gguf.h"
 #include "net/port_range.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 
 namespace shardlm::cluster {
 namespace fs = std::filesystem;
@@ -61,7 +61,7 @@ struct JobSpec {
   std::string comm_address;
   net::PortRange comm_ports;  // where this worker's job links listen
   parallel::Plan plan;
-  parallel::RuntimeOptions runtime;
+  parallel::DistributedSessionOptions runtime;
   double peer_timeout_s = kDefaultPeerTimeoutSeconds;
   std::string mode, local_path, key;
   uint64_t file_size = 0, shard_bytes = 0;
@@ -270,7 +270,7 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     setup_beats.reset();
     const auto workers = join_world(job, ctx, std::move(comm_listener));
     slow_setup_for_tests();
-    parallel::RuntimeOptions ro = job.runtime;
+    parallel::DistributedSessionOptions ro = job.runtime;
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");

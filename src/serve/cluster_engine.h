@@ -1,5 +1,5 @@
 // Engine on a cluster: the workers of a cluster::ClusterJob run the steps
-// (parallel/runtime.h), sampling next to their vocabulary slices; this side
+// (parallel/distributed_session.h), sampling next to their vocabulary slices; this side
 // keeps only the slots' bookkeeping and sends each step's operations and
 // entries to the driving worker, which answers with token ids. Between steps
 // a watcher reads the workers' heartbeats, so a worker that dies while the

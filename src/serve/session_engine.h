@@ -3,7 +3,7 @@
 // dist, tests). On a cluster the coordinator drives through ClusterEngine.
 #pragma once
 
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "serve/engine.h"
 
 namespace shardlm::serve {

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/sampler.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "parallel/step_message.h"
 #include "step_driver.h"
 
@@ -53,7 +53,7 @@ std::string run(int tp, int pp, const std::vector<std::vector<TokenId>>& prompts
                 int n) {
   auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
     auto file = gguf::File::open(kStories);
-    RuntimeOptions o;
+    DistributedSessionOptions o;
     o.n_ctx = 128;
     o.n_seq = int64_t(prompts.size());
     DistributedSession s(comm.shared_from_this(), uniform_plan(*file, tp, pp), *file, o);
@@ -122,7 +122,7 @@ TEST(ShardedSampling, NoTopKGathersWholeSlices) {
 std::string run_staggered(int tp, int pp) {
   auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
     auto file = gguf::File::open(kStories);
-    RuntimeOptions o;
+    DistributedSessionOptions o;
     o.n_ctx = 128;
     o.n_seq = 2;
     o.n_batch = 8;

@@ -12,7 +12,7 @@
 #include "../comm/rank_harness.h"
 #include "gguf/gguf.h"
 #include "model/sampler.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "step_driver.h"
 
 namespace shardlm::parallel {
@@ -108,7 +108,7 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
   auto outcomes = run_ranks(c.tp * c.pp, [&](comm::Communicator& comm) -> std::string {
     auto file = gguf::File::open(path);
     const Plan plan = uniform_plan(*file, c.tp, c.pp, {}, default_node("127.0.0.1"), 1, c.wire, c.whole_experts);
-    RuntimeOptions o;
+    DistributedSessionOptions o;
     o.n_ctx = int64_t(prompt_len) + n_predict + 1;
     o.n_batch = n_batch;
     DistributedSession s(comm.shared_from_this(), plan, *file, o);

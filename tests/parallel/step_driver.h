@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 
 namespace shardlm::parallel::testing {
 

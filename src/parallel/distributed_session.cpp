@@ -1,4 +1,4 @@
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 
 #include <fmt/format.h>
 
@@ -33,16 +33,16 @@ double process_cpu_seconds() {
 }
 
 DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world, const Plan& plan,
-                                       const gguf::File& file, RuntimeOptions options)
+                                       const gguf::File& file, DistributedSessionOptions options)
     : world_(std::move(world)), plan_(plan), opt_(options), rank_(world_->rank()), wire_all_reduce_(plan.wire_type) {
   if (!is_wire_type(plan_.wire_type))
-    throw Error(fmt::format("runtime: the plan's wire type {} is not f32, f16, bf16 or q8_0", dtype_name(plan_.wire_type)));
+    throw Error(fmt::format("distributed session: the plan's wire type {} is not f32, f16, bf16 or q8_0", dtype_name(plan_.wire_type)));
   if (world_->size() != plan_.size())
-    throw Error(fmt::format("runtime: the plan has {} ranks but the world has {}", plan_.size(), world_->size()));
+    throw Error(fmt::format("distributed session: the plan has {} ranks but the world has {}", plan_.size(), world_->size()));
   stage_index_ = plan_.stage_of(rank_);
   tp_index_ = plan_.tp_index(rank_);
   if (opt_.n_seq < 1 || opt_.n_batch < 1 || opt_.n_ctx < 1)
-    throw Error(fmt::format("runtime: {} slots, {} entries per step, {} positions: each must be at least 1", opt_.n_seq,
+    throw Error(fmt::format("distributed session: {} slots, {} entries per step, {} positions: each must be at least 1", opt_.n_seq,
                             opt_.n_batch, opt_.n_ctx));
   stage_ = world_->split(stage_index_, tp_index_);
   if (opt_.threads > 1) pool_ = std::make_unique<ThreadPool>(opt_.threads);
@@ -96,38 +96,38 @@ void DistributedSession::broadcast(const StepMessage* message, StepMessage& rece
   world_->broadcast(&bytes, sizeof bytes, 0);
   const int64_t limit = 64 + int64_t(opt_.n_batch) * 16 + (4 * opt_.n_seq + 16) * (64 + 4 * opt_.n_ctx);
   if (bytes < 12 || bytes > limit)
-    throw Error(fmt::format("runtime: step message of {} bytes from rank 0 (at most {})", bytes, limit));
+    throw Error(fmt::format("distributed session: step message of {} bytes from rank 0 (at most {})", bytes, limit));
   message_buf_.resize(size_t(bytes));
   world_->broadcast(message_buf_.data(), message_buf_.size(), 0);
   if (!message)
     received = StepMessage::decode(message_buf_, opt_.n_seq, opt_.n_batch, opt_.n_ctx, model_->config().n_vocab,
-                                   "runtime: rank 0");
+                                   "distributed session: rank 0");
 }
 
 void DistributedSession::add(int32_t slot, const SamplerParams& params, std::span<const TokenId> kept_prefix) {
-  if (rank_ != 0) throw Error("runtime: add() is for rank 0; other ranks call serve()");
+  if (rank_ != 0) throw Error("distributed session: add() is for rank 0; other ranks call serve()");
   builder_->add(slot, params, kept_prefix);
 }
 
 void DistributedSession::free(int32_t slot) {
-  if (rank_ != 0) throw Error("runtime: free() is for rank 0; other ranks call serve()");
+  if (rank_ != 0) throw Error("distributed session: free() is for rank 0; other ranks call serve()");
   builder_->free(slot);
 }
 
 std::vector<SlotToken> DistributedSession::step(const Batch& entries) {
-  if (rank_ != 0) throw Error("runtime: step() is for rank 0; other ranks call serve()");
+  if (rank_ != 0) throw Error("distributed session: step() is for rank 0; other ranks call serve()");
   return run(builder_->take(StepKind::Step, entries));
 }
 
 std::vector<SlotToken> DistributedSession::run(const StepMessage& m) {
-  if (rank_ != 0) throw Error("runtime: run() is for rank 0; other ranks call serve()");
+  if (rank_ != 0) throw Error("distributed session: run() is for rank 0; other ranks call serve()");
   StepMessage unused;
   broadcast(&m, unused);
   return execute(m, nullptr);
 }
 
 std::vector<float> DistributedSession::prompt_logits(const std::vector<TokenId>& prompt) {
-  if (rank_ != 0) throw Error("runtime: prompt_logits() is for rank 0");
+  if (rank_ != 0) throw Error("distributed session: prompt_logits() is for rank 0");
   if (prompt.empty() || int64_t(prompt.size()) > opt_.n_ctx)
     throw Error(fmt::format("prompt_logits: {} tokens for a context of {}", prompt.size(), opt_.n_ctx));
   if (builder_->live(0)) throw Error("prompt_logits: slot 0 is live");
@@ -150,17 +150,17 @@ std::vector<float> DistributedSession::prompt_logits(const std::vector<TokenId>&
 }
 
 void DistributedSession::mark() {
-  if (rank_ != 0) throw Error("runtime: mark() is for rank 0");
+  if (rank_ != 0) throw Error("distributed session: mark() is for rank 0");
   run(builder_->take(StepKind::Mark, {}));
 }
 
 void DistributedSession::shutdown() {
-  if (rank_ != 0) throw Error("runtime: shutdown() is for rank 0");
+  if (rank_ != 0) throw Error("distributed session: shutdown() is for rank 0");
   run(builder_->take(StepKind::Shutdown, {}));
 }
 
 bool DistributedSession::serve() {
-  if (rank_ == 0) throw Error("runtime: rank 0 drives; serve() is for the other ranks");
+  if (rank_ == 0) throw Error("distributed session: rank 0 drives; serve() is for the other ranks");
   for (;;) {
     StepMessage m;
     broadcast(nullptr, m);

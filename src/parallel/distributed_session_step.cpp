@@ -1,4 +1,4 @@
-// What every rank does with one step (see runtime.h): the first stage runs
+// What every rank does with one step (see distributed_session.h): the first stage runs
 // the micro-batches and collects the sampled tokens, later stages run what
 // arrives and pass it on, the last stage samples.
 #include <fmt/format.h>
@@ -10,7 +10,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
-#include "parallel/runtime.h"
+#include "parallel/distributed_session.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
@@ -28,7 +28,7 @@ size_t sampling_entries(const Batch& b) {
 void DistributedSession::apply(const SeqOp& op) {
   const size_t slot = size_t(op.slot);
   if (op.add == live_[slot])
-    throw Error(fmt::format("runtime: slot {} {} twice", op.slot, op.add ? "added" : "freed"));
+    throw Error(fmt::format("distributed session: slot {} {} twice", op.slot, op.add ? "added" : "freed"));
   live_[slot] = op.add;
   if (!last_stage_) return;
   if (!op.add) {
@@ -46,7 +46,7 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
   for (const SeqOp& op : m.ops) apply(op);
   if (m.entries.size() == 0) return {};
   for (const BatchEntry& e : m.entries.entries)
-    if (!live_[size_t(e.seq)]) throw Error(fmt::format("runtime: step entry for slot {}, which is not live", e.seq));
+    if (!live_[size_t(e.seq)]) throw Error(fmt::format("distributed session: step entry for slot {}, which is not live", e.seq));
   const std::vector<Batch> micro = split_by_sequence(m.entries, m.kind == StepKind::Logits ? 1 : plan_.pp);
   std::vector<SlotToken> got;
   if (stage_index_ == 0) {
@@ -67,7 +67,7 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
       const size_t n = world_->recv(plan_.rank_of(plan_.pp - 1, 0), kTagLogits, logits_out->data(),
                                     logits_out->size() * sizeof(float));
       stats_.p2p_wait_seconds += seconds_since(tw);
-      if (n != logits_out->size() * sizeof(float)) throw Error("runtime: short logits message from the last stage");
+      if (n != logits_out->size() * sizeof(float)) throw Error("distributed session: short logits message from the last stage");
     }
   } else {
     for (const Batch& b : micro) {
@@ -86,7 +86,7 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
   for (const BatchEntry& e : m.entries.entries) {
     if (!e.want_logits) continue;
     const auto it = by_slot.find(e.seq);
-    if (it == by_slot.end()) throw Error(fmt::format("runtime: no token came back for slot {}", e.seq));
+    if (it == by_slot.end()) throw Error(fmt::format("distributed session: no token came back for slot {}", e.seq));
     out.push_back({e.seq, it->second});
   }
   return out;
@@ -216,7 +216,7 @@ void DistributedSession::recv_stage(const Batch& expected) {
   if (got >= 8) std::memcpy(&n, recv_buf_.data(), sizeof n);
   const size_t row = wire_row_bytes(plan_.wire_type, size_t(c.n_embd));
   if (n != int64_t(expected.size()) || got != 8 + size_t(n) * row)
-    throw Error(fmt::format("runtime: stage message of {} bytes from rank {} for a micro-batch of {} entries", got, peer,
+    throw Error(fmt::format("distributed session: stage message of {} bytes from rank {} for a micro-batch of {} entries", got, peer,
                             expected.size()));
   wire_decode(plan_.wire_type, recv_buf_.data() + 8, size_t(n), size_t(c.n_embd), hidden_in_.data());
 }
@@ -233,10 +233,10 @@ std::vector<SlotToken> DistributedSession::recv_tokens(size_t expected) {
   const size_t got = world_->recv(peer, kTagTokens, tokens.data(), tokens.size() * sizeof(SlotToken));
   stats_.p2p_wait_seconds += seconds_since(t);
   if (got != expected * sizeof(SlotToken))
-    throw Error(fmt::format("runtime: token message of {} bytes from rank {}, expected {} tokens", got, peer, expected));
+    throw Error(fmt::format("distributed session: token message of {} bytes from rank {}, expected {} tokens", got, peer, expected));
   for (const SlotToken& s : tokens)
     if (s.slot < 0 || s.slot >= opt_.n_seq || s.token < 0 || s.token >= model_->config().n_vocab)
-      throw Error(fmt::format("runtime: token {} for slot {} from rank {} is out of range", s.token, s.slot, peer));
+      throw Error(fmt::format("distributed session: token {} for slot {} from rank {} is out of range", s.token, s.slot, peer));
   return tokens;
 }
 

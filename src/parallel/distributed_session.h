@@ -30,7 +30,7 @@
 
 namespace shardlm::parallel {
 
-struct RuntimeOptions {
+struct DistributedSessionOptions {
   int64_t n_ctx = 512;    // positions per sequence
   int64_t n_seq = 1;      // KV slots: sequences live at once
   int64_t n_batch = 256;  // most entries in one step
@@ -65,7 +65,7 @@ class DistributedSession {
  public:
   // Collective over `world`: every rank constructs its session with the same plan.
   DistributedSession(std::shared_ptr<comm::Communicator> world, const Plan& plan, const gguf::File& file,
-                     RuntimeOptions options);
+                     DistributedSessionOptions options);
   ~DistributedSession();
 
   // Rank 0: the engine. add()/free() go out with the next step. step()
@@ -116,7 +116,7 @@ class DistributedSession {
 
   std::shared_ptr<comm::Communicator> world_, stage_;
   Plan plan_;
-  RuntimeOptions opt_;
+  DistributedSessionOptions opt_;
   int rank_, stage_index_, tp_index_;
   bool last_stage_ = false;
   std::unique_ptr<ThreadPool> pool_;

@@ -10,11 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/template.h"
+#include "test_paths.h"
 
 namespace shardlm::chat::testing {
 
 inline std::string read_data_file(const std::string& name) {
-  std::string path = std::string(SHARDLM_CHAT_DATA) + "/" + name;
+  std::string path = std::string(shardlm::test_paths::chat_data_dir()) + "/" + name;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + path);
   std::ostringstream s;

@@ -5,11 +5,12 @@
 #include "chat_test_util.h"
 #include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
+#include "test_paths.h"
 
 namespace shardlm::chat {
 namespace {
 
-const std::string kVocabFile = std::string(SHARDLM_REPO_MODELS) + "/vocab/ggml-vocab-llama-spm.gguf";
+const std::string kVocabFile = std::string(shardlm::test_paths::models_dir()) + "/vocab/ggml-vocab-llama-spm.gguf";
 
 TEST(ChatModelTemplate, AddsTheVocabularyBosAndEosStrings) {
   auto file = gguf::File::open(kVocabFile);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "chat_test_util.h"
+#include "test_paths.h"
 
 namespace shardlm::chat {
 namespace {
@@ -17,7 +18,7 @@ TEST(ChatRobustness, EveryPrefixOfARealTemplateParsesOrFailsCleanly) {
   context["bos_token"] = "<s>";
   context["eos_token"] = "</s>";
   int parsed = 0, refused = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(SHARDLM_CHAT_DATA)) {
+  for (const auto& entry : std::filesystem::directory_iterator(shardlm::test_paths::chat_data_dir())) {
     if (entry.path().extension() != ".jinja") continue;
     std::string source = testing::read_data_file(entry.path().filename().string());
     for (size_t cut = 0; cut <= source.size(); cut += 31) {

@@ -13,13 +13,14 @@
 #include <vector>
 
 #include "cluster/process.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 
 namespace fs = std::filesystem;
 
 
-inline const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+inline const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
 
 class ClusterTest : public ::testing::Test {
@@ -40,7 +41,7 @@ class ClusterTest : public ::testing::Test {
   std::string start_worker(std::vector<std::string> extra = {}, std::vector<std::string> env = {}) {
     const int i = int(workers_.size());
     const fs::path port_file = dir_ / ("port" + std::to_string(i));
-    std::vector<std::string> argv = {SHARDLM_BINARY, "worker",  "--listen", "127.0.0.1:0", "--port-file",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "worker",  "--listen", "127.0.0.1:0", "--port-file",
                                      port_file.string(), "--probe-mib", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     env.push_back(kToken);
@@ -54,7 +55,7 @@ class ClusterTest : public ::testing::Test {
   }
 
   std::unique_ptr<Process> start_run(std::vector<std::string> args, std::vector<std::string> env = {kToken}) {
-    std::vector<std::string> argv = {SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once upon a time",
                                      "--temp", "0", "--seed", "1", "-t", "1"};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string n = std::to_string(runs_++);

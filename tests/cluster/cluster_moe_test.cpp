@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster/cluster_fixture.h"
+#include "test_paths.h"
 
 using namespace shardlm::test;
 
@@ -12,7 +13,7 @@ namespace {
 class ClusterMoeTest : public ClusterTest {
  protected:
   Result run_model(const std::string& model, std::vector<std::string> args) {
-    std::vector<std::string> argv = {SHARDLM_BINARY, "run", "-m", model, "-p", "Once upon a time", "--temp", "0",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", model, "-p", "Once upon a time", "--temp", "0",
                                      "--seed", "1", "-t", "1", "-n", "24"};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string n = std::to_string(runs_++);
@@ -25,7 +26,7 @@ class ClusterMoeTest : public ClusterTest {
 TEST_F(ClusterMoeTest, ExpertAndTensorParallelTellTheSameStoryAsSingleNode) {
   const std::string nodes = start_worker() + "," + start_worker();
   for (const char* name : {"tiny-random-qwen3moe.gguf", "tiny-random-deepseek2.gguf"}) {
-    const std::string model = std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
+    const std::string model = std::string(shardlm::test_paths::models_dir()) + "/synthetic/" + name;
     const auto expected = run_model(model, {});
     ASSERT_EQ(expected.status, 0) << expected.err;
     for (const char* split : {"--ep", "--tp"}) {

@@ -9,6 +9,7 @@
 
 #include "cluster/cluster_fixture.h"
 #include "core/clock.h"
+#include "test_paths.h"
 
 using namespace shardlm::test;
 
@@ -48,7 +49,7 @@ TEST_F(ClusterTest, TwoWorkersTellTheSameStoryAsSingleNode) {
 TEST_F(ClusterTest, BenchOnTwoWorkersPrintsARow) {
   const std::string nodes = start_worker() + "," + start_worker();
   const std::string n = std::to_string(runs_++);
-  Process bench({SHARDLM_BINARY, "bench", "-m", kModel, "--nodes", nodes, "--tp", "2", "--prompt", "16", "--gen", "16",
+  Process bench({shardlm::test_paths::shardlm_binary(), "bench", "-m", kModel, "--nodes", nodes, "--tp", "2", "--prompt", "16", "--gen", "16",
                  "-t", "1"},
                 dir_ / ("bench" + n + ".out"), dir_ / ("bench" + n + ".err"), {kToken});
   ASSERT_EQ(bench.wait(), 0) << bench.err();
@@ -70,7 +71,7 @@ TEST_F(ClusterTest, BenchOnTwoWorkersPrintsARow) {
   EXPECT_NE(line.find("| 10.00 |"), std::string::npos) << line;
   for (auto& w : workers_) EXPECT_TRUE(w->running());
   // Too few decoded tokens to time: refused before connecting.
-  Process short_run({SHARDLM_BINARY, "bench", "-m", kModel, "--nodes", nodes, "--gen", "8"}, dir_ / "short.out",
+  Process short_run({shardlm::test_paths::shardlm_binary(), "bench", "-m", kModel, "--nodes", nodes, "--gen", "8"}, dir_ / "short.out",
                     dir_ / "short.err", {kToken});
   EXPECT_EQ(short_run.wait(), 2);
   EXPECT_NE(short_run.err().find("shardlm: error: --gen: 8 decoded tokens are too few"), std::string::npos)

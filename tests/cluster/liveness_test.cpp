@@ -14,6 +14,7 @@
 
 #include "cluster/cluster_fixture.h"
 #include "core/clock.h"
+#include "test_paths.h"
 
 using namespace shardlm::test;
 
@@ -250,7 +251,7 @@ TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
   const std::string port = std::to_string(ntohs(a.sin_port)), next = std::to_string(ntohs(a.sin_port) + 1);
   const std::string node = start_worker();
   auto run_debug = [&](const std::string& range) {
-    Process p({SHARDLM_BINARY, "--log-level", "debug", "run", "-m", kModel, "-p", "Once upon a time", "--temp", "0",
+    Process p({shardlm::test_paths::shardlm_binary(), "--log-level", "debug", "run", "-m", kModel, "-p", "Once upon a time", "--temp", "0",
                "-t", "1", "-n", "40", "--nodes", node, "--comm-port", range},
               dir_ / "comm.out", dir_ / "comm.err", {kToken});
     const int status = p.wait();

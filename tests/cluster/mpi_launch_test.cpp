@@ -17,6 +17,7 @@
 
 #include "cluster/process.h"
 #include "core/clock.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 namespace {
@@ -24,10 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kMpirun = SHARDLM_MPIRUN;
-const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 // Random weights: greedy decoding never meets the end token, so generation
 // runs until the test kills a rank.
-const std::string kEndlessModel = SHARDLM_REPO_MODELS "/tiny-random-llama-bpe.gguf";
+const std::string kEndlessModel = std::string(shardlm::test_paths::models_dir()) + "/tiny-random-llama-bpe.gguf";
 // Containers have no CMA/ptrace for vader's single copy; MPI's own
 // allocations are not ours to leak-check.
 const std::vector<std::string> kMpiEnv = {"OMPI_MCA_btl_vader_single_copy_mechanism=none",
@@ -45,7 +46,7 @@ class MpiLaunchTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::vector<std::string> run_args(const std::string& model, std::vector<std::string> extra) {
-    std::vector<std::string> a = {SHARDLM_BINARY, "run", "-m", model, "-p", "Once upon a time", "--temp", "0",
+    std::vector<std::string> a = {shardlm::test_paths::shardlm_binary(), "run", "-m", model, "-p", "Once upon a time", "--temp", "0",
                                   "--seed", "1", "-t", "1"};
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
@@ -120,7 +121,7 @@ TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {
 
 // Expert parallel under mpirun, with rank 1's expert slices sent by rank 0.
 TEST_F(MpiLaunchTest, ExpertParallelTellsTheSingleNodeStory) {
-  const std::string model = std::string(SHARDLM_SHARED_MODELS) + "/synthetic/tiny-random-qwen3moe.gguf";
+  const std::string model = std::string(shardlm::test_paths::models_dir()) + "/synthetic/tiny-random-qwen3moe.gguf";
   auto single = start(run_args(model, {"-n", "24"}));
   ASSERT_EQ(single->wait(std::chrono::seconds(120)), 0) << single->err();
   for (bool distribute : {false, true}) {
@@ -160,7 +161,7 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
 
 // `serve` over MPI: rank 0 serves HTTP, both ranks compute every step.
 TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
-  auto server = start({SHARDLM_BINARY, "serve", "-m", kModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",
+  auto server = start({shardlm::test_paths::shardlm_binary(), "serve", "-m", kModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",
                        "-c", "256"},
                       2);
   int port = 0;

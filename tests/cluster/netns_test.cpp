@@ -11,6 +11,7 @@
 
 #include "cluster/process.h"
 #include "core/clock.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using shardlm::test::Process;
@@ -18,8 +19,8 @@ using shardlm::test::read_text;
 
 namespace {
 
-const std::string kScript = SHARDLM_REPO_MODELS "/../scripts/netns-cluster.sh";
-const std::string kModel = SHARDLM_REPO_MODELS "/stories260K.gguf";
+const std::string kScript = std::string(shardlm::test_paths::models_dir()) + "/../scripts/netns-cluster.sh";
+const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 class NetnsCluster : public ::testing::Test {
  protected:
@@ -35,7 +36,7 @@ class NetnsCluster : public ::testing::Test {
   // Two workers, each in a namespace of its own; `worker_env` ("NAME=value ") is theirs.
   void up(const std::string& worker_env = "") {
     up_ = true;
-    const std::string cmd = env_ + worker_env + kScript + " up 2 " + SHARDLM_BINARY + " > " +
+    const std::string cmd = env_ + worker_env + kScript + " up 2 " + shardlm::test_paths::shardlm_binary() + " > " +
                             (dir_ / "nodes").string() + " 2>" + (dir_ / "up.err").string();
     if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "netns setup failed: " << read_text(dir_ / "up.err");
     nodes_ = read_text(dir_ / "nodes");
@@ -50,7 +51,7 @@ class NetnsCluster : public ::testing::Test {
   }
 
   std::string run(std::vector<std::string> extra, int* status) {
-    std::vector<std::string> argv = {SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time", "-n", "32",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once upon a time", "-n", "32",
                                      "--temp", "0", "-t", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Process p(argv, dir_ / "run.out", dir_ / "run.err", {"SHARDLM_TOKEN=netns-test-token"});
@@ -86,7 +87,7 @@ namespace {
 TEST_F(NetnsCluster, SplitBetweenTwoWorkersEndsTheJobWithinThePeerTimeout) {
   up("SHARDLM_WORKER_TOKEN_DELAY_MS=50 ");
   if (IsSkipped()) return;
-  Process coordinator({SHARDLM_BINARY, "run", "-m", kModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
+  Process coordinator({shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
                        "1", "--nodes", nodes_, "--tp", "2", "--pp", "1"},
                       dir_ / "split.out", dir_ / "split.err", {"SHARDLM_TOKEN=netns-test-token"});
   for (int i = 0; i < 500 && coordinator.out().size() < 40; ++i) usleep(20000);

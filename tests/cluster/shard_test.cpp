@@ -10,13 +10,14 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "parallel/planner.h"
+#include "test_paths.h"
 
 namespace shardlm::cluster {
 namespace {
 
 std::string model_path(const std::string& name) {
-  const std::string top = std::string(SHARDLM_SHARED_MODELS) + "/" + name;
-  return std::filesystem::exists(top) ? top : std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
+  const std::string top = std::string(shardlm::test_paths::models_dir()) + "/" + name;
+  return std::filesystem::exists(top) ? top : std::string(shardlm::test_paths::models_dir()) + "/synthetic/" + name;
 }
 
 // This rank's output for a 5-token batch: logits on the last stage, else hidden states.

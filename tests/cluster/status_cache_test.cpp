@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "cluster/cluster_fixture.h"
+#include "test_paths.h"
 
 using namespace shardlm::test;
 
@@ -22,13 +23,13 @@ size_t count_of(const std::string& text, const std::string& what) {
 class StatusAndCache : public ClusterTest {
  protected:
   Result status(std::vector<std::string> args) {
-    args.insert(args.begin(), {SHARDLM_BINARY, "status"});
+    args.insert(args.begin(), {shardlm::test_paths::shardlm_binary(), "status"});
     Process p(args, dir_ / "status.out", dir_ / "status.err", {kToken});
     const int code = p.wait();
     return {code, p.out(), p.err()};
   }
   Result run_model(const std::string& model, const std::string& nodes) {
-    Process p({SHARDLM_BINARY, "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1",
+    Process p({shardlm::test_paths::shardlm_binary(), "run", "-m", model, "-p", "Once upon a time", "-n", "8", "--temp", "0", "-t", "1",
                "--nodes", nodes},
               dir_ / "model.out", dir_ / "model.err", {kToken});
     const int code = p.wait();
@@ -85,7 +86,7 @@ TEST_F(StatusAndCache, StatusSaysHowEachWorkerIsAndForWhomItWorks) {
 
 // Three models' shards (1.2, 0.4 and 0.3 MB) through a cache that holds 1.7 MB.
 TEST_F(StatusAndCache, CacheOverItsLimitRemovesTheLeastRecentlyUsedShard) {
-  const std::string models = SHARDLM_REPO_MODELS;
+  const std::string models = shardlm::test_paths::models_dir();
   const std::string big = models + "/stories260K.gguf", q8 = models + "/stories260K-Q8_0.gguf",
                     q4 = models + "/stories260K-Q4_0.gguf";
   const fs::path cache = dir_ / "cache";

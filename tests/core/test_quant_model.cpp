@@ -13,12 +13,13 @@
 
 #include "core/quant.h"
 #include "gguf/gguf.h"
+#include "test_paths.h"
 
 namespace shardlm {
 namespace {
 
 std::string model_path() {
-  for (const char* dir : {SHARDLM_SHARED_MODELS, SHARDLM_REPO_MODELS}) {
+  for (const char* dir : {shardlm::test_paths::models_dir(), shardlm::test_paths::models_dir()}) {
     const std::string p = std::string(dir) + "/tiny-random-llama-kq-mixed.gguf";
     if (std::filesystem::exists(p)) return p;
   }

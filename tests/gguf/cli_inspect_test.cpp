@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "gguf_test_util.h"
+#include "test_paths.h"
 
 namespace shardlm::gguf {
 namespace {
@@ -20,7 +21,7 @@ struct CliRun {
 
 CliRun run_shardlm(const std::string& args) {
   CliRun r;
-  const std::string cmd = std::string(SHARDLM_BINARY) + " " + args + " 2>&1";
+  const std::string cmd = std::string(shardlm::test_paths::shardlm_binary()) + " " + args + " 2>&1";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;

@@ -10,6 +10,7 @@
 
 #include "core/quant.h"
 #include "gguf_test_util.h"
+#include "test_paths.h"
 
 namespace shardlm::gguf {
 namespace {
@@ -20,7 +21,7 @@ std::string fmt_args(const std::string& path, const std::string& type) {
 }
 
 int run_quiet(const std::string& args, std::string* out = nullptr) {
-  const std::string cmd = std::string(SHARDLM_BINARY) + " " + args + " 2>&1";
+  const std::string cmd = std::string(shardlm::test_paths::shardlm_binary()) + " " + args + " 2>&1";
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return -1;
   std::array<char, 4096> buf;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "test_paths.h"
 
 namespace shardlm::gguf::testing {
 
@@ -24,8 +25,8 @@ inline std::vector<std::filesystem::path> gguf_files_under(const std::filesystem
   return out;
 }
 
-inline std::filesystem::path shared_models() { return SHARDLM_SHARED_MODELS; }
-inline std::filesystem::path repo_models() { return SHARDLM_REPO_MODELS; }
+inline std::filesystem::path shared_models() { return shardlm::test_paths::models_dir(); }
+inline std::filesystem::path repo_models() { return shardlm::test_paths::models_dir(); }
 
 // A fresh per-test directory under the system temp dir, removed on destruction.
 class TempDir {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model_test_util.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 namespace {
@@ -44,10 +45,10 @@ CliResult run_cli(const std::vector<std::string>& args, size_t interrupt_after_b
     if (!freopen(err_path.c_str(), "w", stderr)) _exit(127);
     close(fds[0]);
     close(fds[1]);
-    std::vector<char*> argv{const_cast<char*>(SHARDLM_BINARY)};
+    std::vector<char*> argv{const_cast<char*>(shardlm::test_paths::shardlm_binary())};
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(SHARDLM_BINARY, argv.data());
+    execv(shardlm::test_paths::shardlm_binary(), argv.data());
     _exit(127);
   }
   close(fds[1]);
@@ -292,7 +293,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
 // lacks is computed; "/exit" or the end of input ends it.
 TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
   const std::string m = model_path("stories260K.gguf");
-  const std::string tmpl = std::string(SHARDLM_REPO_MODELS) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
+  const std::string tmpl = std::string(shardlm::test_paths::models_dir()) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
   const std::vector<std::string> args = {"--log-level", "debug", "run", "-m", m, "-cnv", "--chat-template-file",
                                          tmpl, "-p", "You are a storyteller.", "--temp", "0", "-n", "24", "-t", "1"};
   const auto chat = run_cli(args, 0, "Hello there\nTell me a story\n/exit\nnever read\n");

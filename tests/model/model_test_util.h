@@ -15,10 +15,11 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 
-inline std::string shared_models() { return SHARDLM_SHARED_MODELS; }
+inline std::string shared_models() { return shardlm::test_paths::models_dir(); }
 
 // The model file named by a golden file: in models/ or models/synthetic/.
 inline std::string model_path(const std::string& file_name) {

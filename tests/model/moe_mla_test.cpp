@@ -11,6 +11,7 @@
 
 #include "model_test_util.h"
 #include "reference_forward.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 namespace {
@@ -27,7 +28,7 @@ void PrintTo(const Variant& v, std::ostream* os) { *os << v.preset << "-" << v.t
 
 std::string synthesize(const Variant& v) {
   const std::string path = ::testing::TempDir() + "shardlm_" + v.preset + "_" + v.type + ".gguf";
-  const std::string cmd = std::string(SHARDLM_BINARY) + " synth --preset " + v.preset + " --type " + v.type +
+  const std::string cmd = std::string(shardlm::test_paths::shardlm_binary()) + " synth --preset " + v.preset + " --type " + v.type +
                           " --seed 7 -o " + path + " > /dev/null 2>&1";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
   return path;
@@ -132,7 +133,7 @@ TEST(MoeMla, ExpertLoadCountsTheRoutedPairs) {
 // ffn_down_exps on quant-block boundaries; elsewhere it is one clear line.
 TEST(MoeMla, ExpertRowSlicesFollowQuantBlocks) {
   const std::string path = ::testing::TempDir() + "shardlm_tiny_qwen3moe_q4_0.gguf";
-  ASSERT_EQ(std::system((std::string(SHARDLM_BINARY) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
+  ASSERT_EQ(std::system((std::string(shardlm::test_paths::shardlm_binary()) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
                          " > /dev/null").c_str()),
             0);
   auto file = gguf::File::open(path);
@@ -161,7 +162,7 @@ TEST(MoeMla, ExpertRowSlicesFollowQuantBlocks) {
 // than that); `inspect` counts the experts and the parameters a token uses.
 TEST(MoeMla, SynthLayersAndInspectActiveParameters) {
   const std::string path = ::testing::TempDir() + "shardlm_tiny_deepseek3_2layers.gguf";
-  const std::string bin = SHARDLM_BINARY;
+  const std::string bin = shardlm::test_paths::shardlm_binary();
   ASSERT_EQ(std::system((bin + " synth --preset tiny-deepseek3 --type q8_0 --layers 2 -o " + path + " > /dev/null").c_str()), 0);
   const std::string json_path = path + ".json";
   ASSERT_EQ(std::system((bin + " inspect --json --no-tensors " + path + " > " + json_path).c_str()), 0);

@@ -15,6 +15,7 @@
 #include "parallel/distributed_session.h"
 #include "parallel/step_message.h"
 #include "step_driver.h"
+#include "test_paths.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 using comm::testing::describe;
 using comm::testing::run_ranks;
 
-const std::string kStories = std::string(SHARDLM_SHARED_MODELS) + "/stories260K.gguf";
+const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 // Single node, one thread: `n` tokens after `prompt` with a Sampler.
 std::vector<TokenId> single_node(const gguf::File& file, const std::vector<TokenId>& prompt, int n,

@@ -14,6 +14,7 @@
 #include "model/sampler.h"
 #include "parallel/distributed_session.h"
 #include "step_driver.h"
+#include "test_paths.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -30,13 +31,13 @@ std::string model_path(const std::string& name) {
                              std::to_string(getpid()) + ".gguf";
     if (!std::filesystem::exists(path)) {
       const std::string cmd =
-          std::string(SHARDLM_BINARY) + " synth --preset " + preset + " --type " + type + " -o " + path + " > /dev/null";
+          std::string(shardlm::test_paths::shardlm_binary()) + " synth --preset " + preset + " --type " + type + " -o " + path + " > /dev/null";
       EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
     return path;
   }
-  const std::string top = std::string(SHARDLM_SHARED_MODELS) + "/" + name;
-  return std::filesystem::exists(top) ? top : std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
+  const std::string top = std::string(shardlm::test_paths::models_dir()) + "/" + name;
+  return std::filesystem::exists(top) ? top : std::string(shardlm::test_paths::models_dir()) + "/synthetic/" + name;
 }
 
 struct Case {

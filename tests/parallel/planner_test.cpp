@@ -11,13 +11,14 @@
 #include "gguf/gguf.h"
 #include "model/weights.h"
 #include "parallel/planner.h"
+#include "test_paths.h"
 
 namespace shardlm::parallel {
 namespace {
 
 std::string model(const std::string& name) {
-  const std::string top = std::string(SHARDLM_SHARED_MODELS) + "/" + name;
-  return std::filesystem::exists(top) ? top : std::string(SHARDLM_SHARED_MODELS) + "/synthetic/" + name;
+  const std::string top = std::string(shardlm::test_paths::models_dir()) + "/" + name;
+  return std::filesystem::exists(top) ? top : std::string(shardlm::test_paths::models_dir()) + "/synthetic/" + name;
 }
 
 std::vector<NodeSpec> nodes(int n, double mem_gb = 16) {
@@ -206,7 +207,7 @@ TEST(Planner, ExpertsSplitWholeByMemoryOrByRows) {
 // split their rows: --tp says so, and the automatic choice takes whole experts.
 TEST(Planner, ExpertRowsFollowQuantBlocks) {
   const std::string path = ::testing::TempDir() + "shardlm_planner_qwen3moe_q4_0.gguf";
-  ASSERT_EQ(std::system((std::string(SHARDLM_BINARY) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
+  ASSERT_EQ(std::system((std::string(shardlm::test_paths::shardlm_binary()) + " synth --preset tiny-qwen3moe --type q4_0 -o " + path +
                          " > /dev/null").c_str()),
             0);
   auto f = gguf::File::open(path);

@@ -9,6 +9,7 @@
 #include "serve/api_request.h"
 #include "serve/chat_prompt.h"
 #include "serve/request_error.h"
+#include "test_paths.h"
 
 namespace shardlm::serve {
 namespace {
@@ -26,7 +27,7 @@ TEST(ChatPrompt, BuiltInChatMl) {
 // tokenize_chat_prompt does not depend on the template: a hand-rendered prompt
 // around GPT-2's one special token (the bundled vocabularies have no ChatML ones).
 TEST(ChatPrompt, UserTextCannotInjectSpecialTokens) {
-  auto file = gguf::File::open(std::string(SHARDLM_SHARED_MODELS) + "/tiny-random-llama-bpe.gguf");
+  auto file = gguf::File::open(std::string(shardlm::test_paths::models_dir()) + "/tiny-random-llama-bpe.gguf");
   auto tok = Tokenizer::from_gguf(*file);
   const auto eot = tok->encode("<|endoftext|>", false, true);
   ASSERT_EQ(eot.size(), 1u) << "the GPT-2 vocabulary has <|endoftext|> as one special token";

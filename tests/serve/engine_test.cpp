@@ -14,11 +14,12 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "serve/local_engine.h"
+#include "test_paths.h"
 
 namespace shardlm::serve {
 namespace {
 
-const std::string kModels = SHARDLM_SHARED_MODELS;
+const std::string kModels = shardlm::test_paths::models_dir();
 
 class BatchComposition : public ::testing::TestWithParam<std::string> {};
 

@@ -10,11 +10,12 @@
 #include "gguf/gguf.h"
 #include "serve/local_engine.h"
 #include "serve/scheduler.h"
+#include "test_paths.h"
 
 namespace shardlm::serve {
 namespace {
 
-const std::string kStories = std::string(SHARDLM_SHARED_MODELS) + "/stories260K.gguf";
+const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 struct Fixture {
   std::unique_ptr<gguf::File> file = gguf::File::open(kStories);

@@ -13,10 +13,11 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "test_paths.h"
 
 namespace shardlm::test {
 
-inline std::filesystem::path shared_models() { return SHARDLM_SHARED_MODELS; }
+inline std::filesystem::path shared_models() { return shardlm::test_paths::models_dir(); }
 
 inline std::string read_text_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "chat/template.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -29,7 +30,7 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 nlohmann::ordered_json conversation_of_20() {
-  auto conversations = nlohmann::ordered_json::parse(read_file(std::string(SHARDLM_CHAT_DATA) + "/conversations.json"));
+  auto conversations = nlohmann::ordered_json::parse(read_file(std::string(shardlm::test_paths::chat_data_dir()) + "/conversations.json"));
   nlohmann::ordered_json tools;
   for (const auto& c : conversations)
     if (c.contains("tools")) tools = c["tools"];
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   nlohmann::ordered_json context = conversation_of_20();
   shardlm::chat::RenderOptions options{shardlm::chat::calendar_date(2026, 7, 26)};
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(SHARDLM_CHAT_DATA))
+  for (const auto& entry : std::filesystem::directory_iterator(shardlm::test_paths::chat_data_dir()))
     if (entry.path().extension() == ".jinja") files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   std::printf("%-45s %10s %10s %8s\n", "template (20 messages + tools)", "parse us", "render us", "bytes");

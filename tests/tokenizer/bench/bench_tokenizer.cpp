@@ -12,6 +12,7 @@
 
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -35,7 +36,7 @@ std::string sample_text(int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string dir = argc > 1 ? argv[1] : SHARDLM_SHARED_MODELS;
+  const std::string dir = argc > 1 ? argv[1] : shardlm::test_paths::models_dir();
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 400;
   const char* models[] = {"stories260K.gguf", "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf",
                           "tiny-random-llama-bpe.gguf", "synthetic/tiny-random-qwen2.gguf",

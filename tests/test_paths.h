@@ -1,0 +1,15 @@
+// Where the tests find the project's files and the shardlm binary. The paths
+// are compiled into one file (test_paths.cpp), so the other test objects hold
+// no absolute path and a second checkout's build reuses them from ccache.
+#pragma once
+
+namespace shardlm::test_paths {
+
+// models/: the project's test models and llama.cpp's golden outputs (models/README.md).
+const char* models_dir();
+// tests/chat/data: chat templates and their reference renderings.
+const char* chat_data_dir();
+// The shardlm binary of this build.
+const char* shardlm_binary();
+
+}  // namespace shardlm::test_paths

@@ -40,7 +40,7 @@ namespace shardlm::parallel {
 // charges whole experts their expected routing imbalance
 // (parallel/expert_imbalance.h: the busiest rank's share of a step's
 // (token, expert) pairs), rows their quant-block granularity (the busiest
-// rank's rows). So one sequence of Qwen3-MoE (8 of 128 over 2 ranks: +27 %)
+// rank's rows). So one sequence of Qwen3-MoE (8 of 128 over 2 ranks: +26 %)
 // splits rows, while whole experts win where rows split unevenly (K-quant
 // blocks of 256 in 768 rows) or only they fit.
 enum class ExpertSplit { None, Experts, Rows };

@@ -246,7 +246,7 @@ TEST(Planner, ExpertSplitWeighsRoutingImbalanceAgainstRowGranularity) {
   PlanRequest r;
   r.pp = 1;
   // Qwen3-30B-A3B Q4_0: 768 rows per expert split 384 + 384; 8 of 128 experts
-  // over 2 ranks put ~27 % more pairs than the mean on the busiest at one token.
+  // over 2 ranks put ~26 % more pairs than the mean on the busiest at one token.
   auto q40 = preset_layer("qwen3-30b-a3b", "q4_0");
   const ModelConfig c = ModelConfig::from_gguf(*q40);
   const Plan one = make_plan(*q40, nodes(2), r);

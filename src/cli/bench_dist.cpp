@@ -82,9 +82,10 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
                 st, hi, lo, lo > 0 ? (hi / lo - 1) * 100 : 0.0);
     const auto& s = all[size_t(plan.rank_of(st, 0))];
     if (s.expert_pairs_mean > 0)
-      std::printf("(stage %d routing per step, summed over its MoE layers: %.1f (token, expert) pairs on the busiest rank of each layer, %.1f on the mean rank: +%.0f%%)\n",
+      std::printf("(stage %d routing per step, summed over its MoE layers: %.1f (token, expert) pairs on the busiest rank of each layer, %.1f on the mean rank: +%.0f%%; the planner expects +%.0f%% at %lld token(s) per step)\n",
                   st, s.expert_pairs_busiest / steps, s.expert_pairs_mean / steps,
-                  (s.expert_pairs_busiest / s.expert_pairs_mean - 1) * 100);
+                  (s.expert_pairs_busiest / s.expert_pairs_mean - 1) * 100, (plan.expert_imbalance_step - 1) * 100,
+                  static_cast<long long>(plan.step_tokens));
   }
 }
 

@@ -234,9 +234,9 @@ int64_t held_experts(const ExpertStack& s) {
 }  // namespace
 
 void ModelWeights::for_each_matrix(int64_t tokens,
-                                   const std::function<void(const MatrixView&, double share)>& fn) const {
-  auto visit = [&](const MatrixView& m, double share) {
-    if (m.data) fn(m, share);
+                                   const std::function<void(const MatrixView&, double share, bool routed)>& fn) const {
+  auto visit = [&](const MatrixView& m, double share, bool routed = false) {
+    if (m.data) fn(m, share, routed);
   };
   for (const auto& L : layers) {
     for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
@@ -253,7 +253,7 @@ void ModelWeights::for_each_matrix(int64_t tokens,
     for (const ExpertStack* s : {&e.gate, &e.up, &e.down}) {
       MatrixView held = s->expert(s->first);
       held.rows *= held_experts(*s);
-      visit(held, share);
+      visit(held, share, true);
     }
   }
   visit(output, 1.0);
@@ -261,13 +261,13 @@ void ModelWeights::for_each_matrix(int64_t tokens,
 
 size_t ModelWeights::matrix_bytes_per_token() const {
   double n = 0;
-  for_each_matrix(1, [&](const MatrixView& m, double share) { n += share * double(matrix_bytes(m)); });
+  for_each_matrix(1, [&](const MatrixView& m, double share, bool) { n += share * double(matrix_bytes(m)); });
   return size_t(std::llround(n));
 }
 
 size_t ModelWeights::matrix_bytes_resident() const {
   size_t n = 0;
-  for_each_matrix(1, [&](const MatrixView& m, double) { n += matrix_bytes(m); });
+  for_each_matrix(1, [&](const MatrixView& m, double, bool) { n += matrix_bytes(m); });
   return n;
 }
 

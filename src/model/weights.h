@@ -84,7 +84,9 @@ struct ModelWeights {
   // tokens reads: 1, except a rank's routed experts, of which the step is
   // expected to read 1 − (1 − n_used / n_expert)^tokens (tokens routed
   // uniformly and independently; one token: n_used of the n_expert).
-  void for_each_matrix(int64_t tokens, const std::function<void(const MatrixView&, double share)>& fn) const;
+  // `routed` marks those experts (whose reads depend on the routing).
+  void for_each_matrix(int64_t tokens,
+                       const std::function<void(const MatrixView&, double share, bool routed)>& fn) const;
 
   // Bytes of weight matrices read to decode one token (the bandwidth bound's
   // denominator): of the experts, only the n_expert_used chosen ones (a

@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "parallel/planner.h"
 #include "parallel/wire_format.h"
 
@@ -37,6 +39,22 @@ std::string Plan::describe(const ModelConfig& c) const {
                      "assumed uniform)\n",
                      c.moe.n_expert_used, c.moe.n_expert, held / double(1 << 30), read / double(1 << 30),
                      c.moe.n_expert_used, c.moe.n_expert);
+  }
+  if (expert_split == ExpertSplit::Experts) {
+    s += fmt::format("expert balance: whole experts; the busiest rank of a group is expected to get {:+.0f} % of the "
+                     "mean rank's (token, expert) pairs at 1 token per step",
+                     (expert_imbalance - 1) * 100);
+    if (step_tokens > 1) s += fmt::format(", {:+.0f} % at {} tokens", (expert_imbalance_step - 1) * 100, step_tokens);
+    s += " (routing taken as uniform)\n";
+  } else if (expert_split == ExpertSplit::Rows) {
+    int64_t most = 0, all = 0;
+    for (int r = 0; r < tp; ++r) {
+      most = std::max(most, ranks[size_t(r)].expert_rows.size());
+      all += ranks[size_t(r)].expert_rows.size();
+    }
+    s += fmt::format("expert balance: every expert's rows split; the busiest rank of a group holds {:+.0f} % of the "
+                     "mean rank's rows (quant blocks), whatever the routing\n",
+                     (double(most) * tp / double(all) - 1) * 100);
   }
   if (c.latent_attention())
     s += fmt::format("kv cache: latent attention keeps {} values per token per layer (kv_lora_rank {} + rope {})\n",

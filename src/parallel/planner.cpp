@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
+#include "parallel/expert_imbalance.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
@@ -42,12 +44,21 @@ double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& lin
 // One forward step of `tokens` tokens through a rank's matrices: the bytes
 // it reads of each (of the experts, the share the step is expected to touch)
 // at the node's measured rate for its type, or at the memory bandwidth where
-// nothing was measured.
-double matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_t tokens) {
-  double s = 0;
-  w.for_each_matrix(tokens, [&](const MatrixView& m, double share) {
+// nothing was measured; the routed experts apart. A column slice counts
+// its own bytes: the model packs those into contiguous rows at load
+// (ModelWeights::pack_column_slices).
+struct MatrixSeconds {
+  double fixed = 0, routed = 0;
+  double total() const { return fixed + routed; }
+};
+
+MatrixSeconds matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_t tokens) {
+  MatrixSeconds s;
+  w.for_each_matrix(tokens, [&](const MatrixView& m, double share, bool routed) {
     const double rate = node.kernel_rates.rate(m.type, tokens);
-    s += share * double(m.row_stride) * double(m.rows) / ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
+    (routed ? s.routed : s.fixed) +=
+        share * double(row_bytes(m.type, m.cols)) * double(m.rows) /
+        ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
   });
   return s;
 }
@@ -74,12 +85,13 @@ struct Builder {
   SplitUnits units;
   const PlanRequest& req;
 
-  Plan build(const std::vector<NodeSpec>& nodes, int tp, int pp, const std::vector<int64_t>& layers) const {
+  Plan build(const std::vector<NodeSpec>& nodes, int tp, int pp, const std::vector<int64_t>& layers,
+             ExpertSplit split) const {
     Plan p;
     p.tp = tp;
     p.pp = pp;
     p.nodes.assign(nodes.begin(), nodes.begin() + tp * pp);
-    p.expert_split = expert_split(tp);
+    p.expert_split = split;
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {
       std::vector<double> speed;
@@ -141,16 +153,26 @@ struct Builder {
     return ex;
   }
 
-  // The MoE split of a tensor-parallel group of tp ranks (rule in planner.h).
-  ExpertSplit expert_split(int tp) const {
-    if (!c.has_experts() || tp <= 1) return ExpertSplit::None;
-    if (req.ep > 0) return ExpertSplit::Experts;
-    if (req.tp > 0) return ExpertSplit::Rows;
-    const auto& m = c.moe;
-    const bool balanced = m.n_expert_used >= 2 * tp && m.n_expert % tp == 0;
-    const ExpertSplit preferred = balanced ? ExpertSplit::Experts : ExpertSplit::Rows;
-    const ExpertSplit other = balanced ? ExpertSplit::Rows : ExpertSplit::Experts;
-    return why_not_experts(tp, preferred).empty() || !why_not_experts(tp, other).empty() ? preferred : other;
+  // The MoE splits a tensor-parallel group of tp ranks may use: the
+  // requested one, else those the shapes allow (whole experts first: they
+  // win ties), else rows, for why_not_tp to name what is wrong.
+  std::vector<ExpertSplit> expert_splits(int tp) const {
+    if (!c.has_experts() || tp <= 1) return {ExpertSplit::None};
+    if (req.ep > 0) return {ExpertSplit::Experts};
+    if (req.tp > 0) return {ExpertSplit::Rows};
+    std::vector<ExpertSplit> v;
+    for (ExpertSplit s : {ExpertSplit::Experts, ExpertSplit::Rows})
+      if (why_not_experts(tp, s).empty()) v.push_back(s);
+    if (v.empty()) v.push_back(ExpertSplit::Rows);
+    return v;
+  }
+
+  // Stage s's expected routing imbalance at `tokens` tokens per step (1: not whole experts).
+  double expert_imbalance(const Plan& p, int s, int64_t tokens) const {
+    if (p.expert_split != ExpertSplit::Experts) return 1;
+    std::vector<int64_t> held;
+    for (int t = 0; t < p.tp; ++t) held.push_back(p.ranks[size_t(p.rank_of(s, t))].experts.size());
+    return expected_busiest_share(c.moe.n_expert, c.moe.n_expert_used, held, tokens);
   }
 
   std::string why_not_experts(int tp, ExpertSplit split) const {
@@ -171,12 +193,20 @@ struct Builder {
   }
 
   // Stage s's time for one step of `tokens` tokens: its slowest rank's
-  // matrices, its all-reduces and the hand-off to the next stage.
-  double stage_time(const Plan& p, const std::vector<ModelWeights>& w, int s, int64_t tokens) const {
+  // matrices (whole experts: the rest on the slowest rank, the routed experts
+  // as the mean rank's × the expected imbalance), its all-reduces and the
+  // hand-off to the next stage.
+  double stage_time(const Plan& p, const std::vector<ModelWeights>& w, int s, int64_t tokens, double imbalance) const {
     const size_t b = size_t(p.rank_of(s, 0)), e = b + size_t(p.tp);
     const NodeSpec link = slowest_link(p.nodes, b, e);
-    double t = 0;
-    for (size_t r = b; r < e; ++r) t = std::max(t, matrix_seconds(w[r], p.nodes[r], tokens));
+    double t = 0, fixed = 0, routed = 0;
+    for (size_t r = b; r < e; ++r) {
+      const MatrixSeconds m = matrix_seconds(w[r], p.nodes[r], tokens);
+      t = std::max(t, m.total());
+      fixed = std::max(fixed, m.fixed);
+      routed += m.routed / double(p.tp);
+    }
+    if (p.expert_split == ExpertSplit::Experts) t = fixed + imbalance * routed;
     const auto values = size_t(c.n_embd * tokens);
     t += 2 * double(p.ranks[b].layers.size()) * all_reduce_seconds(p.tp, values, p.wire_type, link);
     if (s + 1 < p.pp) {
@@ -210,7 +240,7 @@ struct Builder {
       // Latent attention caches one row per token (latent + RoPE key), its values inside the keys.
       const int64_t kv_row = c.head_dim_k + (c.latent_attention() ? 0 : c.head_dim_v);
       k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * kv_row * int64_t(kv_elem);
-      k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1);
+      k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1).total();
       p.costs.push_back(k);
     }
     p.wire_type = choose_wire_type(p);
@@ -219,11 +249,16 @@ struct Builder {
     p.wire_bytes_per_token = 0;
     double sum = 0, worst = 0;
     const int64_t micro = micro_tokens(p.pp);
+    p.step_tokens = micro;
+    p.expert_imbalance = p.expert_imbalance_step = 1;
     for (int s = 0; s < p.pp; ++s) {
-      const double t = stage_time(p, w, s, 1);
+      const double single = expert_imbalance(p, s, 1), step = micro == 1 ? single : expert_imbalance(p, s, micro);
+      p.expert_imbalance = std::max(p.expert_imbalance, single);
+      p.expert_imbalance_step = std::max(p.expert_imbalance_step, step);
+      const double t = stage_time(p, w, s, 1, single);
       p.stage_seconds.push_back(t);
       sum += t;
-      worst = std::max(worst, stage_time(p, w, s, micro));
+      worst = std::max(worst, stage_time(p, w, s, micro, step));
       const double n_layers = double(p.ranks[size_t(p.rank_of(s, 0))].layers.size());
       p.wire_bytes_per_token += 2 * n_layers * double(p.tp) * all_reduce_rank_bytes(p.tp, size_t(c.n_embd), p.wire_type);
       if (s + 1 < p.pp) p.wire_bytes_per_token += row * p.tp;
@@ -247,23 +282,50 @@ struct Builder {
 
   // Layers per stage: given, else by stage bandwidth, falling back to memory
   // when the bandwidth split does not fit.
-  Plan build_stages(const std::vector<NodeSpec>& nodes, int tp, int pp) const {
-    if (!req.layers.empty()) return build(nodes, tp, pp, req.layers);
+  Plan build_stages(const std::vector<NodeSpec>& nodes, int tp, int pp, ExpertSplit split) const {
+    if (!req.layers.empty()) return build(nodes, tp, pp, req.layers, split);
     std::vector<double> bw(size_t(pp), 0), mem(size_t(pp), 0);
     for (int r = 0; r < tp * pp; ++r) {
       bw[size_t(r / tp)] += nodes[size_t(r)].memory_bandwidth_gbs;
       mem[size_t(r / tp)] += double(nodes[size_t(r)].memory_bytes);
     }
-    Plan p = build(nodes, tp, pp, layers_by_weight(c.n_layer, bw));
+    Plan p = build(nodes, tp, pp, layers_by_weight(c.n_layer, bw), split);
     if (p.fits || pp == 1) return p;
-    Plan by_memory = build(nodes, tp, pp, layers_by_weight(c.n_layer, mem));
+    Plan by_memory = build(nodes, tp, pp, layers_by_weight(c.n_layer, mem), split);
     if (by_memory.fits) by_memory.notes.push_back("layers split by node memory: the split by bandwidth did not fit");
     return by_memory.fits ? by_memory : p;
   }
 
+  // The speed a plan is chosen by: one sequence's, or with several the
+  // pipelined micro-batches'.
+  double chosen_speed(const Plan& p) const { return req.n_seq > 1 ? p.pipelined_tok_s : p.single_seq_tok_s; }
+
+  // Of the MoE splits allowed, the plan that fits (unless forced) and
+  // predicts the most tok/s; the first on a tie.
+  Plan build_stages(const std::vector<NodeSpec>& nodes, int tp, int pp) const {
+    std::optional<Plan> best;
+    double other = 0;
+    for (ExpertSplit split : expert_splits(tp)) {
+      Plan p = build_stages(nodes, tp, pp, split);
+      if (!best) {
+        best = std::move(p);
+        continue;
+      }
+      const bool fits = p.fits || req.force, best_fits = best->fits || req.force;
+      if ((fits && !best_fits) || (fits == best_fits && chosen_speed(p) > chosen_speed(*best))) {
+        other = chosen_speed(*best);
+        best = std::move(p);
+      } else {
+        other = chosen_speed(p);
+      }
+    }
+    best->other_split_tok_s = other;
+    return std::move(*best);
+  }
+
   std::string why_not_tp(int tp) const {
     if (c.has_experts() && tp > 1)
-      if (std::string why = why_not_experts(tp, expert_split(tp)); !why.empty()) return why;
+      if (std::string why = why_not_experts(tp, expert_splits(tp).front()); !why.empty()) return why;
     if (c.n_head / units.heads < tp)
       return fmt::format("{} attention heads split in units of {} (attn_output blocks) give fewer than {} parts",
                          c.n_head, units.heads, tp);
@@ -372,6 +434,11 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
       }
       p.notes.push_back(whole ? "experts: whole experts per rank (expert parallel), by node memory; rank" + held
                               : "experts: every expert's FFN rows split over the tensor-parallel ranks; rank" + held);
+      if (p.other_split_tok_s > 0)
+        p.notes.push_back(fmt::format("experts: {} chosen over {}: {:.1f} against {:.1f} tok/s predicted at {} "
+                                      "sequence(s)",
+                                      whole ? "whole experts" : "rows", whole ? "rows" : "whole experts",
+                                      b.chosen_speed(p), p.other_split_tok_s, req.n_seq));
     }
     if (p.size() < n) p.notes.push_back(fmt::format("{} node(s) unused", n - p.size()));
     if (!p.fits) p.notes.push_back("--force: the memory check was skipped");

@@ -4,6 +4,8 @@
 // and by Plan::notes):
 //
 //   stage time(T tokens) = max over its ranks Σ_matrices bytes / rate(type, T)
+//              (whole experts: max over ranks of the rest + the expected
+//               busiest-rank imbalance × the mean rank's routed experts)
 //              + 2 · layers · all_reduce(tp, T · n_embd values)     when tp > 1
 //              + hand-off of T encoded rows to the next stage       when not last
 //   rate(type, T) = the node's measured kernel rate (parallel/kernel_rates.h),
@@ -32,11 +34,15 @@ namespace shardlm::parallel {
 // How the MoE layers split inside a tensor-parallel group (model/plan.h):
 // whole experts per rank, weighted by node memory (expert parallel, --ep), or
 // every expert's ff rows, weighted by node bandwidth (tensor parallel inside
-// experts, --tp). Without either flag the planner takes whole experts when a
-// decode step is expected to keep every rank busy, i.e. when n_expert_used is
-// at least 2 · tp and n_expert a multiple of tp (Qwen3-MoE 8 of 128,
-// DeepSeek-V3 8 of 256), else rows (Mixtral's 2 of 8 would leave one of two
-// ranks idle for 3 tokens in 7) — falling back to whichever one the shapes allow.
+// experts, --tp). Without either flag the planner costs both (where the
+// shapes allow them) and takes the one that fits and predicts more tok/s at
+// the request's sequence count; a tie goes to whole experts. The cost model
+// charges whole experts their expected routing imbalance
+// (parallel/expert_imbalance.h: the busiest rank's share of a step's
+// (token, expert) pairs), rows their quant-block granularity (the busiest
+// rank's rows). So one sequence of Qwen3-MoE (8 of 128 over 2 ranks: +26 %)
+// splits rows, while whole experts win where rows split unevenly (K-quant
+// blocks of 256 in 768 rows) or only they fit.
 enum class ExpertSplit { None, Experts, Rows };
 
 struct PlanRequest {
@@ -67,6 +73,12 @@ struct Plan {
   std::vector<RankCost> costs;    // per rank
   std::vector<double> stage_seconds;
   ExpertSplit expert_split = ExpertSplit::None;  // None: no experts or tp 1
+  // Whole experts: E[pairs on the busiest rank] / pairs per rank that the
+  // cost model assumed (worst stage) at 1 token per step and at step_tokens
+  // (the pipelined micro-batch); 1 otherwise.
+  double expert_imbalance = 1, expert_imbalance_step = 1;
+  int64_t step_tokens = 1;
+  double other_split_tok_s = 0;   // automatic choice: the speed predicted for the split not taken (0: none)
   DType wire_type = DType::F32;   // all-reduce payloads and hand-offs (parallel/wire_format.h)
   int all_reduces_per_token = 0;  // per TP rank: 2 per layer of its stage
   double wire_bytes_per_token = 0;      // over all links, as the cost model sends them

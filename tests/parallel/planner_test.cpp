@@ -6,9 +6,11 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <memory>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
+#include "model/config.h"
 #include "model/weights.h"
 #include "parallel/planner.h"
 #include "test_paths.h"
@@ -228,6 +230,71 @@ TEST(Planner, ExpertRowsFollowQuantBlocks) {
   std::filesystem::remove(path);
 }
 
+// A synth preset's header (no weights: a sparse file) with one layer.
+std::unique_ptr<gguf::File> preset_layer(const std::string& preset, const std::string& type) {
+  const std::string path = ::testing::TempDir() + "shardlm_planner_" + preset + "_" + type + ".gguf";
+  const std::string cmd = std::string(SHARDLM_BINARY) + " synth --no-weights --layers 1 --preset " + preset +
+                          " --type " + type + " -o " + path + " > /dev/null";
+  if (std::system(cmd.c_str()) != 0) throw Error("synth failed: " + cmd);
+  auto f = gguf::File::open(path);
+  std::filesystem::remove(path);
+  return f;
+}
+
+// Left to the planner, the MoE split weighs whole experts' expected routing
+// imbalance against the rows' block granularity, at the request's sequences.
+TEST(Planner, ExpertSplitWeighsRoutingImbalanceAgainstRowGranularity) {
+  PlanRequest r;
+  r.pp = 1;
+  // Qwen3-30B-A3B Q4_0: 768 rows per expert split 384 + 384; 8 of 128 experts
+  // over 2 ranks put ~26 % more pairs than the mean on the busiest at one token.
+  auto q40 = preset_layer("qwen3-30b-a3b", "q4_0");
+  const ModelConfig c = ModelConfig::from_gguf(*q40);
+  const Plan one = make_plan(*q40, nodes(2), r);
+  EXPECT_EQ(one.expert_split, ExpertSplit::Rows);
+  EXPECT_GT(one.other_split_tok_s, 0);
+  EXPECT_LT(one.other_split_tok_s, one.single_seq_tok_s);
+  const std::string text = one.describe(c);
+  EXPECT_NE(text.find("the busiest rank of a group holds +0 % of the mean rank's rows"), std::string::npos) << text;
+  EXPECT_NE(text.find("experts: rows chosen over whole experts"), std::string::npos) << text;
+  PlanRequest ep = r;
+  ep.ep = 2;
+  const Plan whole = make_plan(*q40, nodes(2), ep);
+  EXPECT_NEAR(whole.expert_imbalance, 1.265, 0.01);
+  EXPECT_NE(whole.describe(c).find("expected to get +26 % of the mean rank's (token, expert) pairs at 1 token"),
+            std::string::npos)
+      << whole.describe(c);
+  EXPECT_NEAR(whole.single_seq_tok_s, one.other_split_tok_s, 1e-9 * whole.single_seq_tok_s);
+
+  // Q4_K: 768 rows are 3 blocks of 256, split 512 + 256 (+33 %): whole
+  // experts win once a step carries a few tokens.
+  auto q4k = preset_layer("qwen3-30b-a3b", "q4_k");
+  r.n_seq = 8;
+  const Plan batched = make_plan(*q4k, nodes(2), r);
+  EXPECT_EQ(batched.expert_split, ExpertSplit::Experts);
+  EXPECT_LT(batched.expert_imbalance_step, 1.15);
+  EXPECT_NE(batched.describe(c).find("at 8 tokens"), std::string::npos);
+}
+
+// Whole experts follow node memory, rows follow bandwidth: where only the
+// memory-weighted split fits, the planner takes it.
+TEST(Planner, ExpertSplitTakesWhatFits) {
+  auto q40 = preset_layer("qwen3-30b-a3b", "q4_0");
+  PlanRequest r;
+  r.pp = 1;
+  r.ep = 2;
+  auto v = nodes(2);
+  const Plan even = make_plan(*q40, v, r);
+  const int64_t need = even.costs[1].memory_bytes();
+  v[1].memory_bytes = need * 4 / 5;  // half of the experts do not fit on the second node,
+  v[0].memory_bytes = need * 4;      // a memory-weighted share does
+  r.ep = 0;
+  const Plan p = make_plan(*q40, v, r);
+  EXPECT_EQ(p.expert_split, ExpertSplit::Experts);
+  EXPECT_LT(p.ranks[1].experts.size(), 64);
+  EXPECT_TRUE(p.fits);
+}
+
 TEST(Planner, ImpossibleExpertSplitsAreClearErrors) {
   auto mix = gguf::File::open(model("tiny-random-mixtral.gguf"));  // 4 experts, 4 heads
   PlanRequest r;
@@ -364,7 +431,7 @@ TEST(Planner, ExpertsReadPerStepGrowWithItsTokens) {
   const auto w = ModelWeights::map(*f, c, whole);
   auto expert_share = [&](int64_t tokens) {
     double share = 0;
-    w.for_each_matrix(tokens, [&](const MatrixView& m, double s) {
+    w.for_each_matrix(tokens, [&](const MatrixView& m, double s, bool) {
       if (m.data == w.layers.back().experts.gate.all.data) share = s;
     });
     return share;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -232,8 +233,10 @@ TEST(Planner, ExpertRowsFollowQuantBlocks) {
 
 // A synth preset's header (no weights: a sparse file) with one layer.
 std::unique_ptr<gguf::File> preset_layer(const std::string& preset, const std::string& type) {
-  const std::string path = ::testing::TempDir() + "shardlm_planner_" + preset + "_" + type + ".gguf";
-  const std::string cmd = std::string(SHARDLM_BINARY) + " synth --no-weights --layers 1 --preset " + preset +
+  // The pid keeps tests that ctest runs at once off each other's file.
+  const std::string path =
+      ::testing::TempDir() + "shardlm_planner_" + preset + "_" + type + "_" + std::to_string(getpid()) + ".gguf";
+  const std::string cmd = std::string(shardlm::test_paths::shardlm_binary()) + " synth --no-weights --layers 1 --preset " + preset +
                           " --type " + type + " -o " + path + " > /dev/null";
   if (std::system(cmd.c_str()) != 0) throw Error("synth failed: " + cmd);
   auto f = gguf::File::open(path);

@@ -66,6 +66,7 @@ class TensorMapper {
     s.all.data = s.all.row(held.begin * rows + r.begin);
     s.all.rows = (held.size() - 1) * rows + r.size();
     s.first = held.begin;
+    s.count = held.size();
     s.rows_per_expert = r.size();
     s.row_step = rows;
     return s;
@@ -224,15 +225,6 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
   return w;
 }
 
-namespace {
-
-// The experts of a stack: every expert holds the same rows.
-int64_t held_experts(const ExpertStack& s) {
-  return s.rows_per_expert > 0 ? (s.all.rows - s.rows_per_expert) / s.row_step + 1 : 0;
-}
-
-}  // namespace
-
 void ModelWeights::for_each_matrix(int64_t tokens,
                                    const std::function<void(const MatrixView&, double share, bool routed)>& fn) const {
   auto visit = [&](const MatrixView& m, double share, bool routed = false) {
@@ -252,7 +244,7 @@ void ModelWeights::for_each_matrix(int64_t tokens,
     const double share = 1.0 - std::pow(unused, double(std::max<int64_t>(tokens, 1)));
     for (const ExpertStack* s : {&e.gate, &e.up, &e.down}) {
       MatrixView held = s->expert(s->first);
-      held.rows *= held_experts(*s);
+      held.rows *= s->count;
       visit(held, share, true);
     }
   }

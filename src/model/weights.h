@@ -23,6 +23,7 @@ namespace shardlm {
 struct ExpertStack {
   MatrixView all;  // from expert `first`'s first held row to the last expert's last held row
   int64_t first = 0;
+  int64_t count = 0;
   int64_t rows_per_expert = 0;
   int64_t row_step = 0;
   MatrixView expert(int64_t e) const {

@@ -14,26 +14,39 @@ namespace {
 
 constexpr int64_t kGroupRows = 16;
 
-// The 32-element block types: a 2-byte head (the f16 scale) when the block
-// is 2 bytes past a multiple of 4, then whole dwords.
+// The types whose blocks are whole dwords plus at most one 2-byte piece (an
+// f16 scale): at the block's start for the 32-element types, at its end for
+// Q6_K (Q4_K and Q5_K are whole dwords).
 bool has_panel_layout(DType type) {
   switch (type) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return true;
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
     default: return false;
   }
 }
 
-size_t head_bytes(DType type) { return traits(type).block_bytes % 4 == 2 ? 2 : 0; }
+// The piece of a block holding byte `byte`: [start, start + size).
+struct Piece {
+  size_t start, size;
+};
+Piece piece_at(DType type, size_t byte) {
+  const size_t odd = panel_odd_piece(type);
+  if (odd != kNoOddPiece && byte >= odd && byte < odd + 2) return {odd, 2};
+  const size_t shift = odd == 0 ? 2 : 0;  // dwords start after a leading 2-byte piece
+  return {byte - (byte - shift) % 4, 4};
+}
 
-// Byte `byte` of block b of row i within a group's panel block.
-size_t panel_offset(size_t head, int64_t i, size_t byte) {
-  if (byte < head) return size_t(i) * head + byte;
-  const size_t k = (byte - head) / 4;
-  return kGroupRows * head + 64 * k + 4 * size_t(i) + (byte - head) % 4;
+// A piece starting at byte o of the block is stored for all 16 rows at 16·o
+// of the group's panel block, row i's copy at 16·o + size·i: consecutive
+// pieces tile the panel block as they tile the GGUF block.
+size_t panel_offset(Piece piece, int64_t i, size_t byte) {
+  return kGroupRows * piece.start + piece.size * size_t(i) + (byte - piece.start);
 }
 
 void check_panels(const MatrixView& w) {
@@ -42,16 +55,19 @@ void check_panels(const MatrixView& w) {
                 std::to_string(w.cols) + " cannot be stored as 16-row panels");
 }
 
-// Calls piece(offset in the group's rows, offset in its panels, bytes) for
-// every head and dword of a group's blocks.
-template <class Piece>
-void for_each_piece(DType type, int64_t cols, Piece piece) {
-  const size_t bb = traits(type).block_bytes, head = head_bytes(type), row = row_bytes(type, cols);
+// Calls copy(offset in the group's rows, offset in its panels, bytes) for
+// every piece of a group's blocks.
+template <class Copy>
+void for_each_piece(DType type, int64_t cols, Copy copy) {
+  const size_t bb = traits(type).block_bytes, row = row_bytes(type, cols);
   for (int64_t b = 0; b < cols / traits(type).block_elems; ++b)
     for (int64_t i = 0; i < kGroupRows; ++i)
-      for (size_t byte = 0; byte < bb; byte += byte < head ? head : 4)
-        piece(size_t(i) * row + size_t(b) * bb + byte, size_t(b) * kGroupRows * bb + panel_offset(head, i, byte),
-              byte < head ? head : 4);
+      for (size_t byte = 0; byte < bb;) {
+        const Piece piece = piece_at(type, byte);
+        copy(size_t(i) * row + size_t(b) * bb + byte, size_t(b) * kGroupRows * bb + panel_offset(piece, i, byte),
+             piece.size);
+        byte += piece.size;
+      }
 }
 
 void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
@@ -74,6 +90,11 @@ void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 }  // namespace
 
 Kernel scalar_panel_kernel(DType type) { return has_panel_layout(type) ? scalar_panels : nullptr; }
+
+size_t panel_odd_piece(DType type) {
+  if (traits(type).block_bytes % 4 != 2) return kNoOddPiece;
+  return traits(type).block_elems == QK_K ? traits(type).block_bytes - 2 : 0;
+}
 
 }  // namespace matmul_impl
 

@@ -99,6 +99,10 @@ void repack_panels(const MatrixView& w, uint8_t* out);
 // (16 × row_bytes bytes).
 void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out);
 
+// Row r of a Panels16 matrix in the Rows layout into `out` (row_bytes
+// bytes): the embedding lookup of a tied output matrix that was repacked.
+void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out);
+
 // The ISA whose kernel matmul() runs for `type` and `n_tokens` here: for
 // decode (1-3 tokens) the one that measured fastest on this CPU (timed once
 // per type and token count, on first use), for prefill the newest.

@@ -135,4 +135,14 @@ void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out) {
                  [&](size_t at_row, size_t at_panel, size_t n) { copy_piece(out + at_row, panels + at_panel, n); });
 }
 
+void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out) {
+  check_panels(w);
+  if (r < 0 || r >= w.rows) throw Error("matmul: row " + std::to_string(r) + " of a " + std::to_string(w.rows) + "-row matrix");
+  const uint8_t* panels = w.row(r / kGroupRows * kGroupRows);
+  const size_t row = row_bytes(w.type, w.cols), first = size_t(r % kGroupRows) * row;
+  for_each_piece(w.type, w.cols, [&](size_t at_row, size_t at_panel, size_t n) {
+    if (at_row >= first && at_row < first + row) copy_piece(out + (at_row - first), panels + at_panel, n);
+  });
+}
+
 }  // namespace shardlm

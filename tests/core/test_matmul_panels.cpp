@@ -63,6 +63,12 @@ TEST(MatmulPanels, RepackRoundTrips) {
       unpack_panel_group(p.view, g, group.data());
       ASSERT_EQ(0, std::memcmp(group.data(), m.view.row(16 * g), group.size())) << dtype_name(type) << " group " << g;
     }
+    std::vector<uint8_t> row(m.view.row_stride);
+    for (int64_t r = 0; r < 48; ++r) {
+      read_panel_row(p.view, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), m.view.row(r), row.size())) << dtype_name(type) << " row " << r;
+    }
+    EXPECT_THROW(read_panel_row(p.view, 48, row.data()), Error);
   }
 }
 

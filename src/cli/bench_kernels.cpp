@@ -102,8 +102,10 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   if (!o.quick) shapes.push_back({128256, 2048});
   // One row per ISA with its own kernel for the type (scalar, 100x slower,
   // only when --types names at most 3 types, and only for 1 token on the
-  // smaller shape): the row marked * is what matmul() runs here, picked by
-  // timing these kernels on first use.
+  // smaller shape) on GGUF rows, and where a model repacks the type here
+  // (panels_pay) one row `panels` for the kernel matmul() runs on those: the
+  // row marked * is what a model's matrix runs (on rows: the ISA picked by
+  // timing these kernels on first use).
   fmt::print("\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks\n");
   fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw |\n"
              "|---|---|---:|---|---:|---:|---:|---:|---:|\n");
@@ -120,29 +122,39 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     for (const DecodeCase& c : cases) {
       const Shape& s = c.shape;
       const BenchMatrix m = make_bench_matrix(type, s.rows, s.cols);
+      const BenchMatrix model = make_model_bench_matrix(type, s.rows, s.cols);
+      const bool panels = model.view.layout == WeightLayout::Panels16;
       std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
       const double bytes = double(m.view.row_stride) * double(s.rows);
       const Isa chosen = matmul_kernel_isa(type, c.tokens);
+      const auto print_row = [&](const std::string& kernel, bool runs, auto&& call) {
+        for (int n = 1; n <= o.threads; ++n) {
+          ThreadPool* pool = pools[size_t(n - 1)].get();
+          PreparedInput prepared(x.data(), c.tokens, s.cols);
+          const double sec = best_seconds(min_time, [&] { call(prepared, pool); });
+          const double gbs = bytes / sec / 1e9;
+          fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
+                     s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
+                     100.0 * gbs / bw[size_t(n - 1)]);
+        }
+      };
       for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
         if (!isa_has_kernel(isa, type, c.tokens) || isa > active_isa()) continue;
         const bool few_types = !o.types.empty() && types.size() <= 3;
         if (isa == Isa::Scalar && chosen != Isa::Scalar && (!few_types || s.rows > 4096 || c.tokens > 1)) continue;
-        for (int n = 1; n <= o.threads; ++n) {
-          ThreadPool* pool = pools[size_t(n - 1)].get();
-          PreparedInput prepared(x.data(), c.tokens, s.cols);
-          const double sec = best_seconds(min_time, [&] { matmul_with_isa(isa, m.view, prepared, y.data(), pool); });
-          const double gbs = bytes / sec / 1e9;
-          fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
-                     s.cols, c.tokens, isa_name(isa), isa == chosen ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
-                     100.0 * gbs / bw[size_t(n - 1)]);
-        }
+        print_row(isa_name(isa), !panels && isa == chosen, [&](PreparedInput& in, ThreadPool* pool) {
+          matmul_with_isa(isa, m.view, in, y.data(), pool);
+        });
       }
+      if (panels)
+        print_row("panels", true, [&](PreparedInput& in, ThreadPool* pool) { matmul(model.view, in, y.data(), pool); });
     }
   }
 
   const int64_t n_tokens = o.quick ? 64 : 512, dim = o.quick ? 2048 : 4096;
   const double ops = 2.0 * double(n_tokens) * double(dim) * double(dim);
-  fmt::print("\nmatmul (prefill): {} tokens x {}x{} weights, GOP/s (2 ops per multiply-add)\n", n_tokens, dim, dim);
+  fmt::print("\nmatmul (prefill): {} tokens x {}x{} weights in a model's layout here, GOP/s (2 ops per multiply-add)\n",
+             n_tokens, dim, dim);
   fmt::print("peak estimate per thread at {:.2f} GHz: f32 FMA {:.0f} GFLOP/s (2 x 8-lane FMA/cycle), "
              "int8 {:.0f} GOP/s (2 x 32-byte maddubs/cycle)\n",
              ghz, ghz * 32, ghz * 128);
@@ -152,7 +164,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : x) v = normal(rng);
   for (DType type : types) {
-    const BenchMatrix m = make_bench_matrix(type, dim, dim);
+    const BenchMatrix m = make_model_bench_matrix(type, dim, dim);
     const bool is_float = traits(type).block_elems == 1;
     for (int n = 1; n <= o.threads; ++n) {
       ThreadPool* pool = pools[size_t(n - 1)].get();

@@ -9,8 +9,13 @@
 
 namespace shardlm {
 
+namespace {
+
+constexpr int64_t kDistinct = 8;  // divides 16: every 16-row group is the same bytes
+
+}  // namespace
+
 BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols) {
-  constexpr int64_t kDistinct = 8;
   const size_t stride = row_bytes(type, cols);
   BenchMatrix m;
   m.bytes.reset(new uint8_t[stride * size_t(rows)]);
@@ -24,6 +29,19 @@ BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols) {
   for (int64_t r = kDistinct; r < rows; ++r)
     std::memcpy(m.bytes.get() + stride * size_t(r), m.bytes.get() + stride * size_t(r % kDistinct), stride);
   m.view = MatrixView{type, m.bytes.get(), rows, cols, stride};
+  return m;
+}
+
+BenchMatrix make_model_bench_matrix(DType type, int64_t rows, int64_t cols) {
+  BenchMatrix m = make_bench_matrix(type, rows, cols);
+  if (!panels_pay(m.view)) return m;
+  const size_t group_bytes = 16 * m.view.row_stride;
+  std::vector<uint8_t> group(group_bytes);
+  MatrixView first = m.view;
+  first.rows = 16;
+  repack_panels(first, group.data());
+  for (int64_t r = 0; r < rows; r += 16) std::memcpy(m.bytes.get() + size_t(r) * m.view.row_stride, group.data(), group_bytes);
+  m.view.layout = WeightLayout::Panels16;
   return m;
 }
 

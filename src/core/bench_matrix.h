@@ -16,5 +16,9 @@ struct BenchMatrix {
 };
 
 BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols);
+// The same in the layout a model's matrix of that type gets on this CPU
+// (ModelWeights::pack_panels: Panels16 where panels_pay), so that rates
+// measured on it are those of the kernels the model runs.
+BenchMatrix make_model_bench_matrix(DType type, int64_t rows, int64_t cols);
 
 }  // namespace shardlm

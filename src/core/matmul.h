@@ -29,11 +29,12 @@ class ThreadPool;
 //   Rows: GGUF's, each row its blocks in order (row_stride bytes apart).
 //   Panels16: rows in groups of 16, each group the same bytes as its 16 rows
 //     (so a group starts at row(16g)), but stored block by block: block b of
-//     the group is the 16 rows' 2-byte heads (the f16 scale d of Q4_0, Q5_0,
-//     Q8_0; none for Q4_1, Q5_1), then the blocks' remaining dwords, dword k of
-//     all 16 rows as 64 contiguous bytes. That is the register layout of the
-//     prefill / batched kernels' panels, so they load it instead of gathering
-//     16 rows and transposing (matmul_gemm.h, matmul_panels.cpp).
+//     the group holds each piece of the GGUF block (its dwords, and the one
+//     2-byte f16 of Q4_0, Q5_0, Q8_0 at the start or of Q6_K at the end) for
+//     all 16 rows side by side, a piece at byte o of the block at 16·o (dword
+//     k of the 16 rows is then 64 contiguous bytes). That is the register
+//     layout of the prefill / batched kernels' panels, so they load it instead
+//     of gathering 16 rows and transposing (matmul_gemm.h, matmul_panels.cpp).
 enum class WeightLayout : uint8_t { Rows, Panels16 };
 
 struct MatrixView {
@@ -87,8 +88,9 @@ bool isa_has_kernel(Isa isa, DType type);
 bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
 
 // Whether repacking `w` to WeightLayout::Panels16 (repack_panels) pays on
-// this CPU: a 32-element block type with a panel kernel for the active ISA
-// (AVX-512 VNNI), rows a multiple of 16 and stored contiguously.
+// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI:
+// the 32-element block types, Q4_K, Q5_K, Q6_K), rows a multiple of 16 and
+// stored contiguously.
 bool panels_pay(const MatrixView& w);
 // Writes w (Rows layout, rows % 16 == 0) in the Panels16 layout to `out`
 // (rows × row_bytes(type, cols) bytes; may not overlap w).
@@ -96,6 +98,10 @@ void repack_panels(const MatrixView& w, uint8_t* out);
 // Rows [16g, 16g + 16) of a Panels16 matrix in the Rows layout into `out`
 // (16 × row_bytes bytes).
 void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out);
+
+// Row r of a Panels16 matrix in the Rows layout into `out` (row_bytes
+// bytes): the embedding lookup of a tied output matrix that was repacked.
+void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out);
 
 // The ISA whose kernel matmul() runs for `type` and `n_tokens` here: for
 // decode (1-3 tokens) the one that measured fastest on this CPU (timed once

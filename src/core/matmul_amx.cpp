@@ -178,6 +178,8 @@ Kernel amx_panel_kernel(DType type) {
     case DType::Q5_0: return gemm<AmxBlocks32<Q5_0P>, PanelGroup>;
     case DType::Q5_1: return gemm<AmxBlocks32<Q5_1P>, PanelGroup>;
     case DType::Q8_0: return gemm<AmxBlocks32<Q8_0P>, PanelGroup>;
+    case DType::Q4_K: return gemm<AmxKQuant<Q4_KP>, PanelGroup>;
+    case DType::Q5_K: return gemm<AmxKQuant<Q5_KP>, PanelGroup>;
     default: return nullptr;
   }
 }

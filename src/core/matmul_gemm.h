@@ -102,6 +102,11 @@ class RowGather {
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
   }
+  // The f16 at `byte` (>= 2) of each row as floats; the dword read ends
+  // with it, so it may be a block's last two bytes.
+  SHARDLM_GEMM_INLINE __m512 half(size_t byte) const {
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(at(byte - 2), 16)));
+  }
   // The same rows, `bytes` further along.
   RowGather advanced(size_t bytes) const {
     RowGather g = *this;
@@ -116,15 +121,21 @@ class RowGather {
   __mmask16 valid_;
 };
 
-// The dwords of one block of a 16-row group stored as panels
+// The pieces of one block of a 16-row group stored as panels
 // (WeightLayout::Panels16), read with the RowGather interface: the byte
-// offsets are the GGUF block's, each dword already a vector of 16 rows.
+// offsets are the GGUF block's, each piece already a vector of 16 rows at
+// 16 × its offset. The 2-byte piece (`odd`, panel_odd_piece) reads as
+// zero-extended dwords.
 class PanelBlock {
  public:
-  PanelBlock(const uint8_t* p, size_t head) : p_(p), head_(head) {}
+  PanelBlock(const uint8_t* p, size_t odd) : p_(p), odd_(odd) {}
   SHARDLM_GEMM_INLINE __m512i at(size_t byte) const {
-    if (byte < head_) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p_)));
-    return _mm512_loadu_si512(p_ + 16 * byte);  // 16·head + 64·(byte − head)/4
+    if (byte == odd_) return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p_ + 16 * byte)));
+    return _mm512_loadu_si512(p_ + 16 * byte);
+  }
+  // The f16 piece at `byte` as floats.
+  SHARDLM_GEMM_INLINE __m512 half(size_t byte) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p_ + 16 * byte)));
   }
   SHARDLM_GEMM_INLINE void at4(size_t byte, __m512i* out) const {
     for (int j = 0; j < 4; ++j) out[j] = at(byte + 4 * size_t(j));
@@ -132,7 +143,7 @@ class PanelBlock {
 
  private:
   const uint8_t* p_;
-  size_t head_;
+  size_t odd_;
 };
 
 // Prefetches the row group after the one being unpacked, as far along each
@@ -182,20 +193,20 @@ class PanelGroup {
   PanelGroup(const MatrixView& m, int64_t r, int)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
-        head_(traits(m.type).block_bytes % 4 == 2 ? 2 : 0) {}
+        odd_(panel_odd_piece(m.type)) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
     for (size_t line = 0; line < block_bytes_; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-    return PanelBlock(p, head_);
+    return PanelBlock(p, odd_);
   }
 
  private:
   static constexpr size_t kAhead = 2048;
   const uint8_t* base_;
   size_t block_bytes_;
-  size_t head_;
+  size_t odd_;
 };
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
@@ -394,8 +405,8 @@ void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
 
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
-template <bool kQ5>
-void unpack_q45_k(const RowGather& g, PanelK& p) {
+template <bool kQ5, class G>
+void unpack_q45_k(const G& g, PanelK& p) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
   const __m512i dd = g.at(0);
   const __m512 d = f16_low(dd);
@@ -429,12 +440,14 @@ void unpack_q45_k(const RowGather& g, PanelK& p) {
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
-  static void unpack(const RowGather& g, PanelK& p) { unpack_q45_k<false>(g, p); }
+  template <class G>
+  static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
 };
 struct Q5_KP {
   using Block = block_q5_K;
   static constexpr int kSub = 32;
-  static void unpack(const RowGather& g, PanelK& p) { unpack_q45_k<true>(g, p); }
+  template <class G>
+  static void unpack(const G& g, PanelK& p) { unpack_q45_k<true>(g, p); }
 };
 // Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
 // quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
@@ -442,8 +455,9 @@ struct Q5_KP {
 struct Q6_KP {
   using Block = block_q6_K;
   static constexpr int kSub = 16;
-  static void unpack(const RowGather& g, PanelK& p) {
-    const __m512 d = f16_high(g.at(206));  // d is the last 2 of the block's 210 bytes
+  template <class G>
+  static void unpack(const G& g, PanelK& p) {
+    const __m512 d = g.half(208);  // d is the last 2 of the block's 210 bytes
     p.pair_scale = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
     __m512i sc[16];
     for (int w = 0; w < 4; ++w) {

@@ -35,6 +35,9 @@ Kernel avx512_panel_kernel(DType type) {
     case DType::Q5_0: return gemm<Blocks32<Q5_0P>, PanelGroup>;
     case DType::Q5_1: return gemm<Blocks32<Q5_1P>, PanelGroup>;
     case DType::Q8_0: return gemm<Blocks32<Q8_0P>, PanelGroup>;
+    case DType::Q4_K: return gemm<KQuant<Q4_KP>, PanelGroup>;
+    case DType::Q5_K: return gemm<KQuant<Q5_KP>, PanelGroup>;
+    case DType::Q6_K: return gemm<KQuant<Q6_KP>, PanelGroup>;
     default: return nullptr;
   }
 }

@@ -97,6 +97,13 @@ Kernel scalar_panel_kernel(DType type);
 Kernel avx512_panel_kernel(DType type);
 Kernel amx_panel_kernel(DType type);
 
+// Where a Panels16 block of `type` keeps its 2-byte piece (the byte offset
+// of that f16 in the GGUF block), or kNoOddPiece when the block is whole
+// dwords. Every piece starting at byte o of the block is stored at 16·o of
+// the group's panel block (matmul_panels.cpp).
+constexpr size_t kNoOddPiece = ~size_t(0);
+size_t panel_odd_piece(DType type);
+
 // The panel kernel matmul runs on a Panels16 matrix with the kernels of `isa`.
 Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
 // Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).

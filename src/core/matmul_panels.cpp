@@ -14,26 +14,39 @@ namespace {
 
 constexpr int64_t kGroupRows = 16;
 
-// The 32-element block types: a 2-byte head (the f16 scale) when the block
-// is 2 bytes past a multiple of 4, then whole dwords.
+// The types whose blocks are whole dwords plus at most one 2-byte piece (an
+// f16 scale): at the block's start for the 32-element types, at its end for
+// Q6_K (Q4_K and Q5_K are whole dwords).
 bool has_panel_layout(DType type) {
   switch (type) {
     case DType::Q4_0:
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
-    case DType::Q8_0: return true;
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return true;
     default: return false;
   }
 }
 
-size_t head_bytes(DType type) { return traits(type).block_bytes % 4 == 2 ? 2 : 0; }
+// The piece of a block holding byte `byte`: [start, start + size).
+struct Piece {
+  size_t start, size;
+};
+Piece piece_at(DType type, size_t byte) {
+  const size_t odd = panel_odd_piece(type);
+  if (odd != kNoOddPiece && byte >= odd && byte < odd + 2) return {odd, 2};
+  const size_t shift = odd == 0 ? 2 : 0;  // dwords start after a leading 2-byte piece
+  return {byte - (byte - shift) % 4, 4};
+}
 
-// Byte `byte` of block b of row i within a group's panel block.
-size_t panel_offset(size_t head, int64_t i, size_t byte) {
-  if (byte < head) return size_t(i) * head + byte;
-  const size_t k = (byte - head) / 4;
-  return kGroupRows * head + 64 * k + 4 * size_t(i) + (byte - head) % 4;
+// A piece starting at byte o of the block is stored for all 16 rows at 16·o
+// of the group's panel block, row i's copy at 16·o + size·i: consecutive
+// pieces tile the panel block as they tile the GGUF block.
+size_t panel_offset(Piece piece, int64_t i, size_t byte) {
+  return kGroupRows * piece.start + piece.size * size_t(i) + (byte - piece.start);
 }
 
 void check_panels(const MatrixView& w) {
@@ -42,16 +55,31 @@ void check_panels(const MatrixView& w) {
                 std::to_string(w.cols) + " cannot be stored as 16-row panels");
 }
 
-// Calls piece(offset in the group's rows, offset in its panels, bytes) for
-// every head and dword of a group's blocks.
-template <class Piece>
-void for_each_piece(DType type, int64_t cols, Piece piece) {
-  const size_t bb = traits(type).block_bytes, head = head_bytes(type), row = row_bytes(type, cols);
-  for (int64_t b = 0; b < cols / traits(type).block_elems; ++b)
-    for (int64_t i = 0; i < kGroupRows; ++i)
-      for (size_t byte = 0; byte < bb; byte += byte < head ? head : 4)
-        piece(size_t(i) * row + size_t(b) * bb + byte, size_t(b) * kGroupRows * bb + panel_offset(head, i, byte),
-              byte < head ? head : 4);
+// Calls copy(offset in the group's rows, offset in its panels, bytes) for
+// every piece of a group's blocks, in the panels' order. The pieces of a
+// block are worked out once, not per piece and row: a model has hundreds of
+// millions of pieces.
+template <class Copy>
+void for_each_piece(DType type, int64_t cols, Copy copy) {
+  const size_t bb = traits(type).block_bytes, row = row_bytes(type, cols);
+  std::vector<Piece> pieces;
+  for (size_t byte = 0; byte < bb; byte += pieces.back().size) pieces.push_back(piece_at(type, byte));
+  for (int64_t b = 0; b < cols / traits(type).block_elems; ++b) {
+    const size_t in_rows = size_t(b) * bb, in_panels = size_t(b) * kGroupRows * bb;
+    for (const Piece& piece : pieces)
+      for (int64_t i = 0; i < kGroupRows; ++i)
+        copy(size_t(i) * row + in_rows + piece.start, in_panels + panel_offset(piece, i, piece.start), piece.size);
+  }
+}
+
+// memcpy of a piece with the two sizes as constants: a libc call per piece
+// (variable size) was most of the load time of a repacked model.
+void copy_piece(uint8_t* to, const uint8_t* from, size_t n) {
+  if (n == 4) {
+    std::memcpy(to, from, 4);
+  } else {
+    std::memcpy(to, from, 2);
+  }
 }
 
 void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
@@ -75,6 +103,11 @@ void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 Kernel scalar_panel_kernel(DType type) { return has_panel_layout(type) ? scalar_panels : nullptr; }
 
+size_t panel_odd_piece(DType type) {
+  if (traits(type).block_bytes % 4 != 2) return kNoOddPiece;
+  return traits(type).block_elems == QK_K ? traits(type).block_bytes - 2 : 0;
+}
+
 }  // namespace matmul_impl
 
 using namespace matmul_impl;
@@ -90,9 +123,8 @@ void repack_panels(const MatrixView& w, uint8_t* out) {
   for (int64_t g = 0; g < w.rows / kGroupRows; ++g) {
     const uint8_t* rows = w.row(g * kGroupRows);
     uint8_t* panels = out + size_t(g) * kGroupRows * w.row_stride;
-    for_each_piece(w.type, w.cols, [&](size_t at_row, size_t at_panel, size_t n) {
-      std::memcpy(panels + at_panel, rows + at_row, n);
-    });
+    for_each_piece(w.type, w.cols,
+                   [&](size_t at_row, size_t at_panel, size_t n) { copy_piece(panels + at_panel, rows + at_row, n); });
   }
 }
 
@@ -100,7 +132,17 @@ void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out) {
   check_panels(w);
   const uint8_t* panels = w.row(g * kGroupRows);
   for_each_piece(w.type, w.cols,
-                 [&](size_t at_row, size_t at_panel, size_t n) { std::memcpy(out + at_row, panels + at_panel, n); });
+                 [&](size_t at_row, size_t at_panel, size_t n) { copy_piece(out + at_row, panels + at_panel, n); });
+}
+
+void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out) {
+  check_panels(w);
+  if (r < 0 || r >= w.rows) throw Error("matmul: row " + std::to_string(r) + " of a " + std::to_string(w.rows) + "-row matrix");
+  const uint8_t* panels = w.row(r / kGroupRows * kGroupRows);
+  const size_t row = row_bytes(w.type, w.cols), first = size_t(r % kGroupRows) * row;
+  for_each_piece(w.type, w.cols, [&](size_t at_row, size_t at_panel, size_t n) {
+    if (at_row >= first && at_row < first + row) copy_piece(out + (at_row - first), panels + at_panel, n);
+  });
 }
 
 }  // namespace shardlm

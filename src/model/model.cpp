@@ -131,8 +131,16 @@ void Model::forward(const Batch& batch, const float* hidden_in) {
 
 void Model::embed(const Batch& batch) {
   const auto& E = weights_.token_embd;
-  for (int64_t t = 0; t < n_tokens_; ++t)
-    dequantize_row(E.type, E.row(batch.entries[size_t(t)].token), &x_[size_t(t * config_.n_embd)], config_.n_embd);
+  std::vector<uint8_t> row(E.layout == WeightLayout::Panels16 ? E.row_stride : 0);
+  for (int64_t t = 0; t < n_tokens_; ++t) {
+    const int64_t token = batch.entries[size_t(t)].token;
+    const uint8_t* bytes = E.row(token);
+    if (E.layout == WeightLayout::Panels16) {  // the tied output, repacked (ModelWeights::pack_panels)
+      read_panel_row(E, token, row.data());
+      bytes = row.data();
+    }
+    dequantize_row(E.type, bytes, &x_[size_t(t * config_.n_embd)], config_.n_embd);
+  }
 }
 
 void Model::attention_block(int64_t l, const Batch& batch) {

@@ -312,7 +312,13 @@ void ModelWeights::pack_panels(bool release_file_pages) {
   };
   for (auto& L : layers)
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  // A tied output that is the whole embedding matrix: the lookups read the
+  // repacked copy too, or every new token would fault the released file
+  // pages back in (the process grew by the embedding's size over a session).
+  const bool embedding_is_output = output.data && output.data == token_embd.data && output.rows == token_embd.rows &&
+                                   output.row_stride == token_embd.row_stride;
   pack(output);
+  if (embedding_is_output && output.layout == WeightLayout::Panels16) token_embd = output;
 }
 
 }  // namespace shardlm

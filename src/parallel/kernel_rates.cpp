@@ -93,7 +93,7 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
   KernelRates r;
   for (DType type : types) {
     const int64_t rows = std::max<int64_t>(64, int64_t(matrix_bytes / row_bytes(type, kCols)) / 16 * 16);
-    const BenchMatrix m = make_bench_matrix(type, rows, kCols);
+    const BenchMatrix m = make_model_bench_matrix(type, rows, kCols);
     const double bytes = double(m.view.row_stride) * double(rows);
     std::vector<float> x(size_t(8 * kCols), 0.5f), y(size_t(8 * rows));
     for (int tokens : kClasses) {

@@ -55,7 +55,9 @@ std::vector<DType> matmul_weight_types(const gguf::File& file);
 size_t streamed_matrix_bytes(size_t at_least);
 
 // Matvec over a `matrix_bytes` matrix per type and token count with `pool`
-// (null: one thread), best of a few calls.
+// (null: one thread), best of a few calls, on the layout a model's matrix
+// of the type gets here (make_model_bench_matrix: repacked panels where
+// those pay), so the rates are those of the kernels a model runs.
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes);
 
 }  // namespace shardlm::parallel

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/bench_matrix.h"
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/matmul.h"
@@ -21,7 +22,8 @@ namespace {
 using test::random_activations;
 using test::random_matrix;
 
-const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0};
+const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                             DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx};
 
 struct Panels {
@@ -61,6 +63,12 @@ TEST(MatmulPanels, RepackRoundTrips) {
       unpack_panel_group(p.view, g, group.data());
       ASSERT_EQ(0, std::memcmp(group.data(), m.view.row(16 * g), group.size())) << dtype_name(type) << " group " << g;
     }
+    std::vector<uint8_t> row(m.view.row_stride);
+    for (int64_t r = 0; r < 48; ++r) {
+      read_panel_row(p.view, r, row.data());
+      ASSERT_EQ(0, std::memcmp(row.data(), m.view.row(r), row.size())) << dtype_name(type) << " row " << r;
+    }
+    EXPECT_THROW(read_panel_row(p.view, 48, row.data()), Error);
   }
 }
 
@@ -69,8 +77,10 @@ TEST(MatmulPanels, RefusesShapesWithoutWholeGroups) {
   std::vector<uint8_t> out(odd.bytes.size());
   EXPECT_FALSE(panels_pay(odd.view));
   EXPECT_THROW(repack_panels(odd.view, out.data()), Error);
-  const auto kquant = random_matrix(DType::Q4_K, 32, 256, 1);
-  EXPECT_FALSE(panels_pay(kquant.view));
+  const auto no_kernel = random_matrix(DType::Q3_K, 32, 256, 1);
+  EXPECT_FALSE(panels_pay(no_kernel.view));
+  std::vector<uint8_t> no_kernel_out(no_kernel.bytes.size());
+  EXPECT_THROW(repack_panels(no_kernel.view, no_kernel_out.data()), Error);
   const auto fine = random_matrix(DType::Q4_0, 32, 256, 1);
   EXPECT_EQ(panels_pay(fine.view), active_isa() >= Isa::Avx512 && cpu_caps().avx512_vnni);
 }
@@ -126,6 +136,22 @@ TEST(MatmulPanels, TokenResultDoesNotDependOnItsBatch) {
       ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + t0 * rows, part.size() * 4))
           << dtype_name(type) << " tokens " << t0 << ".." << t0 + n;
     }
+  }
+}
+
+// The planner's kernel rates and `bench kernels` time make_model_bench_matrix:
+// it must be the panels a model gets here, holding the same matrix.
+TEST(MatmulPanels, ModelBenchMatrixIsTheModelsLayout) {
+  const int64_t rows = 64, cols = 512, n = 8;
+  for (DType type : kPanelTypes) {
+    const BenchMatrix rows_layout = make_bench_matrix(type, rows, cols);
+    const BenchMatrix model = make_model_bench_matrix(type, rows, cols);
+    ASSERT_EQ(model.view.layout == WeightLayout::Panels16, panels_pay(rows_layout.view)) << dtype_name(type);
+    if (model.view.layout != WeightLayout::Panels16) continue;
+    const auto x = random_activations(n, cols, 5);
+    const Isa isa = active_isa();
+    ASSERT_EQ(run(isa, model.view, x.data(), n, nullptr), run(isa, rows_layout.view, x.data(), n, nullptr))
+        << dtype_name(type);
   }
 }
 

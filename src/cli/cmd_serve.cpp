@@ -100,7 +100,10 @@ void serve(const ServeOptions& o) {
     co.plan.n_seq = o.parallel;
     co.progress = false;
     auto engine = std::make_unique<serve::ClusterEngine>(
-        [&file, co] { return std::make_unique<cluster::ClusterJob>(*file, co); }, o.parallel, o.ctx, step_entries,
+        [&file, co](std::span<const std::string> left_out) {
+          return std::make_unique<cluster::ClusterJob>(*file, serve::without_nodes(co, left_out));
+        },
+        o.parallel, o.ctx, step_entries,
         ModelConfig::from_gguf(*file).n_vocab);
     const auto& plan = engine->job().plan();
     spdlog::info("serve: tp {} × pp {} on {} workers", plan.tp, plan.pp, plan.size());

@@ -106,6 +106,7 @@ void HttpServer::routes() {
     Json body{{"status", problem.empty() ? "ok" : "degraded"}, {"slots_idle", g.kv_slots - g.kv_slots_used},
               {"slots_processing", g.kv_slots_used}};
     if (!problem.empty()) body["error"] = problem;
+    if (auto nodes = scheduler_.nodes(); !nodes.empty()) body["nodes"] = std::move(nodes);
     send_json(res, problem.empty() ? 200 : 503, body);
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

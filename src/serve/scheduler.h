@@ -61,6 +61,7 @@ class Scheduler {
   Gauges gauges() const;
   // The engine's health(): empty while it can run steps.
   std::string health() const { return engine_.health(); }
+  std::vector<std::string> nodes() const { return engine_.nodes(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -9,12 +9,14 @@
 #      threads, gen), alternated ROUNDS times, best of each;
 #   3. the running streams' p99 ITL while a long (LONG_TOKENS) prompt is read
 #      beside them, vs their median otherwise (chunked prefill);
-#   4. with SOAK=1: SOAK_CLIENTS clients for SOAK_SECONDS, errors counted,
-#      the server's RSS after the first minute and at the end.
+#   4. with SOAK=1 (SOAK=only: just this): SOAK_CLIENTS clients for
+#      SOAK_SECONDS, errors counted, the server's RSS after the first minute
+#      and at the end.
 # Usage: scripts/bench-serve.sh [BUILD_DIR] [MODEL.gguf]
 # Environment: THREADS (2) CLIENTS ("1 4 8 16") PROMPT words (32) GEN (64)
 #   REQUESTS per client (2) CTX per slot (512) ROUNDS (2) SERVE_ARGS (extra
-#   `shardlm serve` options) LONG_TOKENS (2048) LONG_CLIENTS (4)
+#   `shardlm serve` options) LONG_TOKENS (2048) LONG_CLIENTS (4) LONG_GEN (256:
+#   the streams' requests outlast the long prompt's reading)
 #   SOAK (0) SOAK_CLIENTS (32) SOAK_SECONDS (300)
 #   LLAMA_SERVER (/work/shared/peers/llama.cpp/bin/llama-server; "none" skips it)
 # Every server this script starts is killed when it exits, however it exits.
@@ -32,6 +34,7 @@ ROUNDS=${ROUNDS:-2}
 SERVE_ARGS=${SERVE_ARGS:-}
 LONG_TOKENS=${LONG_TOKENS:-2048}
 LONG_CLIENTS=${LONG_CLIENTS:-4}
+LONG_GEN=${LONG_GEN:-256}
 SOAK=${SOAK:-0}
 SOAK_CLIENTS=${SOAK_CLIENTS:-32}
 SOAK_SECONDS=${SOAK_SECONDS:-300}
@@ -75,14 +78,15 @@ wait_healthy() {
 
 # start_shardlm SLOTS CTX: sets URL and PID.
 start_shardlm() {
-  local port log=$WORK/shardlm-$1-$2.log
+  local port
+  LOG=$WORK/shardlm-$1-$2.log
   port=$(free_port)
   "$SHARDLM" serve -m "$MODEL" --host 127.0.0.1 --port "$port" --parallel "$1" -c "$2" -t "$THREADS" \
-    --queue 256 $SERVE_ARGS >"$log" 2>&1 &
+    --queue 256 $SERVE_ARGS >"$LOG" 2>&1 &
   PID=$!
   PIDS+=("$PID")
   URL=http://127.0.0.1:$port
-  wait_healthy "$URL" "$PID" "$log"
+  wait_healthy "$URL" "$PID" "$LOG"
 }
 
 start_llama() {
@@ -106,22 +110,23 @@ stop_server() {
 field() { python3 -c 'import json, sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
 best() { python3 -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@"; }
 ratio() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f"{a / b:.2f}" if b else "-")' "$1" "$2"; }
-rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+rss_kib() { awk -v f="$2" '$1 == f ":" {print $2}' "/proc/$1/status"; }
 bench() { "$SHARDLM" bench serve --url "$1" "${@:2}"; }
 
 echo "# bench-serve.sh: $(date -u '+%F %T') UTC, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# model $MODEL, $THREADS threads, prompt $PROMPT words, gen $GEN, ctx $CTX per slot, $MAX_CLIENTS slots"
+echo "# model $MODEL, $THREADS threads, prompt $PROMPT words, gen $GEN, ctx $CTX per slot"
 
+if [ "$SOAK" != only ]; then
 # 1. Both servers side by side, interleaved per client count.
 start_shardlm "$MAX_CLIENTS" "$CTX"; SHARDLM_URL=$URL; SHARDLM_PID=$PID
 LLAMA_URL=
 if [ "$LLAMA_SERVER" != none ]; then start_llama "$MAX_CLIENTS" "$CTX"; LLAMA_URL=$URL; LLAMA_PID=$PID; fi
 for url in $SHARDLM_URL $LLAMA_URL; do bench "$url" --clients 1 --prompt "$PROMPT" --gen 8 --requests 1 >/dev/null; done
 
-declare -A TOKS
+declare -A TOKS DECODE
 echo
-echo "| server | clients | gen tok/s | stream decode tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| server | clients | gen tok/s | stream decode tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | failed requests |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for n in $CLIENTS; do
   requests=$((REQUESTS * n))
   for name in shardlm llama-server; do
@@ -129,15 +134,20 @@ for n in $CLIENTS; do
     if [ "$name" = llama-server ]; then [ -n "$LLAMA_URL" ] || continue; url=$LLAMA_URL; fi
     r=$(bench "$url" --clients "$n" --prompt "$PROMPT" --gen "$GEN" --requests "$requests" --label "$name")
     TOKS[$name-$n]=$(field "$r" tok_per_s)
+    DECODE[$name-$n]=$(field "$r" stream_decode_tok_per_s)
     echo "| $name | $n | ${TOKS[$name-$n]} | $(field "$r" stream_decode_tok_per_s) |" \
-      "$(field "$r" ttft_p50_ms) / $(field "$r" ttft_p99_ms) | $(field "$r" itl_p50_ms) / $(field "$r" itl_p99_ms) |"
+      "$(field "$r" ttft_p50_ms) / $(field "$r" ttft_p99_ms) | $(field "$r" itl_p50_ms) / $(field "$r" itl_p99_ms) |" \
+      "$(field "$r" errors) |"
+    [ "$(field "$r" errors)" = 0 ] || echo "  ($name, $n clients: $(field "$r" first_error))"
   done
 done
 [ -z "$LLAMA_URL" ] || stop_server "$LLAMA_PID"
 
 echo
 if [ -n "${TOKS[shardlm-1]:-}" ] && [ -n "${TOKS[shardlm-8]:-}" ]; then
-  echo "8 streams / 1 stream (shardlm serve): $(ratio "${TOKS[shardlm-8]}" "${TOKS[shardlm-1]}")× (target ≥ 4)"
+  echo "8 streams / 1 stream (shardlm serve): $(ratio "${TOKS[shardlm-8]}" "${TOKS[shardlm-1]}")× in gen tok/s" \
+    "(prompts included), $(ratio "$(python3 -c "print(8 * ${DECODE[shardlm-8]})")" "${DECODE[shardlm-1]}")× in" \
+    "decode tok/s (8 × a stream's) (target ≥ 4)"
 fi
 if [ -n "${TOKS[shardlm-8]:-}" ] && [ -n "${TOKS[llama-server-8]:-}" ]; then
   echo "shardlm / llama-server at 8 clients: $(ratio "${TOKS[shardlm-8]}" "${TOKS[llama-server-8]}")× (target ≥ 1.3)"
@@ -159,30 +169,35 @@ echo "one stream, best of $ROUNDS alternated: serve $s tok/s (${serve_tps[*]}), 
   "$(ratio "$s" "$m") (target ≥ 0.97)"
 
 # 3. Running streams while a long prompt is read.
-start_shardlm $((LONG_CLIENTS + 1)) $((LONG_TOKENS + 512))
+start_shardlm $((LONG_CLIENTS + 1)) $((LONG_TOKENS + LONG_GEN + 256))
 # Words for LONG_TOKENS tokens: the model's tokenizer says how many tokens 200 of them make.
 r=$(bench "$URL" --clients 1 --prompt 200 --gen 1 --requests 1)
 words=$((LONG_TOKENS * 200 / $(field "$r" prompt_tokens)))
-r=$(bench "$URL" --clients "$LONG_CLIENTS" --prompt "$PROMPT" --gen "$GEN" --long-prompt "$words" --label long)
+r=$(bench "$URL" --clients "$LONG_CLIENTS" --prompt "$PROMPT" --gen "$LONG_GEN" --long-prompt "$words" --label long)
 stop_server "$PID"
 echo "long prompt: $(field "$r" long_prompt_tokens) tokens read in $(field "$r" long_ttft_ms) ms beside $LONG_CLIENTS streams;" \
   "their ITL meanwhile p50 $(field "$r" itl_beside_long_p50_ms) / p99 $(field "$r" itl_beside_long_p99_ms) ms" \
   "($(field "$r" itl_beside_long_count) gaps), otherwise p50 $(field "$r" itl_otherwise_p50_ms) ms:" \
   "p99 / median $(ratio "$(field "$r" itl_beside_long_p99_ms)" "$(field "$r" itl_otherwise_p50_ms)")× (target ≤ 3)"
 
+fi
+
 # 4. Soak.
-if [ "$SOAK" = 1 ]; then
+if [ "$SOAK" = 1 ] || [ "$SOAK" = only ]; then
   start_shardlm "$SOAK_CLIENTS" "$CTX"
   bench "$URL" --clients "$SOAK_CLIENTS" --prompt "$PROMPT" --gen "$GEN" --duration "$SOAK_SECONDS" --label soak \
     >"$WORK/soak.json" &
   LOAD=$!
   sleep 60
-  rss_minute=$(rss_kib "$PID")
+  rss_minute=$(rss_kib "$PID" VmRSS) anon_minute=$(rss_kib "$PID" RssAnon)
   wait "$LOAD" || die "bench serve --duration failed"
-  rss_end=$(rss_kib "$PID")
+  rss_end=$(rss_kib "$PID" VmRSS) anon_end=$(rss_kib "$PID" RssAnon)
   r=$(cat "$WORK/soak.json")
   stop_server "$PID"
   echo "soak: $SOAK_CLIENTS clients × $SOAK_SECONDS s: $(field "$r" requests) requests, $(field "$r" errors) errors" \
     "($(field "$r" first_error)), $(field "$r" tok_per_s) tok/s; RSS $((rss_minute / 1024)) MiB after 1 min," \
-    "$((rss_end / 1024)) MiB at the end: $(ratio "$rss_end" "$rss_minute")× (target 0 errors, ≤ 1.05)"
+    "$((rss_end / 1024)) MiB at the end: $(ratio "$rss_end" "$rss_minute")× (target 0 errors, ≤ 1.05);" \
+    "of it anonymous (KV cache pages are touched as positions are first written, heap)" \
+    "$((anon_minute / 1024)) → $((anon_end / 1024)) MiB"
+  [ "$(field "$r" errors)" = 0 ] || { echo "the server's log ends:"; tail -5 "$LOG"; }
 fi

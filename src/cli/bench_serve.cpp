@@ -98,7 +98,8 @@ RequestTimes one_request(httplib::Client& client, const ServeBenchOptions& o, co
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   if (!client.send(req, res, err))
-    throw Error(fmt::format("bench serve: {}: the request failed ({} error)", o.url, httplib::to_string(err)));
+    throw Error(fmt::format("bench serve: {}: the request failed after {:.1f} s, {} chunks ({} error)", o.url,
+                            ms_between(t.sent, Clock::now()) / 1e3, t.text_at.size(), httplib::to_string(err)));
   if (res.status != 200) throw Error(fmt::format("bench serve: {}: HTTP {}", o.url, res.status));
   if (t.tokens == 0) t.tokens = int64_t(t.text_at.size());
   return t;

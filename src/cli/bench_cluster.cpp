@@ -62,7 +62,7 @@ void bench_on_cluster(const ClusterRunOptions& c, const ClusterBenchRequest& r) 
   const auto config = ModelConfig::from_gguf(*file);
   const auto prompt = bench_prompt_tokens(r.prompt, config.n_vocab);
 
-  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, 1, o.plan.n_ctx,
+  serve::ClusterEngine engine([&](auto) { return std::make_unique<cluster::ClusterJob>(*file, o); }, 1, o.plan.n_ctx,
                               o.n_batch, config.n_vocab);
   const cluster::ClusterJob& job = engine.job();
   const auto& plan = job.plan();

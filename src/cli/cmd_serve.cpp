@@ -42,6 +42,7 @@ struct ServeOptions {
   int parallel = 4;
   int threads = 0;
   int64_t prefill_budget = 256;
+  double prefill_step_ratio = 2;
   int max_waiting = 64;
   size_t max_body = 8 << 20;
   std::string api_key_file;
@@ -100,7 +101,10 @@ void serve(const ServeOptions& o) {
     co.plan.n_seq = o.parallel;
     co.progress = false;
     auto engine = std::make_unique<serve::ClusterEngine>(
-        [&file, co] { return std::make_unique<cluster::ClusterJob>(*file, co); }, o.parallel, o.ctx, step_entries,
+        [&file, co](std::span<const std::string> left_out) {
+          return std::make_unique<cluster::ClusterJob>(*file, serve::without_nodes(co, left_out));
+        },
+        o.parallel, o.ctx, step_entries,
         ModelConfig::from_gguf(*file).n_vocab);
     const auto& plan = engine->job().plan();
     spdlog::info("serve: tp {} × pp {} on {} workers", plan.tp, plan.pp, plan.size());
@@ -121,6 +125,7 @@ void serve(const ServeOptions& o) {
     serve::Metrics metrics;
     serve::SchedulerOptions so;
     so.prefill_budget = o.prefill_budget;
+    so.prefill_step_ratio = o.prefill_step_ratio;
     so.max_waiting = o.max_waiting;
     serve::Scheduler scheduler(engine, *tok, so, &metrics);
 
@@ -167,6 +172,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--parallel", o->parallel, "sequences decoded together (KV slots)")->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "compute threads (0: all cores)")->capture_default_str();
   cmd->add_option("--prefill-budget", o->prefill_budget, "prompt tokens per step (chunked prefill)")->capture_default_str()->check(CLI::Range(1, 8192));
+  cmd->add_option("--prefill-step-ratio", o->prefill_step_ratio,
+                  "beside running streams, a step reading prompt tokens lasts at most this many times a decode-only "
+                  "step (<= 1: only --prefill-budget limits it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--queue", o->max_waiting, "requests that may wait for a slot; more get 429")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes; larger get 413")->capture_default_str();
   cmd->add_option("--api-key-file", o->api_key_file, "file of accepted API keys, one per line (Authorization: Bearer KEY)");

@@ -116,7 +116,7 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
 
   warn_if_beyond_training(ModelConfig::from_gguf(*file), r.ctx);
 
-  serve::ClusterEngine engine([&] { return std::make_unique<cluster::ClusterJob>(*file, o); }, o.plan.n_seq, r.ctx,
+  serve::ClusterEngine engine([&](auto) { return std::make_unique<cluster::ClusterJob>(*file, o); }, o.plan.n_seq, r.ctx,
                               o.n_batch, ModelConfig::from_gguf(*file).n_vocab);
   const ScheduledRunResult result = run_scheduled(
       engine, *tokenizer, {r.prompt, prompt, r.sampling, r.n_predict, r.stops, r.display_prompt, r.batch, nullptr});

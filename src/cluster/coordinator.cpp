@@ -356,6 +356,7 @@ void ClusterJob::fail_worker(size_t i, Fault fault, const std::string& what) {
   world_.reset();
   finished_ = true;
   failure_ = message;
+  if (fault != Fault::Reported) lost_nodes_.push_back(opt_.nodes[i]);
   throw Error(message);
 }
 
@@ -374,8 +375,10 @@ void ClusterJob::fail_job(const std::string& what) {
       }
     } catch (const net::TimeoutError&) {
       dead.push_back(fmt::format("{} (rank {}, not responding)", opt_.nodes[i], i + 1));
+      lost_nodes_.push_back(opt_.nodes[i]);
     } catch (const Error&) {
       dead.push_back(fmt::format("{} (rank {})", opt_.nodes[i], i + 1));
+      lost_nodes_.push_back(opt_.nodes[i]);
     }
   }
   world_.reset();

@@ -59,6 +59,8 @@ class ClusterJob {
 
   const parallel::Plan& plan() const { return plan_; }
   const ClusterStats& stats() const { return stats_; }
+  // The workers in the job, in rank order (the planner may have left some of --nodes out).
+  const std::vector<std::string>& nodes() const { return opt_.nodes; }
 
   // Runs one step message (StepKind::Step or Mark) on the workers; returns
   // the sampled tokens in entry order. Throws Error naming the failed node
@@ -69,6 +71,8 @@ class ClusterJob {
   void check_idle();
   bool failed() const { return !failure_.empty(); }
   const std::string& failure() const { return failure_; }
+  // The workers found dead or silent when the job failed (not those that reported an error).
+  const std::vector<std::string>& lost_nodes() const { return lost_nodes_; }
   // Ends the job; the workers go back to idle. Returns where each worker's
   // time went, [worker][period between marks] (a worker that failed to say: no entries).
   std::vector<std::vector<RequestStats>> finish();
@@ -98,6 +102,7 @@ class ClusterJob {
   ClusterStats stats_;
   bool finished_ = false;
   std::string failure_;  // why the job failed, once it has
+  std::vector<std::string> lost_nodes_;
   int64_t n_vocab_ = 0;
   std::vector<SteadyClock::time_point> last_heard_;
   std::unique_ptr<HeartbeatSender> beats_;  // declared after workers_: stops before they close

@@ -51,6 +51,8 @@ class Engine {
   // Empty while the engine can run steps; otherwise why not (a cluster
   // engine whose worker died names it). Called from any thread.
   virtual std::string health() const { return {}; }
+  // The cluster nodes the engine runs on now; empty on one machine. Called from any thread.
+  virtual std::vector<std::string> nodes() const { return {}; }
   // Called before admitting requests while health() is not empty: a cluster
   // engine forms its job again (the node may be back). True when it did, and
   // so every slot's cache is empty now. Not thread-safe with step().

@@ -4,6 +4,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 
@@ -52,6 +54,10 @@ HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metr
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
+  server_->set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_fd_ = sock;
+  });
   routes();
 }
 
@@ -60,6 +66,10 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   const int port = opt_.port == 0 ? server_->bind_to_any_port(opt_.host) : (server_->bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port <= 0) throw Error(fmt::format("serve: cannot listen on {}:{}", opt_.host, opt_.port));
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients
+  // reconnecting at once overflowed it and the kernel dropped handshakes
+  // (their requests failed about a second in); listen() again raises it.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, SOMAXCONN);
   return port;
 }
 
@@ -106,6 +116,7 @@ void HttpServer::routes() {
     Json body{{"status", problem.empty() ? "ok" : "degraded"}, {"slots_idle", g.kv_slots - g.kv_slots_used},
               {"slots_processing", g.kv_slots_used}};
     if (!problem.empty()) body["error"] = problem;
+    if (auto nodes = scheduler_.nodes(); !nodes.empty()) body["nodes"] = std::move(nodes);
     send_json(res, problem.empty() ? 200 : 503, body);
   });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

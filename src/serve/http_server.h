@@ -54,6 +54,7 @@ class HttpServer {
   int64_t n_ctx_;
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> server_;
+  int listen_fd_ = -1;  // the listening socket, once bound
 };
 
 }  // namespace shardlm::serve

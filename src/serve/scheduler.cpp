@@ -8,7 +8,8 @@
 namespace shardlm::serve {
 
 Scheduler::Scheduler(Engine& engine, const Tokenizer& tok, SchedulerOptions options, Metrics* metrics)
-    : engine_(engine), tok_(tok), opt_(options), metrics_(metrics), slots_(engine.n_slots()) {
+    : engine_(engine), tok_(tok), opt_(options), metrics_(metrics), slots_(engine.n_slots()),
+      pacer_(options.prefill_step_ratio) {
   if (opt_.prefill_budget < 1) throw Error(fmt::format("scheduler: prefill budget {} must be positive", opt_.prefill_budget));
   if (engine.max_step_entries() <= engine.n_slots())
     throw Error(fmt::format("scheduler: {} entries per step leave no room for prompts beside {} decoding slots",
@@ -112,7 +113,7 @@ bool Scheduler::step() {
   for (auto& r : running_)
     if (r->next >= 0) add(*r, std::exchange(r->next, -1), true);
   const int64_t n_decode = int64_t(entries_.size());
-  int64_t budget = std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode);
+  int64_t budget = pacer_.budget(n_decode, std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode));
   for (auto& r : running_) {
     const int64_t prompt_len = int64_t(r->request.prompt.size());
     if (r->generated > 0 || r->n_past >= prompt_len) continue;
@@ -126,7 +127,9 @@ bool Scheduler::step() {
 
   std::vector<SampledToken> sampled;
   try {
+    const auto t0 = Clock::now();
     sampled = engine_.step(entries_);
+    pacer_.observe(last_step_.first, n_decode, std::chrono::duration<double>(Clock::now() - t0).count());
   } catch (const std::exception& e) {
     spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
     for (auto& r : running_) end(*r, FinishReason::Error, e.what());

@@ -2,7 +2,8 @@
 // admit waiting ones into free KV slots (prefix reuse: PrefixSlots), give
 // every decoding sequence one entry, then fill the step's prompt budget with
 // prompt chunks in arrival order (chunked prefill, so running streams keep
-// producing tokens while a long prompt is read), run the engine and hand each
+// producing tokens while a long prompt is read; the budget may be paced by
+// time, PrefillPacer), run the engine and hand each
 // sampled token to its request. A sequence ends on max tokens, the end of the
 // context, an end-of-generation token, a stop string or cancellation.
 #pragma once
@@ -20,6 +21,7 @@
 #include "core/error.h"
 #include "serve/engine.h"
 #include "serve/metrics.h"
+#include "serve/prefill_pacer.h"
 #include "serve/prefix_slots.h"
 #include "serve/request_stream.h"
 #include "serve/stop_text.h"
@@ -36,6 +38,9 @@ struct GenerationRequest {
 struct SchedulerOptions {
   int max_waiting = 64;          // submit() beyond this throws QueueFull
   int64_t prefill_budget = 256;  // prompt tokens per step, over all prefilling sequences
+  // > 1: beside decoding sequences, a step's prompt tokens are also limited so
+  // that it lasts at most this many times a decode-only step (PrefillPacer).
+  double prefill_step_ratio = 0;
 };
 
 class QueueFull : public Error {
@@ -61,6 +66,7 @@ class Scheduler {
   Gauges gauges() const;
   // The engine's health(): empty while it can run steps.
   std::string health() const { return engine_.health(); }
+  std::vector<std::string> nodes() const { return engine_.nodes(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -93,6 +99,7 @@ class Scheduler {
   SchedulerOptions opt_;
   Metrics* metrics_;
   PrefixSlots slots_;
+  PrefillPacer pacer_;
 
   mutable std::mutex mu_;  // guards waiting_, stopping_ and the gauges' copies
   std::condition_variable cv_;

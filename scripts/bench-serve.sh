@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# The serving targets of issue #9 in one run on one model (default: the synth
+# Llama-3.2-1B Q4_0), with `shardlm bench serve` as the client:
+#   1. shardlm serve and llama.cpp's llama-server (-np P -cb, same threads,
+#      same context per slot) at 1, 4, 8, 16 clients, interleaved per client
+#      count: aggregate generated tok/s, TTFT and ITL p50/p99; the ratios
+#      8 streams / 1 stream and shardlm / llama-server at 8;
+#   2. one stream through serve vs `shardlm bench -m` decode tok/s (same
+#      threads, gen), alternated ROUNDS times, best of each;
+#   3. the running streams' p99 ITL while a long (LONG_TOKENS) prompt is read
+#      beside them, vs their median otherwise (chunked prefill);
+#   4. with SOAK=1 (SOAK=only: just this): SOAK_CLIENTS clients for
+#      SOAK_SECONDS, errors counted, the server's RSS after the first minute
+#      and at the end.
+# Usage: scripts/bench-serve.sh [BUILD_DIR] [MODEL.gguf]
+# Environment: THREADS (2) CLIENTS ("1 4 8 16") PROMPT words (32) GEN (64)
+#   REQUESTS per client (2) CTX per slot (512) ROUNDS (2) SERVE_ARGS (extra
+#   `shardlm serve` options) LONG_TOKENS (2048) LONG_CLIENTS (4) LONG_GEN (256:
+#   the streams' requests outlast the long prompt's reading)
+#   SOAK (0) SOAK_CLIENTS (32) SOAK_SECONDS (300)
+#   LLAMA_SERVER (/work/shared/peers/llama.cpp/bin/llama-server; "none" skips it)
+# Every server this script starts is killed when it exits, however it exits.
+set -euo pipefail
+
+BUILD=${1:-build}
+MODEL=${2:-/tmp/shardlm-bench/l1b-q4_0.gguf}
+THREADS=${THREADS:-2}
+CLIENTS=${CLIENTS:-1 4 8 16}
+PROMPT=${PROMPT:-32}
+GEN=${GEN:-64}
+REQUESTS=${REQUESTS:-2}
+CTX=${CTX:-512}
+ROUNDS=${ROUNDS:-2}
+SERVE_ARGS=${SERVE_ARGS:-}
+LONG_TOKENS=${LONG_TOKENS:-2048}
+LONG_CLIENTS=${LONG_CLIENTS:-4}
+LONG_GEN=${LONG_GEN:-256}
+SOAK=${SOAK:-0}
+SOAK_CLIENTS=${SOAK_CLIENTS:-32}
+SOAK_SECONDS=${SOAK_SECONDS:-300}
+LLAMA_SERVER=${LLAMA_SERVER:-/work/shared/peers/llama.cpp/bin/llama-server}
+
+SHARDLM=$BUILD/shardlm
+die() { echo "bench-serve.sh: $*" >&2; exit 1; }
+[ -x "$SHARDLM" ] || die "$SHARDLM: not built (give the build directory as the first argument)"
+[ -f "$MODEL" ] || die "$MODEL: no such model (shardlm synth --preset llama3.2-1b --type q4_0 -o $MODEL)"
+if [ "$LLAMA_SERVER" != none ] && [ ! -x "$LLAMA_SERVER" ]; then
+  die "LLAMA_SERVER=$LLAMA_SERVER: not an executable (LLAMA_SERVER=none skips llama-server)"
+fi
+command -v python3 >/dev/null || die "python3 is needed to pick free ports"
+command -v curl >/dev/null || die "curl is needed to wait for the servers"
+MAX_CLIENTS=0
+for n in $CLIENTS; do [ "$n" -gt "$MAX_CLIENTS" ] && MAX_CLIENTS=$n; done
+
+WORK=$(mktemp -d /tmp/bench-serve.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  sleep 0.5
+  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# wait_healthy URL PID LOG: until GET URL/health answers 200, or the server died, or 300 s passed.
+wait_healthy() {
+  local url=$1 pid=$2 log=$3
+  for _ in $(seq 1500); do
+    kill -0 "$pid" 2>/dev/null || { tail -5 "$log" >&2; die "the server at $url exited (log above)"; }
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" || true)" = 200 ] && return 0
+    sleep 0.2
+  done
+  die "the server at $url was not healthy after 300 s (log: $log)"
+}
+
+# start_shardlm SLOTS CTX: sets URL and PID.
+start_shardlm() {
+  local port
+  LOG=$WORK/shardlm-$1-$2.log
+  port=$(free_port)
+  "$SHARDLM" serve -m "$MODEL" --host 127.0.0.1 --port "$port" --parallel "$1" -c "$2" -t "$THREADS" \
+    --queue 256 $SERVE_ARGS >"$LOG" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
+  URL=http://127.0.0.1:$port
+  wait_healthy "$URL" "$PID" "$LOG"
+}
+
+start_llama() {
+  local port log=$WORK/llama-$1-$2.log
+  port=$(free_port)
+  "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np "$1" -cb -c $(($1 * $2)) -t "$THREADS" \
+    -tb "$THREADS" >"$log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
+  URL=http://127.0.0.1:$port
+  wait_healthy "$URL" "$PID" "$log"
+}
+
+stop_server() {
+  kill -TERM "$1" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+
+# field JSON NAME: one field of a `bench serve` result line.
+field() { python3 -c 'import json, sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
+best() { python3 -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@"; }
+ratio() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f"{a / b:.2f}" if b else "-")' "$1" "$2"; }
+rss_kib() { awk -v f="$2" '$1 == f ":" {print $2}' "/proc/$1/status"; }
+bench() { "$SHARDLM" bench serve --url "$1" "${@:2}"; }
+
+echo "# bench-serve.sh: $(date -u '+%F %T') UTC, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# model $MODEL, $THREADS threads, prompt $PROMPT words, gen $GEN, ctx $CTX per slot"
+
+if [ "$SOAK" != only ]; then
+# 1. Both servers side by side, interleaved per client count.
+start_shardlm "$MAX_CLIENTS" "$CTX"; SHARDLM_URL=$URL; SHARDLM_PID=$PID
+LLAMA_URL=
+if [ "$LLAMA_SERVER" != none ]; then start_llama "$MAX_CLIENTS" "$CTX"; LLAMA_URL=$URL; LLAMA_PID=$PID; fi
+for url in $SHARDLM_URL $LLAMA_URL; do bench "$url" --clients 1 --prompt "$PROMPT" --gen 8 --requests 1 >/dev/null; done
+
+declare -A TOKS DECODE
+echo
+echo "| server | clients | gen tok/s | stream decode tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | failed requests |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+for n in $CLIENTS; do
+  requests=$((REQUESTS * n))
+  for name in shardlm llama-server; do
+    url=$SHARDLM_URL
+    if [ "$name" = llama-server ]; then [ -n "$LLAMA_URL" ] || continue; url=$LLAMA_URL; fi
+    r=$(bench "$url" --clients "$n" --prompt "$PROMPT" --gen "$GEN" --requests "$requests" --label "$name")
+    TOKS[$name-$n]=$(field "$r" tok_per_s)
+    DECODE[$name-$n]=$(field "$r" stream_decode_tok_per_s)
+    echo "| $name | $n | ${TOKS[$name-$n]} | $(field "$r" stream_decode_tok_per_s) |" \
+      "$(field "$r" ttft_p50_ms) / $(field "$r" ttft_p99_ms) | $(field "$r" itl_p50_ms) / $(field "$r" itl_p99_ms) |" \
+      "$(field "$r" errors) |"
+    [ "$(field "$r" errors)" = 0 ] || echo "  ($name, $n clients: $(field "$r" first_error))"
+  done
+done
+[ -z "$LLAMA_URL" ] || stop_server "$LLAMA_PID"
+
+echo
+if [ -n "${TOKS[shardlm-1]:-}" ] && [ -n "${TOKS[shardlm-8]:-}" ]; then
+  echo "8 streams / 1 stream (shardlm serve): $(ratio "${TOKS[shardlm-8]}" "${TOKS[shardlm-1]}")× in gen tok/s" \
+    "(prompts included), $(ratio "$(python3 -c "print(8 * ${DECODE[shardlm-8]})")" "${DECODE[shardlm-1]}")× in" \
+    "decode tok/s (8 × a stream's) (target ≥ 4)"
+fi
+if [ -n "${TOKS[shardlm-8]:-}" ] && [ -n "${TOKS[llama-server-8]:-}" ]; then
+  echo "shardlm / llama-server at 8 clients: $(ratio "${TOKS[shardlm-8]}" "${TOKS[llama-server-8]}")× (target ≥ 1.3)"
+fi
+
+# 2. One stream through serve against the model benchmark (same threads, same gen, about the same prompt).
+serve_tps=() model_tps=()
+for _ in $(seq "$ROUNDS"); do
+  r=$(bench "$SHARDLM_URL" --clients 1 --prompt "$PROMPT" --gen "$GEN" --requests 2 --label one)
+  serve_tps+=("$(field "$r" stream_decode_tok_per_s)")
+  t=$("$SHARDLM" bench -m "$MODEL" -t "$THREADS" --prompt "$(field "$r" prompt_tokens)" --gen "$GEN" |
+    awk -F'|' -v t="$THREADS" '$2 + 0 == t && NF > 4 {gsub(/ /, "", $4); print $4; exit}')
+  [ -n "$t" ] || die "shardlm bench -m printed no decode tok/s row for $THREADS threads"
+  model_tps+=("$t")
+done
+stop_server "$SHARDLM_PID"
+s=$(best "${serve_tps[@]}") m=$(best "${model_tps[@]}")
+echo "one stream, best of $ROUNDS alternated: serve $s tok/s (${serve_tps[*]}), bench -m $m tok/s (${model_tps[*]}):" \
+  "$(ratio "$s" "$m") (target ≥ 0.97)"
+
+# 3. Running streams while a long prompt is read.
+start_shardlm $((LONG_CLIENTS + 1)) $((LONG_TOKENS + LONG_GEN + 256))
+# Words for LONG_TOKENS tokens: the model's tokenizer says how many tokens 200 of them make.
+r=$(bench "$URL" --clients 1 --prompt 200 --gen 1 --requests 1)
+words=$((LONG_TOKENS * 200 / $(field "$r" prompt_tokens)))
+r=$(bench "$URL" --clients "$LONG_CLIENTS" --prompt "$PROMPT" --gen "$LONG_GEN" --long-prompt "$words" --label long)
+stop_server "$PID"
+echo "long prompt: $(field "$r" long_prompt_tokens) tokens read in $(field "$r" long_ttft_ms) ms beside $LONG_CLIENTS streams;" \
+  "their ITL meanwhile p50 $(field "$r" itl_beside_long_p50_ms) / p99 $(field "$r" itl_beside_long_p99_ms) ms" \
+  "($(field "$r" itl_beside_long_count) gaps), otherwise p50 $(field "$r" itl_otherwise_p50_ms) ms:" \
+  "p99 / median $(ratio "$(field "$r" itl_beside_long_p99_ms)" "$(field "$r" itl_otherwise_p50_ms)")× (target ≤ 3)"
+
+fi
+
+# 4. Soak.
+if [ "$SOAK" = 1 ] || [ "$SOAK" = only ]; then
+  start_shardlm "$SOAK_CLIENTS" "$CTX"
+  bench "$URL" --clients "$SOAK_CLIENTS" --prompt "$PROMPT" --gen "$GEN" --duration "$SOAK_SECONDS" --label soak \
+    >"$WORK/soak.json" &
+  LOAD=$!
+  sleep 60
+  rss_minute=$(rss_kib "$PID" VmRSS) anon_minute=$(rss_kib "$PID" RssAnon)
+  wait "$LOAD" || die "bench serve --duration failed"
+  rss_end=$(rss_kib "$PID" VmRSS) anon_end=$(rss_kib "$PID" RssAnon)
+  r=$(cat "$WORK/soak.json")
+  stop_server "$PID"
+  echo "soak: $SOAK_CLIENTS clients × $SOAK_SECONDS s: $(field "$r" requests) requests, $(field "$r" errors) errors" \
+    "($(field "$r" first_error)), $(field "$r" tok_per_s) tok/s; RSS $((rss_minute / 1024)) MiB after 1 min," \
+    "$((rss_end / 1024)) MiB at the end: $(ratio "$rss_end" "$rss_minute")× (target 0 errors, ≤ 1.05);" \
+    "of it anonymous (KV cache pages are touched as positions are first written, heap)" \
+    "$((anon_minute / 1024)) → $((anon_end / 1024)) MiB"
+  [ "$(field "$r" errors)" = 0 ] || { echo "the server's log ends:"; tail -5 "$LOG"; }
+fi

@@ -3,6 +3,7 @@
 // made the template fail, and RaisedError carries the template's own words.
 #pragma once
 
+#include <fmt/format.h>
 #include <string>
 
 #include "core/error.h"
@@ -18,8 +19,7 @@ class TemplateError : public shardlm::Error {
 class ParseError : public TemplateError {
  public:
   ParseError(const std::string& message, int line, int column)
-      : TemplateError("chat template line " + std::to_string(line) + ", column " +
-                      std::to_string(column) + ": " + message),
+      : TemplateError(fmt::format("chat template line {}, column {}: {}", line, column, message)),
         line(line), column(column) {}
   int line, column;
 };

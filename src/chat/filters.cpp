@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <unordered_map>
 
 #include "chat/builtins.h"
@@ -15,7 +16,7 @@ using TestFn = bool (*)(const Value&, const CallArgs&);
 
 const Value& arg(const CallArgs& args, size_t index, std::string_view name, const char* filter) {
   const Value* v = args.get(index, name);
-  if (!v) throw RenderError(std::string(filter) + ": missing argument '" + std::string(name) + "'");
+  if (!v) throw RenderError(fmt::format("{}: missing argument '{}'", filter, name));
   return *v;
 }
 
@@ -44,7 +45,7 @@ List as_list(const Value& v, const char* filter) {
       }
       return chars;
     }
-    default: throw RenderError(std::string(filter) + ": '" + v.type_name() + "' object is not iterable");
+    default: throw RenderError(fmt::format("{}: '{}' object is not iterable", filter, v.type_name()));
   }
 }
 
@@ -109,7 +110,7 @@ Value last(Interpreter&, const Value& v, const CallArgs&) {
 
 Value length(Interpreter&, const Value& v, const CallArgs&) {
   std::optional<int64_t> n = v.length();
-  if (!n) throw RenderError(std::string("length: object of type '") + v.type_name() + "' has no len()");
+  if (!n) throw RenderError(fmt::format("length: object of type '{}' has no len()", v.type_name()));
   return Value(*n);
 }
 
@@ -122,7 +123,7 @@ Value default_value(Interpreter&, const Value& v, const CallArgs& args) {
 
 Value items(Interpreter&, const Value& v, const CallArgs&) {
   if (v.is_undefined()) return Value(List{});
-  if (!v.is_dict()) throw RenderError(std::string("items: can only get items from a mapping, not ") + v.type_name());
+  if (!v.is_dict()) throw RenderError(fmt::format("items: can only get items from a mapping, not {}", v.type_name()));
   return *call_method(v, "items", {});
 }
 
@@ -212,11 +213,11 @@ Value to_float(Interpreter&, const Value& v, const CallArgs& args) {
 Value abs_value(Interpreter&, const Value& v, const CallArgs&) {
   if (v.is_float()) return Value(std::fabs(v.as_double()));
   if (v.is_int() || v.is_bool()) return unary_arithmetic(v.as_int() < 0 ? "-" : "+", v);
-  throw RenderError(std::string("abs: bad operand type '") + v.type_name() + "'");
+  throw RenderError(fmt::format("abs: bad operand type '{}'", v.type_name()));
 }
 
 Value round_value(Interpreter&, const Value& v, const CallArgs& args) {
-  if (!v.is_number()) throw RenderError(std::string("round: bad operand type '") + v.type_name() + "'");
+  if (!v.is_number()) throw RenderError(fmt::format("round: bad operand type '{}'", v.type_name()));
   const Value* precision_arg = args.get(0, "precision");
   int64_t precision = precision_arg ? precision_arg->as_int() : 0;
   std::string method = args.get(1, "method") ? args.get(1, "method")->str() : "common";
@@ -235,7 +236,7 @@ Value filter_items(const Value& v, const CallArgs& args, bool by_attribute, bool
   CallArgs test_args;
   test_args.positional.assign(args.positional.begin() + static_cast<std::ptrdiff_t>(std::min(next, args.positional.size())),
                               args.positional.end());
-  if (!test.empty() && !has_test(test)) throw RenderError(std::string(name) + ": no test named '" + test + "'");
+  if (!test.empty() && !has_test(test)) throw RenderError(fmt::format("{}: no test named '{}'", name, test));
   List out;
   for (const Value& item : as_list(v, name)) {
     Value subject = by_attribute ? lookup_path(item, attribute) : item;
@@ -261,7 +262,7 @@ Value map(Interpreter& in, const Value& v, const CallArgs& args) {
   }
   if (args.positional.empty()) throw RenderError("map: needs a filter name or attribute=");
   std::string filter = args.positional[0].str();
-  if (!has_filter(filter)) throw RenderError("map: no filter named '" + filter + "'");
+  if (!has_filter(filter)) throw RenderError(fmt::format("map: no filter named '{}'", filter));
   CallArgs rest;
   rest.positional.assign(args.positional.begin() + 1, args.positional.end());
   rest.keyword = args.keyword;
@@ -350,7 +351,7 @@ bool test_sameas(const Value& v, const CallArgs& a) {
   return v == other;
 }
 int64_t int_operand(const Value& v, const char* test) {
-  if (!v.is_int() && !v.is_bool()) throw RenderError(std::string(test) + ": needs an integer, got " + v.type_name());
+  if (!v.is_int() && !v.is_bool()) throw RenderError(fmt::format("{}: needs an integer, got {}", test, v.type_name()));
   return v.as_int();
 }
 bool test_odd(const Value& v, const CallArgs&) { return int_operand(v, "odd") % 2 != 0; }

@@ -1,5 +1,7 @@
 #include "chat/globals.h"
 
+#include <fmt/format.h>
+
 #include "chat/errors.h"
 
 namespace shardlm::chat {
@@ -21,7 +23,8 @@ Value builtin(const char* name, Fn fn) {
 }
 
 int64_t int_arg(const Value& v, const char* what) {
-  if (!v.is_int() && !v.is_bool()) throw RenderError(std::string(what) + ": expected an integer, got " + v.type_name());
+  if (!v.is_int() && !v.is_bool())
+    throw RenderError(fmt::format("{}: expected an integer, got {}", what, v.type_name()));
   return v.as_int();
 }
 
@@ -49,10 +52,10 @@ Value range(const CallArgs& args) {
 Value make_dict(const CallArgs& args, bool is_namespace, const char* what) {
   auto d = std::make_shared<Dict>();
   d->is_namespace = is_namespace;
-  if (args.positional.size() > 1) throw RenderError(std::string(what) + " takes at most one positional argument");
+  if (args.positional.size() > 1) throw RenderError(fmt::format("{} takes at most one positional argument", what));
   if (!args.positional.empty()) {
     const Value& init = args.positional[0];
-    if (!init.is_dict()) throw RenderError(std::string(what) + ": positional argument must be a dict");
+    if (!init.is_dict()) throw RenderError(fmt::format("{}: positional argument must be a dict", what));
     for (const auto& [key, value] : init.dict().entries()) d->set(key, value);
   }
   for (const auto& [key, value] : args.keyword) d->set(key, value);

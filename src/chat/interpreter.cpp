@@ -1,6 +1,7 @@
 #include "chat/interpreter.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 
 #include "chat/builtins.h"
 #include "chat/globals.h"
@@ -19,7 +20,7 @@ struct Macro : Callable {
   Macro(const Stmt& stmt, std::weak_ptr<Frame> closure) : stmt(stmt), closure(std::move(closure)) {}
   Value call(Interpreter& in, const CallArgs& args) override {
     std::shared_ptr<Frame> frame = closure.lock();
-    if (!frame) throw RenderError("macro '" + stmt.name + "' called after its scope ended");
+    if (!frame) throw RenderError(fmt::format("macro '{}' called after its scope ended", stmt.name));
     return Value(in.call_macro(stmt, frame, args));
   }
   std::string name() const override { return stmt.name; }
@@ -63,7 +64,7 @@ List iteration_items(const Value& v) {
       }
       return chars;
     }
-    default: throw RenderError(std::string("'") + v.type_name() + "' object is not iterable");
+    default: throw RenderError(fmt::format("'{}' object is not iterable", v.type_name()));
   }
 }
 
@@ -73,7 +74,7 @@ void assign_targets(Frame& frame, const std::vector<std::string>& targets, const
     return;
   }
   if (!v.is_list() || v.list().size() != targets.size())
-    throw RenderError("cannot unpack " + std::string(v.type_name()) + " into " + std::to_string(targets.size()) + " names");
+    throw RenderError(fmt::format("cannot unpack {} into {} names", v.type_name(), targets.size()));
   for (size_t k = 0; k < targets.size(); ++k) frame.set(targets[k], v.list()[k]);
 }
 
@@ -180,7 +181,8 @@ void Interpreter::exec_set(const Stmt& s, const std::shared_ptr<Frame>& frame) {
   }
   const Value* target = frame->find(s.targets[0]);
   if (!target || !target->is_dict() || !target->dict().is_namespace)
-    throw RenderError("cannot assign attribute '" + s.attribute + "' of '" + s.targets[0] + "': not a namespace()");
+    throw RenderError(
+        fmt::format("cannot assign attribute '{}' of '{}': not a namespace()", s.attribute, s.targets[0]));
   target->dict().set(s.attribute, std::move(v));
 }
 
@@ -199,7 +201,7 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
     case Expr::Kind::Literal: return e.value;
     case Expr::Kind::Name: {
       const Value* v = frame->find(e.name);
-      return v ? *v : Value::undefined("'" + e.name + "' is undefined");
+      return v ? *v : Value::undefined(fmt::format("'{}' is undefined", e.name));
     }
     case Expr::Kind::List: {
       List items;
@@ -211,7 +213,7 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Frame>& frame) {
       auto dict = std::make_shared<Dict>();
       for (size_t k = 0; k < e.keys.size(); ++k) {
         Value key = eval(*e.keys[k], frame);
-        if (!key.is_string()) throw RenderError("dict keys must be strings, not " + std::string(key.type_name()));
+        if (!key.is_string()) throw RenderError(fmt::format("dict keys must be strings, not {}", key.type_name()));
         dict->set(key.as_string(), eval(*e.items[k], frame));
       }
       return Value(std::move(dict));
@@ -278,24 +280,24 @@ Value Interpreter::eval_binary(const Expr& e, const std::shared_ptr<Frame>& fram
 
 Value Interpreter::call(const Value& fn, const CallArgs& args) {
   if (fn.is_undefined()) fail_undefined(fn);
-  if (!fn.is_callable()) throw RenderError(std::string("'") + fn.type_name() + "' object is not callable");
+  if (!fn.is_callable()) throw RenderError(fmt::format("'{}' object is not callable", fn.type_name()));
   return fn.callable()->call(*this, args);
 }
 
 std::string Interpreter::call_macro(const Stmt& macro, const std::shared_ptr<Frame>& closure, const CallArgs& args) {
   if (args.positional.size() > macro.targets.size())
-    throw RenderError("macro '" + macro.name + "' takes not more than " + std::to_string(macro.targets.size()) +
-                      " argument(s)");
+    throw RenderError(fmt::format("macro '{}' takes not more than {} argument(s)", macro.name, macro.targets.size()));
   for (const auto& kw : args.keyword)
     if (std::find(macro.targets.begin(), macro.targets.end(), kw.first) == macro.targets.end())
-      throw RenderError("macro '" + macro.name + "' takes no keyword argument '" + kw.first + "'");
-  if (depth_ >= kMaxCallDepth) throw RenderError("macro calls nested deeper than " + std::to_string(kMaxCallDepth));
+      throw RenderError(fmt::format("macro '{}' takes no keyword argument '{}'", macro.name, kw.first));
+  if (depth_ >= kMaxCallDepth) throw RenderError(fmt::format("macro calls nested deeper than {}", kMaxCallDepth));
   auto frame = std::make_shared<Frame>(closure);
   for (size_t k = 0; k < macro.targets.size(); ++k) {
     const Value* given = args.get(k, macro.targets[k]);
     if (given) frame->set(macro.targets[k], *given);
     else if (macro.defaults[k]) frame->set(macro.targets[k], eval(*macro.defaults[k], frame));
-    else frame->set(macro.targets[k], Value::undefined("parameter '" + macro.targets[k] + "' was not provided"));
+    else
+      frame->set(macro.targets[k], Value::undefined(fmt::format("parameter '{}' was not provided", macro.targets[k])));
   }
   ++depth_;
   std::string out;

@@ -2,8 +2,10 @@
 
 #include <cctype>
 #include <cstdint>
+#include <fmt/format.h>
 
 #include "chat/errors.h"
+#include "tokenizer/unicode_text.h"
 
 namespace shardlm::chat {
 
@@ -29,24 +31,6 @@ std::string normalize(std::string_view source) {
   }
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 class Lexer {
@@ -234,16 +218,16 @@ class Lexer {
         case '\n': break;  // line continuation
         case 'x': case 'u': case 'U': {
           size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-          if (pos_ + n > src_.size()) fail("truncated \\" + std::string(1, e) + " escape", pos_ - 2);
+          if (pos_ + n > src_.size()) fail(fmt::format("truncated \\{} escape", e), pos_ - 2);
           uint32_t cp = 0;
           for (size_t k = 0; k < n; ++k) {
             char h = src_[pos_ + k];
-            if (!std::isxdigit(static_cast<unsigned char>(h))) fail("truncated \\" + std::string(1, e) + " escape", pos_ - 2);
+            if (!std::isxdigit(static_cast<unsigned char>(h))) fail(fmt::format("truncated \\{} escape", e), pos_ - 2);
             cp = cp * 16 + static_cast<uint32_t>(is_digit(h) ? h - '0' : (std::tolower(h) - 'a' + 10));
           }
           if (cp > 0x10FFFF) fail("escape beyond U+10FFFF", pos_ - 2);
           pos_ += n;
-          append_utf8(value, cp);
+          text::append_utf8(value, cp);
           break;
         }
         default:
@@ -251,7 +235,7 @@ class Lexer {
             uint32_t cp = static_cast<uint32_t>(e - '0');
             for (int k = 0; k < 2 && pos_ < src_.size() && src_[pos_] >= '0' && src_[pos_] <= '7'; ++k)
               cp = cp * 8 + static_cast<uint32_t>(src_[pos_++] - '0');
-            append_utf8(value, cp);
+            text::append_utf8(value, cp);
           } else {
             value += '\\';
             value += e;
@@ -272,7 +256,7 @@ class Lexer {
     }
     char c = src_[pos_];
     static const std::string kOne = "+-*/%~<>=.,:|()[]{}";
-    if (kOne.find(c) == std::string::npos) fail(std::string("unexpected character '") + c + "'", pos_);
+    if (kOne.find(c) == std::string::npos) fail(fmt::format("unexpected character '{}'", c), pos_);
     if (c == '{') ++brace_depth_;
     if (c == '}' && brace_depth_ > 0) --brace_depth_;
     push(TokenKind::Operator, std::string(1, c), pos_);

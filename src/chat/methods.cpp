@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cctype>
+#include <fmt/format.h>
 
 #include "chat/builtins.h"
 
@@ -42,12 +43,12 @@ bool is_python_space(std::string_view cp) {
 }
 
 const std::string& need_string(const Value* v, const char* what) {
-  if (!v || !v->is_string()) throw RenderError(std::string(what) + " must be a string");
+  if (!v || !v->is_string()) throw RenderError(fmt::format("{} must be a string", what));
   return v->as_string();
 }
 
 int64_t need_int(const Value* v, const char* what) {
-  if (!v || !(v->is_int() || v->is_bool())) throw RenderError(std::string(what) + " must be an integer");
+  if (!v || !(v->is_int() || v->is_bool())) throw RenderError(fmt::format("{} must be an integer", what));
   return v->as_int();
 }
 
@@ -148,7 +149,7 @@ std::string title_case(const std::string& s) {
 std::optional<Value> str_method(const std::string& s, std::string_view name, const CallArgs& args) {
   if (name == "startswith" || name == "endswith") {
     const Value* affix = args.get(0, "prefix");
-    if (!affix) throw RenderError(std::string(name) + "() takes at least 1 argument");
+    if (!affix) throw RenderError(fmt::format("{}() takes at least 1 argument", name));
     return Value(matches_affix(s, *affix, name == "startswith"));
   }
   if (name == "strip") return Value(python_strip(s, args.get(0, "chars"), StripSide::Both));
@@ -315,7 +316,7 @@ Value get_item(const Value& obj, const Value& key) {
     if (obj.is_list()) {
       int64_t n = static_cast<int64_t>(obj.list().size());
       if (index < 0) index += n;
-      if (index < 0 || index >= n) return Value::undefined("list index " + std::to_string(key.as_int()) + " out of range");
+      if (index < 0 || index >= n) return Value::undefined(fmt::format("list index {} out of range", key.as_int()));
       return obj.list()[static_cast<size_t>(index)];
     }
     const std::string& s = obj.as_string();
@@ -339,7 +340,7 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value get_slice(const Value& obj, const Value* start_arg, const Value* stop_arg, const Value* step_arg) {
   if (obj.is_undefined()) fail_undefined(obj);
-  if (!obj.is_list() && !obj.is_string()) throw RenderError(std::string("cannot slice a ") + obj.type_name());
+  if (!obj.is_list() && !obj.is_string()) throw RenderError(fmt::format("cannot slice a {}", obj.type_name()));
   auto bound = [](const Value* v, const char* what) -> std::optional<int64_t> {
     if (!v || v->is_none()) return std::nullopt;
     return need_int(v, what);

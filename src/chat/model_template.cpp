@@ -1,5 +1,7 @@
 #include "chat/model_template.h"
 
+#include <fmt/format.h>
+
 #include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
 
@@ -11,7 +13,8 @@ std::string template_source(const gguf::File& file, std::optional<std::string> s
   if (source_override) return std::move(*source_override);
   std::optional<std::string> source = file.get_string("tokenizer.chat_template");
   if (!source)
-    throw shardlm::Error(file.path() + ": no tokenizer.chat_template in the metadata (give a template file instead)");
+    throw shardlm::Error(
+        fmt::format("{}: no tokenizer.chat_template in the metadata (give a template file instead)", file.path()));
   return std::move(*source);
 }
 

@@ -1,6 +1,7 @@
 #include "chat/operators.h"
 
 #include <cmath>
+#include <fmt/format.h>
 
 #include "chat/builtins.h"
 
@@ -9,8 +10,7 @@ namespace shardlm::chat {
 namespace {
 
 [[noreturn]] void unsupported(std::string_view op, const Value& a, const Value& b) {
-  throw RenderError("unsupported operand type(s) for " + std::string(op) + ": '" + a.type_name() + "' and '" +
-                    b.type_name() + "'");
+  throw RenderError(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name()));
 }
 
 template <class Op>
@@ -101,7 +101,8 @@ Value arithmetic(std::string_view op, const Value& a, const Value& b) {
 bool contains(const Value& haystack, const Value& needle) {
   switch (haystack.type()) {
     case Value::Type::String:
-      if (!needle.is_string()) throw RenderError("'in <string>' requires string as left operand, not " + std::string(needle.type_name()));
+      if (!needle.is_string())
+        throw RenderError(fmt::format("'in <string>' requires string as left operand, not {}", needle.type_name()));
       return haystack.as_string().find(needle.as_string()) != std::string::npos;
     case Value::Type::List:
       for (const Value& item : haystack.list())
@@ -109,7 +110,7 @@ bool contains(const Value& haystack, const Value& needle) {
       return false;
     case Value::Type::Dict: return needle.is_string() && haystack.dict().find(needle.as_string()) != nullptr;
     case Value::Type::Undefined: return false;  // iterates as empty
-    default: throw RenderError(std::string("argument of type '") + haystack.type_name() + "' is not iterable");
+    default: throw RenderError(fmt::format("argument of type '{}' is not iterable", haystack.type_name()));
   }
 }
 
@@ -129,8 +130,7 @@ bool less_than(const Value& a, const Value& b) {
     }
     return x.size() < y.size();
   }
-  throw RenderError(std::string("'<' not supported between instances of '") + a.type_name() + "' and '" +
-                    b.type_name() + "'");
+  throw RenderError(fmt::format("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name()));
 }
 
 Value binary_operation(std::string_view op, const Value& left, const Value& right) {
@@ -155,7 +155,7 @@ Value binary_operation(std::string_view op, const Value& left, const Value& righ
 
 Value unary_arithmetic(std::string_view op, const Value& v) {
   if (v.is_undefined()) fail_undefined(v);
-  if (!v.is_number()) throw RenderError("bad operand type for unary " + std::string(op) + ": '" + v.type_name() + "'");
+  if (!v.is_number()) throw RenderError(fmt::format("bad operand type for unary {}: '{}'", op, v.type_name()));
   if (op == "+") return v.is_float() ? v : Value(v.as_int());
   if (v.is_float()) return Value(-v.as_double());
   if (v.as_int() == INT64_MIN) throw RenderError("integer overflow");

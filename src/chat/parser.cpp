@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <fmt/format.h>
 #include <initializer_list>
 #include <string_view>
 
@@ -54,11 +55,11 @@ class Parser {
     throw ParseError(message, at.line, at.column);
   }
   [[noreturn]] void fail_expected(const std::string& what) const {
-    fail("expected " + what + ", found " + describe(cur()), cur());
+    fail(fmt::format("expected {}, found {}", what, describe(cur())), cur());
   }
 
   void expect_op(std::string_view op) {
-    if (!skip_op(op)) fail_expected("'" + std::string(op) + "'");
+    if (!skip_op(op)) fail_expected(fmt::format("'{}'", op));
   }
   std::string expect_name() {
     if (cur().kind != TokenKind::Name) fail_expected("a name");
@@ -122,11 +123,11 @@ class Parser {
           if (end_tags.size() != 0) {
             std::string expected;
             for (std::string_view e : end_tags) expected += (expected.empty() ? "'" : " or '") + std::string(e) + "'";
-            fail("unexpected end of template, expected " + expected, t);
+            fail(fmt::format("unexpected end of template, expected {}", expected), t);
           }
           return body;
         default:
-          fail("unexpected " + describe(t), t);
+          fail(fmt::format("unexpected {}", describe(t)), t);
       }
     }
   }
@@ -141,7 +142,7 @@ class Parser {
     if (name == "macro") return parse_macro(tag);
     if (name == "break" || name == "continue") {
       expect_block_end();
-      if (loop_depth_ == 0) fail("'" + name + "' outside a loop", tag);
+      if (loop_depth_ == 0) fail(fmt::format("'{}' outside a loop", name), tag);
       return make<Stmt>(name == "break" ? Stmt::Kind::Break : Stmt::Kind::Continue, tag);
     }
     if (name == "generation") {
@@ -152,7 +153,7 @@ class Parser {
       expect_block_end();
       return s;
     }
-    fail("unknown or unsupported tag '" + name + "'", tag);
+    fail(fmt::format("unknown or unsupported tag '{}'", name), tag);
   }
 
   StmtPtr parse_if(const Token& tag) {
@@ -516,7 +517,7 @@ class Parser {
         auto f = make<Expr>(Expr::Kind::Filter, at);
         const Token& name = cur();
         f->name = expect_name();
-        if (!has_filter(f->name)) fail("no filter named '" + f->name + "'", name);
+        if (!has_filter(f->name)) fail(fmt::format("no filter named '{}'", f->name), name);
         f->object = std::move(e);
         if (is_op("(")) parse_call_args(*f);
         e = std::move(f);
@@ -526,7 +527,7 @@ class Parser {
         test->negated = skip_name("not");
         const Token& name = cur();
         test->name = expect_name();
-        if (!has_test(test->name)) fail("no test named '" + test->name + "'", name);
+        if (!has_test(test->name)) fail(fmt::format("no test named '{}'", test->name), name);
         test->object = std::move(e);
         const Token& next = cur();
         if (is_op("(")) {
@@ -551,7 +552,7 @@ class Parser {
   // Bounds the parser's recursion, so a hostile template cannot overflow the stack.
   struct NestingGuard {
     NestingGuard(Parser& p) : p(p) {
-      if (++p.nesting_ > kMaxNesting) p.fail("nested more than " + std::to_string(kMaxNesting) + " levels deep", p.cur());
+      if (++p.nesting_ > kMaxNesting) p.fail(fmt::format("nested more than {} levels deep", kMaxNesting), p.cur());
     }
     ~NestingGuard() { --p.nesting_; }
     Parser& p;

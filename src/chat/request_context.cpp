@@ -1,5 +1,7 @@
 #include "chat/request_context.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 
 namespace shardlm::chat {
@@ -11,7 +13,7 @@ nlohmann::ordered_json context_from_request(const nlohmann::ordered_json& body) 
   if (!messages->is_array()) throw shardlm::Error("chat request: 'messages' must be a list");
   for (size_t i = 0; i < messages->size(); ++i)
     if (!(*messages)[i].is_object() || !(*messages)[i].contains("role"))
-      throw shardlm::Error("chat request: messages[" + std::to_string(i) + "] must be an object with a 'role'");
+      throw shardlm::Error(fmt::format("chat request: messages[{}] must be an object with a 'role'", i));
   nlohmann::ordered_json context = nlohmann::ordered_json::object();
   // Template kwargs first, so the request's own fields win on a clash.
   if (auto kwargs = body.find("chat_template_kwargs"); kwargs != body.end() && !kwargs->is_null()) {

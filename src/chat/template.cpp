@@ -1,5 +1,7 @@
 #include "chat/template.h"
 
+#include <fmt/format.h>
+
 #include "chat/interpreter.h"
 #include "chat/lexer.h"
 #include "chat/parser.h"
@@ -16,7 +18,7 @@ std::string Template::render(const nlohmann::ordered_json& context, const Render
   } catch (const RaisedError&) {
     throw;
   } catch (const RenderError& e) {
-    throw RenderError("chat template line " + std::to_string(interpreter.line()) + ": " + e.what());
+    throw RenderError(fmt::format("chat template line {}: {}", interpreter.line(), e.what()));
   }
 }
 

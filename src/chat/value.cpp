@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <limits>
 
 namespace shardlm::chat {
@@ -320,7 +321,8 @@ Value Value::from_json(const nlohmann::ordered_json& j) { return from_json(j, 0)
 
 Value Value::from_json(const nlohmann::ordered_json& j, int depth) {
   using J = nlohmann::ordered_json::value_t;
-  if (depth > kMaxJsonDepth) throw RenderError("chat template context nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  if (depth > kMaxJsonDepth)
+    throw RenderError(fmt::format("chat template context nested deeper than {} levels", kMaxJsonDepth));
   switch (j.type()) {
     case J::null: return none();
     case J::boolean: return Value(j.get<bool>());
@@ -364,7 +366,7 @@ nlohmann::ordered_json Value::to_json() const {
       for (const auto& [key, item] : dict().entries()) j[key] = item.to_json();
       return j;
     }
-    default: throw RenderError(std::string("a ") + type_name() + " value has no JSON form");
+    default: throw RenderError(fmt::format("a {} value has no JSON form", type_name()));
   }
 }
 

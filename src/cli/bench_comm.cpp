@@ -235,6 +235,35 @@ double time_choice(Communicator& c, size_t bytes, comm::AllReduceChoice choice) 
   return times[times.size() / 2];
 }
 
+// Replaces this backend's, group size's and link kind's rows of the tuning
+// file with `rows`, keeping the others; written to a temporary file first.
+void merge_into_tuning_file(const Communicator& c, const std::vector<comm::TuningRow>& rows, bool loopback) {
+  const std::string path = comm::TuningTable::default_path();
+  if (path.empty()) throw Error("bench comm --tune: no place for the tuning file (set $SHARDLM_COMM_TUNING or $HOME)");
+  comm::TuningTable table;
+  if (std::ifstream f(path); f) {  // keep the rows of other backends and group sizes
+    std::stringstream text;
+    text << f.rdbuf();
+    try {
+      const comm::TuningTable old = comm::TuningTable::parse(text.str(), path);
+      for (const auto& r : old.rows())
+        if (r.backend != c.backend() || r.ranks != c.size() || r.loopback != loopback) table.add(r);
+    } catch (const Error& e) {
+      fmt::print(stderr, "shardlm: warning: replacing the unreadable tuning file: {}\n", e.what());
+    }
+  }
+  for (auto& r : rows) table.add(r);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << table.to_text();
+    if (!out) throw Error(fmt::format("bench comm --tune: cannot write {}", tmp));
+  }
+  std::filesystem::rename(tmp, path);
+  fmt::print("# wrote {}\n{}", path, table.to_text());
+}
+
 // Times every candidate at each size from lo to hi, keeps the fastest, and
 // (rank 0) merges the rows into the tuning file.
 void tune_all_reduce(Communicator& c, size_t lo, size_t hi) {
@@ -277,50 +306,25 @@ void tune_all_reduce(Communicator& c, size_t lo, size_t hi) {
     if (!rows.empty() && same(rows.back())) rows.back().up_to_bytes = up_to;
     else rows.push_back({std::string(c.backend()), c.size(), loopback, up_to, best});
   }
-  if (c.rank() != 0) return;
-  const std::string path = comm::TuningTable::default_path();
-  if (path.empty()) throw Error("bench comm --tune: no place for the tuning file (set $SHARDLM_COMM_TUNING or $HOME)");
-  comm::TuningTable table;
-  if (std::ifstream f(path); f) {  // keep the rows of other backends and group sizes
-    std::stringstream text;
-    text << f.rdbuf();
-    try {
-      const comm::TuningTable old = comm::TuningTable::parse(text.str(), path);
-      for (const auto& r : old.rows())
-        if (r.backend != c.backend() || r.ranks != c.size() || r.loopback != loopback) table.add(r);
-    } catch (const Error& e) {
-      fmt::print(stderr, "shardlm: warning: replacing the unreadable tuning file: {}\n", e.what());
-    }
-  }
-  for (auto& r : rows) table.add(r);
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << table.to_text();
-    if (!out) throw Error(fmt::format("bench comm --tune: cannot write {}", tmp));
-  }
-  std::filesystem::rename(tmp, path);
-  fmt::print("# wrote {}\n{}", path, table.to_text());
+  if (c.rank() == 0) merge_into_tuning_file(c, rows, loopback);
 }
 
-void run_bench(const CommBenchOptions& o) {
-  auto dt = dtype_from_name(o.dtype);
-  if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16))
-    throw Error(fmt::format("--dtype: '{}' (want f32, f16 or bf16)", o.dtype));
-  size_t lo = parse_bytes(o.min_bytes, "--min-bytes"), hi = parse_bytes(o.max_bytes, "--max-bytes");
-  if (lo == 0 || hi < lo) throw Error("--min-bytes must be > 0 and <= --max-bytes");
-  auto ops = split_list(o.ops);
+std::vector<std::string> checked_ops(const std::string& list) {
+  auto ops = split_list(list);
   for (auto& op : ops)
     if (op != "all_reduce" && op != "all_gather" && op != "reduce_scatter" && op != "broadcast")
       throw Error(fmt::format("--ops: unknown op '{}' (all_reduce, all_gather, reduce_scatter, broadcast)", op));
+  return ops;
+}
 
+// How this process joins: as the launcher (rank 0, spawning the other ranks
+// into `children`), as a rank given on the command line, or under mpirun.
+comm::ConnectOptions connect_options(const CommBenchOptions& o, std::vector<pid_t>& children) {
   comm::ConnectOptions co;
   co.backend = o.backend;
   co.timeouts.op = std::chrono::milliseconds(o.timeout_ms);
   co.cluster_id = "shardlm-bench";
   if (o.spin_us >= 0) co.timeouts.spin = std::chrono::microseconds(o.spin_us);
-  std::vector<pid_t> children;
   const bool launcher = o.rank < 0 && o.backend != "mpi";
   if (launcher) {
     if (o.np < 1 || o.np > 64) throw Error("--np: want 1..64 ranks");
@@ -341,6 +345,55 @@ void run_bench(const CommBenchOptions& o) {
     co.coordinator = o.coordinator;
   }
   co.token = o.backend == "tcp" ? comm::load_token(o.token_file) : std::string();
+  return co;
+}
+
+// The nccl-tests style table: every op at every size from lo to hi.
+void print_op_table(Communicator& c, const CommBenchOptions& o, const comm::CommConfig& config,
+                    const std::vector<std::string>& ops, DType dt, size_t lo, size_t hi) {
+  if (c.rank() == 0) {
+    fmt::print("# shardlm bench comm: backend {}, {} ranks, dtype {}, all_reduce algo {}\n", c.backend(), c.size(),
+               o.dtype, algo_name(config.algo));
+    fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests\n");
+    fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10} {:>11} {:>11} {:>7}\n", "size(B)", "count", "type", "op",
+               "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+  }
+  const size_t elem = comm::reduce_elem_bytes(dt);
+  for (auto& op : ops)
+    for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
+      size_t unit = op == "all_gather" || op == "reduce_scatter" ? elem * size_t(c.size()) : elem;
+      size_t sz = std::max(unit, bytes / unit * unit);
+      Row row = run_one(c, op, sz, dt, o.iters);
+      if (c.rank() == 0) {
+        double algbw = double(sz) / (row.median_us * 1e3);
+        fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}\n", sz, sz / elem,
+                   o.dtype, op, row.algo, row.median_us, algbw, algbw * bus_factor(op, c.size()), row.wrong);
+        std::fflush(stdout);
+      }
+    }
+}
+
+// True when every spawned rank exited with status 0.
+bool wait_for_children(const std::vector<pid_t>& children) {
+  bool ok = true;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+void run_bench(const CommBenchOptions& o) {
+  auto dt = dtype_from_name(o.dtype);
+  if (!dt || (*dt != DType::F32 && *dt != DType::F16 && *dt != DType::BF16))
+    throw Error(fmt::format("--dtype: '{}' (want f32, f16 or bf16)", o.dtype));
+  size_t lo = parse_bytes(o.min_bytes, "--min-bytes"), hi = parse_bytes(o.max_bytes, "--max-bytes");
+  if (lo == 0 || hi < lo) throw Error("--min-bytes must be > 0 and <= --max-bytes");
+  const auto ops = checked_ops(o.ops);
+
+  std::vector<pid_t> children;
+  const comm::ConnectOptions co = connect_options(o, children);
   comm::CommConfig config = comm::CommConfig::from_env();
   if (!o.algo.empty()) {
     setenv("SHARDLM_ALLREDUCE_ALGO", o.algo.c_str(), 1);
@@ -349,39 +402,12 @@ void run_bench(const CommBenchOptions& o) {
   std::string error;
   try {
     auto c = Communicator::connect(co, config);
-    if (o.tune) {
-      tune_all_reduce(*c, lo, hi);
-      ops.clear();
-    } else if (c->rank() == 0) {
-      fmt::print("# shardlm bench comm: backend {}, {} ranks, dtype {}, all_reduce algo {}\n",
-                 c->backend(), c->size(), o.dtype, algo_name(config.algo));
-      fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests\n");
-      fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10} {:>11} {:>11} {:>7}\n", "size(B)",
-                 "count", "type", "op", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-    }
-    const size_t elem = comm::reduce_elem_bytes(*dt);
-    for (auto& op : ops)
-      for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
-        size_t unit = op == "all_gather" || op == "reduce_scatter" ? elem * size_t(c->size()) : elem;
-        size_t sz = std::max(unit, bytes / unit * unit);
-        Row row = run_one(*c, op, sz, *dt, o.iters);
-        if (c->rank() == 0) {
-          double algbw = double(sz) / (row.median_us * 1e3);
-          fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}\n", sz,
-                     sz / elem, o.dtype, op, row.algo, row.median_us, algbw,
-                     algbw * bus_factor(op, c->size()), row.wrong);
-          std::fflush(stdout);
-        }
-      }
+    if (o.tune) tune_all_reduce(*c, lo, hi);
+    else print_op_table(*c, o, config, ops, *dt, lo, hi);
   } catch (const Error& e) {
     error = e.what();
   }
-  bool children_ok = true;
-  for (pid_t pid : children) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    children_ok = children_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
+  const bool children_ok = wait_for_children(children);
   if (!error.empty()) throw Error(error);
   if (!children_ok) throw Error("bench comm: a rank failed (see its error above)");
 }

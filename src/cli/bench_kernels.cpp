@@ -43,7 +43,7 @@ std::vector<DType> parse_types(const std::string& list) {
     if (name.empty()) continue;
     const auto t = dtype_from_name(name);
     if (!t || !traits(*t).compute || *t == DType::Q8_1 || *t == DType::Q8_K)
-      throw Error("--types: '" + name + "' is not a weight type matmul supports (" + kAllTypes + ")");
+      throw Error(fmt::format("--types: '{}' is not a weight type matmul supports ({})", name, kAllTypes));
     out.push_back(*t);
   }
   if (out.empty()) throw Error("--types: empty list");
@@ -75,17 +75,10 @@ double estimate_ghz(double min_seconds) {
          }) / 1e9;
 }
 
-void run_kernel_bench(const KernelBenchOptions& o) {
-  if (o.threads < 1 || o.threads > 256) throw Error("--threads " + std::to_string(o.threads) + ": expected 1..256");
-  const auto types = parse_types(o.types.empty() ? (o.quick ? kQuickTypes : kAllTypes) : o.types);
-  const double min_time = o.quick ? 0.02 : 0.25;
-  fmt::print("{}\n", cpu_summary());
-  const double ghz = estimate_ghz(o.quick ? 0.05 : 0.3);
-  fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n\n", ghz);
+using Pools = std::vector<std::unique_ptr<ThreadPool>>;  // pools[n - 1] has n threads
 
-  std::vector<std::unique_ptr<ThreadPool>> pools;
-  for (int n = 1; n <= o.threads; ++n) pools.push_back(std::make_unique<ThreadPool>(n));
-
+// Read bandwidth with 1..threads threads, the yardstick of the decode table.
+std::vector<double> print_bandwidth_table(const KernelBenchOptions& o, const Pools& pools) {
   const size_t bw_bytes = o.quick ? (128u << 20) : (1024u << 20);
   fmt::print("memory read bandwidth ({} MiB buffer, best of {})\n", bw_bytes >> 20, o.quick ? 2 : 5);
   fmt::print("| threads | GB/s |\n|---:|---:|\n");
@@ -94,63 +87,73 @@ void run_kernel_bench(const KernelBenchOptions& o) {
     bw.push_back(measure_read_bandwidth(bw_bytes, pools[size_t(n - 1)].get(), o.quick ? 2 : 5));
     fmt::print("| {} | {:.1f} |\n", n, bw.back());
   }
+  return bw;
+}
 
-  struct Shape {
-    int64_t rows, cols;
+struct Shape {
+  int64_t rows, cols;
+};
+
+struct DecodeCase {
+  Shape shape;
+  int64_t tokens;
+};
+
+// One row per ISA with its own kernel for the type (scalar, 100x slower,
+// only when --types names at most 3 types, and only for 1 token on the
+// smaller shape) on GGUF rows, and where a model repacks the type here
+// (panels_pay) one row `panels` for the kernel matmul() runs on those: the
+// row marked * is what a model's matrix runs (on rows: the ISA picked by
+// timing these kernels on first use).
+void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& types, DType type, const DecodeCase& c,
+                       const Pools& pools, const std::vector<double>& bw, double min_time) {
+  const Shape& s = c.shape;
+  const BenchMatrix m = make_bench_matrix(type, s.rows, s.cols);
+  const BenchMatrix model = make_model_bench_matrix(type, s.rows, s.cols);
+  const bool panels = model.view.layout == WeightLayout::Panels16;
+  std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
+  const double bytes = double(m.view.row_stride) * double(s.rows);
+  const Isa chosen = matmul_kernel_isa(type, c.tokens);
+  const auto print_row = [&](const std::string& kernel, bool runs, auto&& call) {
+    for (int n = 1; n <= o.threads; ++n) {
+      ThreadPool* pool = pools[size_t(n - 1)].get();
+      PreparedInput prepared(x.data(), c.tokens, s.cols);
+      const double sec = best_seconds(min_time, [&] { call(prepared, pool); });
+      const double gbs = bytes / sec / 1e9;
+      fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
+                 s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
+                 100.0 * gbs / bw[size_t(n - 1)]);
+    }
   };
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (!isa_has_kernel(isa, type, c.tokens) || isa > active_isa()) continue;
+    const bool few_types = !o.types.empty() && types.size() <= 3;
+    if (isa == Isa::Scalar && chosen != Isa::Scalar && (!few_types || s.rows > 4096 || c.tokens > 1)) continue;
+    print_row(isa_name(isa), !panels && isa == chosen,
+              [&](PreparedInput& in, ThreadPool* pool) { matmul_with_isa(isa, m.view, in, y.data(), pool); });
+  }
+  if (panels)
+    print_row("panels", true, [&](PreparedInput& in, ThreadPool* pool) { matmul(model.view, in, y.data(), pool); });
+}
+
+void print_decode_table(const KernelBenchOptions& o, const std::vector<DType>& types, const Pools& pools,
+                        const std::vector<double>& bw, double min_time) {
   std::vector<Shape> shapes = {{4096, 4096}};
   if (!o.quick) shapes.push_back({128256, 2048});
-  // One row per ISA with its own kernel for the type (scalar, 100x slower,
-  // only when --types names at most 3 types, and only for 1 token on the
-  // smaller shape) on GGUF rows, and where a model repacks the type here
-  // (panels_pay) one row `panels` for the kernel matmul() runs on those: the
-  // row marked * is what a model's matrix runs (on rows: the ISA picked by
-  // timing these kernels on first use).
   fmt::print("\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks\n");
   fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw |\n"
              "|---|---|---:|---|---:|---:|---:|---:|---:|\n");
-  struct DecodeCase {
-    Shape shape;
-    int64_t tokens;
-  };
   std::vector<DecodeCase> cases;
   for (const Shape& s : shapes) cases.push_back({s, 1});
   // 3: decode kernels; 4 and 8: batched decode, where the AVX-512 and AMX
   // panel kernels are timed against each other.
   for (int64_t tokens : {3, 4, 8}) cases.push_back({shapes[0], tokens});
-  for (DType type : types) {
-    for (const DecodeCase& c : cases) {
-      const Shape& s = c.shape;
-      const BenchMatrix m = make_bench_matrix(type, s.rows, s.cols);
-      const BenchMatrix model = make_model_bench_matrix(type, s.rows, s.cols);
-      const bool panels = model.view.layout == WeightLayout::Panels16;
-      std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
-      const double bytes = double(m.view.row_stride) * double(s.rows);
-      const Isa chosen = matmul_kernel_isa(type, c.tokens);
-      const auto print_row = [&](const std::string& kernel, bool runs, auto&& call) {
-        for (int n = 1; n <= o.threads; ++n) {
-          ThreadPool* pool = pools[size_t(n - 1)].get();
-          PreparedInput prepared(x.data(), c.tokens, s.cols);
-          const double sec = best_seconds(min_time, [&] { call(prepared, pool); });
-          const double gbs = bytes / sec / 1e9;
-          fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
-                     s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
-                     100.0 * gbs / bw[size_t(n - 1)]);
-        }
-      };
-      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
-        if (!isa_has_kernel(isa, type, c.tokens) || isa > active_isa()) continue;
-        const bool few_types = !o.types.empty() && types.size() <= 3;
-        if (isa == Isa::Scalar && chosen != Isa::Scalar && (!few_types || s.rows > 4096 || c.tokens > 1)) continue;
-        print_row(isa_name(isa), !panels && isa == chosen, [&](PreparedInput& in, ThreadPool* pool) {
-          matmul_with_isa(isa, m.view, in, y.data(), pool);
-        });
-      }
-      if (panels)
-        print_row("panels", true, [&](PreparedInput& in, ThreadPool* pool) { matmul(model.view, in, y.data(), pool); });
-    }
-  }
+  for (DType type : types)
+    for (const DecodeCase& c : cases) print_decode_rows(o, types, type, c, pools, bw, min_time);
+}
 
+void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& types, const Pools& pools, double ghz,
+                         double min_time) {
   const int64_t n_tokens = o.quick ? 64 : 512, dim = o.quick ? 2048 : 4096;
   const double ops = 2.0 * double(n_tokens) * double(dim) * double(dim);
   fmt::print("\nmatmul (prefill): {} tokens x {}x{} weights in a model's layout here, GOP/s (2 ops per multiply-add)\n",
@@ -174,6 +177,20 @@ void run_kernel_bench(const KernelBenchOptions& o) {
                  100.0 * ops / sec / 1e9 / peak);
     }
   }
+}
+
+void run_kernel_bench(const KernelBenchOptions& o) {
+  if (o.threads < 1 || o.threads > 256) throw Error(fmt::format("--threads {}: expected 1..256", o.threads));
+  const auto types = parse_types(o.types.empty() ? (o.quick ? kQuickTypes : kAllTypes) : o.types);
+  const double min_time = o.quick ? 0.02 : 0.25;
+  fmt::print("{}\n", cpu_summary());
+  const double ghz = estimate_ghz(o.quick ? 0.05 : 0.3);
+  fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n\n", ghz);
+  Pools pools;
+  for (int n = 1; n <= o.threads; ++n) pools.push_back(std::make_unique<ThreadPool>(n));
+  const std::vector<double> bw = print_bandwidth_table(o, pools);
+  print_decode_table(o, types, pools, bw, min_time);
+  print_prefill_table(o, types, pools, ghz, min_time);
 }
 
 }  // namespace

@@ -13,13 +13,13 @@
 #include "chat/model_template.h"
 #include "cli/chat_template_file.h"
 #include "cli/run_cluster.h"
-#include "cli/stop_strings.h"
 #include "cli/usage.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "serve/chat_prompt.h"
 #include "serve/local_engine.h"
+#include "serve/stop_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm::cli {
@@ -58,8 +58,8 @@ class Chat {
       cached_.insert(cached_.end(), prompt.begin() + std::ptrdiff_t(at),
                      prompt.begin() + std::ptrdiff_t(at + entries.size()));
     }
-    StreamDecoder decoder(tokenizer_, /*at_sequence_start=*/false);
-    StopStrings stops(r_.stops);
+    serve::StopText stops(tokenizer_, r_.stops);
+    bool stopped = false;
     std::string text;
     const auto show = [&](const std::string& piece) {
       print(piece);
@@ -67,8 +67,10 @@ class Chat {
     };
     const int64_t limit = r_.n_predict < 0 ? engine_.n_ctx() : r_.n_predict;
     for (int64_t n = 0; n < limit && !tokenizer_.is_end_of_generation(next);) {
-      show(stops.push(decoder.push(next)));
-      if (stops.stopped() || ++n == limit) break;
+      const serve::StopText::Out out = stops.push(next);
+      show(out.text);
+      stopped = out.stopped;
+      if (stopped || ++n == limit) break;
       if (int64_t(cached_.size()) >= engine_.n_ctx()) {
         note_context_full(engine_.n_ctx());
         break;
@@ -77,10 +79,7 @@ class Chat {
       next = engine_.step(std::span(&e, 1)).front().token;
       cached_.push_back(e.token);
     }
-    if (!stops.stopped()) {
-      show(stops.push(decoder.flush()));
-      show(stops.flush());
-    }
+    if (!stopped) show(stops.finish());
     print("\n");
     return text;
   }

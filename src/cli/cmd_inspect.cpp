@@ -87,23 +87,13 @@ std::string to_text(const gguf::Value& v) {
   return to_json(v, false).dump();
 }
 
-Json summarize(const gguf::File& f, const InspectOptions& o) {
-  Json j;
-  j["file"] = f.path();
-  j["file_size"] = f.file_size();
-  j["gguf_version"] = f.version();
-  j["alignment"] = f.alignment();
-  j["data_offset"] = f.data_offset();
-  const std::string arch = f.get_string("general.architecture").value_or("");
-  j["architecture"] = arch;
-  j["name"] = f.get_string("general.name").value_or("");
-  if (auto ft = f.get_u64("general.file_type")) j["file_type"] = gguf::file_type_name(uint32_t(*ft));
-
+// The architecture's own keys without their prefix, plus the values llama.cpp
+// assumes when the file is silent (listed in j["implied"]).
+void add_hyperparameters(const gguf::File& f, const std::string& arch, Json& j) {
   Json hp = Json::object();
   const std::string prefix = arch + ".";
   for (const auto& [key, value] : f.metadata())
     if (!arch.empty() && key.rfind(prefix, 0) == 0) hp[key.substr(prefix.size())] = to_json(value, false);
-  // Values llama.cpp assumes when the file is silent, marked as such.
   Json implied = Json::object();
   if (!arch.empty() && !hp.contains("rope.freq_base")) {
     hp["rope.freq_base"] = 10000.0;
@@ -118,7 +108,9 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
   }
   j["hyperparameters"] = hp;
   j["implied"] = implied;
+}
 
+Json tokenizer_summary(const gguf::File& f) {
   Json tok = Json::object();
   tok["model"] = f.get_string("tokenizer.ggml.model").value_or("");
   tok["pre"] = f.get_string("tokenizer.ggml.pre").value_or("");
@@ -131,8 +123,13 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
   if (auto b = f.get_bool("tokenizer.ggml.add_bos_token")) tok["add_bos"] = *b;
   else tok["add_bos"] = "unset";
   if (f.has("tokenizer.chat_template")) tok["chat_template"] = true;
-  j["tokenizer"] = tok;
+  return tok;
+}
 
+// Tensor counts, types and sizes; with experts, what a token actually reads:
+// only expert_used_count of expert_count experts, so it is computed by fewer
+// parameters than the file holds. Returns the per-tensor list.
+Json add_tensor_totals(const gguf::File& f, const std::string& arch, bool list_tensors, Json& j) {
   uint64_t bytes = 0, params = 0, expert_params = 0, expert_bytes = 0;
   std::map<std::string, int> type_counts;
   Json tensors = Json::array();
@@ -144,7 +141,7 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
       expert_bytes += t.n_bytes;
     }
     ++type_counts[std::string(dtype_name(t.type))];
-    if (!o.no_tensors)
+    if (list_tensors)
       tensors.push_back({{"name", t.name},
                          {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                          {"type", dtype_name(t.type)},
@@ -155,8 +152,7 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
   j["tensor_types"] = type_counts;
   j["weight_bytes"] = bytes;
   j["n_params"] = params;
-  // Mixture of experts: a token reads only expert_used_count of expert_count
-  // experts, so it is computed by fewer parameters than the file holds.
+  const std::string prefix = arch + ".";
   const auto n_expert = f.get_u64(prefix + "expert_count");
   const auto n_used = f.get_u64(prefix + "expert_used_count");
   if (n_expert && *n_expert > 0 && n_used && *n_used <= *n_expert) {
@@ -170,7 +166,24 @@ Json summarize(const gguf::File& f, const InspectOptions& o) {
     j["active_params"] = params - inactive(expert_params);
     j["active_weight_bytes"] = bytes - inactive(expert_bytes);
   }
-  if (!o.no_tensors) j["tensors"] = tensors;
+  return tensors;
+}
+
+Json summarize(const gguf::File& f, const InspectOptions& o) {
+  Json j;
+  j["file"] = f.path();
+  j["file_size"] = f.file_size();
+  j["gguf_version"] = f.version();
+  j["alignment"] = f.alignment();
+  j["data_offset"] = f.data_offset();
+  const std::string arch = f.get_string("general.architecture").value_or("");
+  j["architecture"] = arch;
+  j["name"] = f.get_string("general.name").value_or("");
+  if (auto ft = f.get_u64("general.file_type")) j["file_type"] = gguf::file_type_name(uint32_t(*ft));
+  add_hyperparameters(f, arch, j);
+  j["tokenizer"] = tokenizer_summary(f);
+  Json tensors = add_tensor_totals(f, arch, !o.no_tensors, j);
+  if (!o.no_tensors) j["tensors"] = std::move(tensors);
   if (o.metadata) {
     Json all = Json::object();
     for (const auto& [key, value] : f.metadata()) all[key] = to_json(value, o.json);

@@ -232,9 +232,8 @@ void set_hyperparameters(gguf::Writer& w, const synth::Preset& p, int64_t n_voca
   if (m.weights_scale > 0) w.set(a + "expert_weights_scale", m.weights_scale);
 }
 
-}  // namespace
-
-void synth::write_model(const synth::Options& o) {
+// The preset, cut to --layers.
+synth::Preset chosen_preset(const synth::Options& o) {
   synth::Preset preset;
   try {
     preset = synth::find_preset(o.preset);
@@ -248,6 +247,71 @@ void synth::write_model(const synth::Options& o) {
     preset.n_layer = o.layers;
     preset.moe.n_leading_dense = std::min(preset.moe.n_leading_dense, o.layers);
   }
+  return preset;
+}
+
+int64_t tensor_rows(const TensorPlan& t) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
+  return rows;
+}
+
+struct WeightTotals {
+  uint64_t bytes = 0, params = 0;
+};
+
+WeightTotals add_tensors(gguf::Writer& w, const std::vector<TensorPlan>& plan) {
+  WeightTotals totals;
+  for (const auto& t : plan) {
+    w.add_tensor(t.name, t.type, t.shape);
+    const int64_t rows = tensor_rows(t);
+    totals.bytes += uint64_t(rows) * row_bytes(t.type, t.shape[0]);
+    totals.params += uint64_t(rows * t.shape[0]);
+  }
+  return totals;
+}
+
+// Random rows, quantized in blocks of ~16 MB of floats on the pool; a row's
+// values depend only on the seed, the tensor's index and the row, so the file
+// is the same for any thread count.
+void write_weights(gguf::Writer& w, const std::vector<TensorPlan>& plan, const synth::Options& o,
+                   uint64_t total_bytes) {
+  ThreadPool pool(o.threads);
+  std::vector<uint8_t> out;
+  uint64_t written = 0;
+  int reported = 0;
+  for (size_t ti = 0; ti < plan.size(); ++ti) {
+    const auto& t = plan[ti];
+    const int64_t ne0 = t.shape[0];
+    const int64_t rows = tensor_rows(t);
+    const size_t row = row_bytes(t.type, ne0);
+    const int64_t block_rows = std::max<int64_t>(1, (int64_t(1) << 22) / ne0);
+    for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+      const int64_t n = std::min(block_rows, rows - r0);
+      out.resize(size_t(n) * row);
+      pool.run([&](int ith, int nth) {
+        std::vector<float> values(static_cast<size_t>(ne0));
+        for (int64_t r = ith; r < n; r += nth) {
+          fill_row(values.data(), ne0, mix(o.seed * 0x100000001B3ull ^ mix(ti + 1) ^ uint64_t(r0 + r)), t.mean,
+                   t.stddev);
+          quantize_row(t.type, values.data(), out.data() + size_t(r) * row, ne0);
+        }
+      });
+      w.write_tensor_data(t.name, out.data(), out.size());
+      written += out.size();
+      const int pct = int(written * 100 / std::max<uint64_t>(total_bytes, 1));
+      if (total_bytes > (uint64_t(64) << 20) && pct / 10 > reported / 10) {
+        reported = pct;
+        fmt::print(stderr, "synth: {:3}% ({} of {} MiB)\n", pct, written >> 20, total_bytes >> 20);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void synth::write_model(const synth::Options& o) {
+  const synth::Preset preset = chosen_preset(o);
   const bool q4_k_m = o.type == "q4_k_m" || o.type == "Q4_K_M";
   const auto want = q4_k_m ? std::optional(DType::Q4_K) : dtype_from_name(o.type);
   const auto file_type = want ? gguf::file_type_for(*want) : std::nullopt;
@@ -269,56 +333,18 @@ void synth::write_model(const synth::Options& o) {
   else synth::set_generated_vocab(w, preset, n_vocab, o.seed);
 
   const auto plan = TensorPlanner(preset, *want, q4_k_m).plan(n_vocab);
-  uint64_t total_bytes = 0, params = 0;
-  for (const auto& t : plan) {
-    w.add_tensor(t.name, t.type, t.shape);
-    int64_t rows = 1;
-    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
-    total_bytes += uint64_t(rows) * row_bytes(t.type, t.shape[0]);
-    params += uint64_t(rows * t.shape[0]);
-  }
+  const WeightTotals totals = add_tensors(w, plan);
   w.begin_data();
   if (!o.weights) {
     w.skip_remaining_data();
     w.finish();
     return;
   }
-
-  ThreadPool pool(o.threads);
-  std::vector<uint8_t> out;
-  uint64_t written = 0;
-  int reported = 0;
-  for (size_t ti = 0; ti < plan.size(); ++ti) {
-    const auto& t = plan[ti];
-    const int64_t ne0 = t.shape[0];
-    int64_t rows = 1;
-    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
-    const size_t row = row_bytes(t.type, ne0);
-    const int64_t block_rows = std::max<int64_t>(1, (int64_t(1) << 22) / ne0);  // ~16 MB of floats
-    for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
-      const int64_t n = std::min(block_rows, rows - r0);
-      out.resize(size_t(n) * row);
-      pool.run([&](int ith, int nth) {
-        std::vector<float> values(static_cast<size_t>(ne0));
-        for (int64_t r = ith; r < n; r += nth) {
-          fill_row(values.data(), ne0, mix(o.seed * 0x100000001B3ull ^ mix(ti + 1) ^ uint64_t(r0 + r)), t.mean,
-                   t.stddev);
-          quantize_row(t.type, values.data(), out.data() + size_t(r) * row, ne0);
-        }
-      });
-      w.write_tensor_data(t.name, out.data(), out.size());
-      written += out.size();
-      const int pct = int(written * 100 / std::max<uint64_t>(total_bytes, 1));
-      if (total_bytes > (uint64_t(64) << 20) && pct / 10 > reported / 10) {
-        reported = pct;
-        fmt::print(stderr, "synth: {:3}% ({} of {} MiB)\n", pct, written >> 20, total_bytes >> 20);
-      }
-    }
-  }
+  write_weights(w, plan, o, totals.bytes);
   w.finish();
   const double seconds = seconds_since(start);
   fmt::print("synth: wrote {} ({} {}, {} tensors, {} parameters, {} bytes of weights) in {:.1f} s\n", o.output,
-             preset.name, dtype_name(*want), plan.size(), params, total_bytes, seconds);
+             preset.name, dtype_name(*want), plan.size(), totals.params, totals.bytes, seconds);
 }
 
 void add_synth(CLI::App& app) {

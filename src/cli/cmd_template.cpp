@@ -2,6 +2,7 @@
 // (or a template file) and prints the prompt the model would read; for
 // checking a template as POST /apply-template does.
 #include <cstdio>
+#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -26,7 +27,7 @@ struct TemplateOptions {
 std::string read_text(const std::string& path) {
   if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
+  if (!in) throw Error(fmt::format("{}: cannot open", path));
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
@@ -35,7 +36,7 @@ void run_template(const TemplateOptions& o) {
   try {
     body = nlohmann::ordered_json::parse(read_text(o.request));
   } catch (const nlohmann::json::parse_error& e) {
-    throw Error(o.request + ": not JSON: " + e.what());
+    throw Error(fmt::format("{}: not JSON: {}", o.request, e.what()));
   }
   nlohmann::ordered_json context = chat::context_from_request(body);
   std::optional<std::string> source;

@@ -10,7 +10,6 @@
 namespace shardlm::cli {
 namespace {
 
-using Clock = SteadyClock;
 
 void print(const std::string& text) {
   if (text.empty()) return;
@@ -32,14 +31,14 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
     return out;
   }
   auto stream = scheduler.submit({r.prompt, r.sampling, r.max_tokens, r.stops});
-  const auto t0 = Clock::now();
-  Clock::time_point first{};
+  const auto t0 = SteadyClock::now();
+  SteadyClock::time_point first{};
   for (;;) {
     if (r.interrupted && r.interrupted->load()) stream->cancel();
     const bool busy = scheduler.step();
     const auto chunk = stream->next(std::chrono::milliseconds(0));
     print(chunk.text);
-    if (first == Clock::time_point{} && stream->usage().completion_tokens > 0) first = Clock::now();
+    if (first == SteadyClock::time_point{} && stream->usage().completion_tokens > 0) first = SteadyClock::now();
     if (chunk.done) {
       out.finish = chunk.finish;
       if (chunk.finish == serve::FinishReason::Error) throw Error(chunk.error);
@@ -47,10 +46,10 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
     }
     if (!busy) throw Error("run: the scheduler went idle before the request ended");
   }
-  const auto t1 = Clock::now();
+  const auto t1 = SteadyClock::now();
   print("\n");
   out.generated = stream->usage().completion_tokens;
-  if (first == Clock::time_point{}) first = t1;
+  if (first == SteadyClock::time_point{}) first = t1;
   out.prompt_seconds = seconds_of(first - t0);
   out.decode_seconds = seconds_of(t1 - first);
   out.context_full = out.finish == serve::FinishReason::Length &&

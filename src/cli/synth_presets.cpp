@@ -1,4 +1,5 @@
 #include <array>
+#include <fmt/format.h>
 
 #include "cli/synth.h"
 #include "core/error.h"
@@ -76,7 +77,7 @@ std::string preset_names() {
 const Preset& find_preset(const std::string& name) {
   for (const auto& p : kPresets)
     if (p.name == name) return p;
-  throw Error("--preset: '" + name + "' is unknown (known: " + preset_names() + ")");
+  throw Error(fmt::format("--preset: '{}' is unknown (known: {})", name, preset_names()));
 }
 
 }  // namespace shardlm::cli::synth

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <unordered_set>
 
 #include "cli/synth.h"
@@ -103,7 +104,7 @@ int64_t copy_vocab(gguf::Writer& w, const gguf::File& from) {
   const auto tokens = from.find("tokenizer.ggml.tokens");
   const auto* a = tokens ? std::get_if<std::shared_ptr<gguf::Array>>(tokens) : nullptr;
   if (!a || (*a)->type != gguf::ValueType::STRING || (*a)->items.empty())
-    throw Error(from.path() + ": --vocab-from: no tokenizer.ggml.tokens string array");
+    throw Error(fmt::format("{}: --vocab-from: no tokenizer.ggml.tokens string array", from.path()));
   return int64_t((*a)->items.size());
 }
 

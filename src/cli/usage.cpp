@@ -48,7 +48,7 @@ CLI::Option* add_kv_type_option(CLI::App& cmd, std::string& into) {
 
 DType kv_type_of(const std::string& name) {
   if (const auto t = kv_type_from_name(name)) return *t;
-  throw UsageError("--kv-type: " + kv_type_problem(name));
+  throw UsageError(fmt::format("--kv-type: {}", kv_type_problem(name)));
 }
 
 }  // namespace shardlm::cli

@@ -28,18 +28,17 @@ Message ControlPump::next_request() {
 }
 
 void ControlPump::loop() {
-  using Clock = SteadyClock;
   const auto interval = std::chrono::duration<double>(heartbeat_interval(peer_timeout_s_));
-  auto last_heard = Clock::now();
-  auto last_sent = Clock::now() - std::chrono::duration_cast<Clock::duration>(interval);
+  auto last_heard = SteadyClock::now();
+  auto last_sent = SteadyClock::now() - std::chrono::duration_cast<SteadyClock::duration>(interval);
   while (!stop_.load()) {
-    if (Clock::now() - last_sent >= interval) {
+    if (SteadyClock::now() - last_sent >= interval) {
       try {
         ch_.send(MsgType::Heartbeat, nullptr, 0, after_seconds(interval.count()));
       } catch (const Error& e) {
         fatal_(e.what());
       }
-      last_sent = Clock::now();
+      last_sent = SteadyClock::now();
     }
     pollfd p{ch_.fd(), POLLIN, 0};
     if (::poll(&p, 1, 50) > 0) {
@@ -49,7 +48,7 @@ void ControlPump::loop() {
       } catch (const Error& e) {
         fatal_(e.what());
       }
-      last_heard = Clock::now();
+      last_heard = SteadyClock::now();
       switch (m.type) {
         case MsgType::Heartbeat: break;
         case MsgType::Request: {

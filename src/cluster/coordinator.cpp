@@ -24,7 +24,6 @@
 namespace shardlm::cluster {
 namespace {
 
-using Clock = SteadyClock;
 
 std::string with_port(const std::string& ip, uint16_t port) {
   return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port) : fmt::format("{}:{}", ip, port);
@@ -57,7 +56,7 @@ class Progress {
 }  // namespace
 
 ClusterJob::ClusterJob(const gguf::File& file, const ClusterOptions& options) : opt_(options) {
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   if (opt_.nodes.empty()) throw Error("--nodes: no workers given");
   const ModelConfig config = ModelConfig::from_gguf(file);
   n_vocab_ = config.n_vocab;
@@ -239,7 +238,7 @@ void ClusterJob::check_idle() {
 // Reads what the workers sent within `timeout_ms`: heartbeats, the driver's
 // Token frame (returned), anything else or silence for peer_timeout fails the job.
 std::optional<Message> ClusterJob::watch(int timeout_ms) {
-  if (last_heard_.empty()) last_heard_.assign(workers_.size(), Clock::now());
+  if (last_heard_.empty()) last_heard_.assign(workers_.size(), SteadyClock::now());
   std::vector<pollfd> fds(workers_.size());
   for (size_t i = 0; i < workers_.size(); ++i) fds[i] = {workers_[i]->fd(), POLLIN, 0};
   ::poll(fds.data(), fds.size(), timeout_ms);
@@ -251,7 +250,7 @@ std::optional<Message> ClusterJob::watch(int timeout_ms) {
     } catch (const Error& e) {
       fail_worker(i, Fault::Lost, e.what());
     }
-    last_heard_[i] = Clock::now();
+    last_heard_[i] = SteadyClock::now();
     if (m.type == MsgType::Heartbeat) continue;
     if (m.type == MsgType::Token && i == 0) return m;
     std::string what = fmt::format("unexpected {} message", type_name(m.type));

@@ -10,8 +10,8 @@ namespace shardlm::cluster {
 
 net::Fd dial(const std::string& address, double timeout_s, const std::string& who) {
   const auto where = net::parse_host_port(address, "--nodes");
-  const net::Deadline deadline =
-      net::Clock::now() + std::chrono::duration_cast<net::Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const Deadline deadline =
+      SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(timeout_s));
   int err = 0;
   net::Fd fd;
   try {

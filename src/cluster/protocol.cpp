@@ -76,11 +76,11 @@ std::string utc_time_text(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-comm::Deadline after_seconds(double s) {
-  return comm::Clock::now() + std::chrono::duration_cast<comm::Clock::duration>(std::chrono::duration<double>(s));
+Deadline after_seconds(double s) {
+  return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
 }
 
-void authenticate_control(int fd, net::Role role, const std::string& token, comm::Deadline deadline,
+void authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
                           const std::string& who) {
   net::HandshakeParams hp;
   hp.token = token;
@@ -99,7 +99,7 @@ namespace {
 constexpr size_t kPieceBytes = size_t(256) << 10;
 }  // namespace
 
-comm::Deadline Channel::Pace::next() const { return silence_s > 0 ? after_seconds(silence_s) : whole; }
+Deadline Channel::Pace::next() const { return silence_s > 0 ? after_seconds(silence_s) : whole; }
 
 void Channel::throw_silent(const Pace& pace) const {
   // A deadline per piece passed: the peer made no progress for silence_s.
@@ -163,11 +163,11 @@ nlohmann::json Channel::checked_json(const Message& m, MsgType type) const {
   return j;
 }
 
-void Channel::send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline) {
+void Channel::send(MsgType type, const void* data, size_t bytes, Deadline deadline) {
   send_paced(type, data, bytes, Pace{deadline, 0});
 }
 
-void Channel::send_heartbeat(comm::Deadline deadline) {
+void Channel::send_heartbeat(Deadline deadline) {
   std::unique_lock lock(send_mu_, std::try_to_lock);
   if (!lock) return;
   Header h;
@@ -175,21 +175,21 @@ void Channel::send_heartbeat(comm::Deadline deadline) {
   net::write_all(fd_.get(), &h, sizeof h, deadline, peer_);
 }
 
-void Channel::send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline) {
+void Channel::send_json(MsgType type, const nlohmann::json& j, Deadline deadline) {
   const std::string text = j.dump();
   send(type, text.data(), text.size(), deadline);
 }
 
-Message Channel::recv(comm::Deadline deadline) { return recv_paced(Pace{deadline, 0}); }
+Message Channel::recv(Deadline deadline) { return recv_paced(Pace{deadline, 0}); }
 
-Message Channel::recv_skipping_heartbeats(comm::Deadline deadline) {
+Message Channel::recv_skipping_heartbeats(Deadline deadline) {
   for (;;) {
     Message m = recv(deadline);
     if (m.type != MsgType::Heartbeat) return m;
   }
 }
 
-nlohmann::json Channel::expect_json(MsgType type, comm::Deadline deadline) {
+nlohmann::json Channel::expect_json(MsgType type, Deadline deadline) {
   return checked_json(recv_skipping_heartbeats(deadline), type);
 }
 

@@ -78,18 +78,18 @@ class Channel {
   int fd() const { return fd_.get(); }
   void close() { fd_.reset(); }
 
-  void send(MsgType type, const void* data, size_t bytes, comm::Deadline deadline);
-  void send_json(MsgType type, const nlohmann::json& j, comm::Deadline deadline);
+  void send(MsgType type, const void* data, size_t bytes, Deadline deadline);
+  void send_json(MsgType type, const nlohmann::json& j, Deadline deadline);
   // A Heartbeat, unless another frame is being sent right now: its bytes
   // already show the peer we are alive, and a beat must not wait behind a
   // large frame on a slow link (the other channels' beats would wait too).
-  void send_heartbeat(comm::Deadline deadline);
-  Message recv(comm::Deadline deadline);
+  void send_heartbeat(Deadline deadline);
+  Message recv(Deadline deadline);
   // The next message that is not a Heartbeat.
-  Message recv_skipping_heartbeats(comm::Deadline deadline);
+  Message recv_skipping_heartbeats(Deadline deadline);
   // recv_skipping_heartbeats() that also insists on the type (a Status
   // "error" becomes an Error with its message).
-  nlohmann::json expect_json(MsgType type, comm::Deadline deadline);
+  nlohmann::json expect_json(MsgType type, Deadline deadline);
 
   // The same without a deadline for the whole: however long the peer takes
   // (a worker loading its slices, a transfer over a slow link), it must show
@@ -103,9 +103,9 @@ class Channel {
  private:
   // A frame read or written piece by piece, each piece by `pace`'s next deadline.
   struct Pace {
-    comm::Deadline whole;   // used when silence_s == 0
+    Deadline whole;  // used when silence_s == 0
     double silence_s = 0;
-    comm::Deadline next() const;
+    Deadline next() const;
   };
   void send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace);
   Message recv_paced(const Pace& pace);
@@ -118,10 +118,10 @@ class Channel {
   std::string peer_;
 };
 
-comm::Deadline after_seconds(double s);
+Deadline after_seconds(double s);
 // The HMAC handshake that opens a control connection (cluster id kClusterId),
 // from either end; throws Error naming `who`.
-void authenticate_control(int fd, net::Role role, const std::string& token, comm::Deadline deadline,
+void authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
                           const std::string& who);
 const char* type_name(MsgType t);
 // "2026-12-01T10:53:02Z"

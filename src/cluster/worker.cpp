@@ -76,8 +76,8 @@ pid_t spawn_job_process(int conn_fd, const JobContext& ctx, const std::string& l
 }
 
 // Waits until `fd` has data (true) or was closed, or the deadline or `stop` comes (false).
-bool wait_for_data(int fd, comm::Deadline deadline, const std::function<bool()>& stop) {
-  while (comm::Clock::now() < deadline && !stop()) {
+bool wait_for_data(int fd, Deadline deadline, const std::function<bool()>& stop) {
+  while (SteadyClock::now() < deadline && !stop()) {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
     char byte;

@@ -61,12 +61,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/dtype.h"
 
 namespace shardlm::comm {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 enum class ReduceOp : uint8_t { Sum, Max };
 

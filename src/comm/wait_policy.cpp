@@ -27,11 +27,10 @@ WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono
 }
 
 int runnable_tasks() {
-  using Clock = std::chrono::steady_clock;
   static std::atomic<int64_t> sampled_at{0};
   static std::atomic<int> runnable{-1};
   constexpr int64_t kEvery = std::chrono::nanoseconds(kLoadSampleEvery).count();
-  const int64_t now = Clock::now().time_since_epoch().count();
+  const int64_t now = SteadyClock::now().time_since_epoch().count();
   int64_t last = sampled_at.load(std::memory_order_relaxed);
   // One thread re-reads; the others use the last sample.
   if (now - last < kEvery || !sampled_at.compare_exchange_strong(last, now))
@@ -73,7 +72,7 @@ int usable_cpus() {
 }
 
 Poller::Poller(const WaitPolicy& policy) {
-  const auto now = Clock::now();
+  const auto now = SteadyClock::now();
   spin_end_ = now + policy.spin;
   yield_end_ = spin_end_ + policy.yield;
   yielding_ = policy.spin.count() <= 0;
@@ -86,7 +85,7 @@ bool Poller::poll_again() {
   // reads it every 16th look; a yield costs more than the clock (and may
   // give the core away for a while), so a yielder reads it every time.
   if (yielding_ || (++looks_ & 15) == 0) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (now >= yield_end_) {
       blocking_ = true;
       return false;

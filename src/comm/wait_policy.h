@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "core/clock.h"
+
 namespace shardlm::comm {
 
 struct WaitPolicy {
@@ -64,8 +66,7 @@ class Poller {
   bool poll_again();
 
  private:
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point spin_end_, yield_end_;
+  SteadyClock::time_point spin_end_, yield_end_;
   uint32_t looks_ = 0;
   bool yielding_ = false;
   bool blocking_ = false;

@@ -20,7 +20,7 @@ class WorldState {
   const CommConfig& config() const { return config_; }
   // Only at creation, before any operation (Communicator::agree_on_tuning).
   void drop_tuning() { config_.tuning.reset(); }
-  Deadline deadline() const { return Clock::now() + config_.timeouts.op; }
+  Deadline deadline() const { return SteadyClock::now() + config_.timeouts.op; }
 
   // Runs `op` alone on the transport. An Error fails the transport (so the
   // peers hear of it) and is rethrown.

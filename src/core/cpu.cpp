@@ -1,6 +1,7 @@
 #include "core/cpu.h"
 
 #include <cpuid.h>
+#include <fmt/format.h>
 #include <immintrin.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
@@ -164,7 +165,7 @@ Isa parse_isa_cap(const char* value) {
   if (v == "avx2") return Isa::Avx2;
   if (v == "avx512") return Isa::Avx512;
   if (v == "amx") return Isa::Amx;
-  throw Error("environment variable SHARDLM_ISA=" + std::string(v) + ": expected scalar, avx2, avx512 or amx");
+  throw Error(fmt::format("environment variable SHARDLM_ISA={}: expected scalar, avx2, avx512 or amx", v));
 }
 
 }  // namespace

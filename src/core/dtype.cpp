@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cctype>
+#include <fmt/format.h>
 #include <string>
 
 #include "core/error.h"
@@ -46,7 +47,7 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id) {
 const DTypeTraits& traits(DType t) {
   for (const auto& e : kTable)
     if (e.id == uint32_t(t)) return e.t;
-  throw Error("unknown tensor type id " + std::to_string(uint32_t(t)));
+  throw Error(fmt::format("unknown tensor type id {}", uint32_t(t)));
 }
 
 std::string_view dtype_name(DType t) { return traits(t).name; }

@@ -1,6 +1,7 @@
 #include "core/membw.h"
 
 #include <emmintrin.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -62,7 +63,7 @@ unsigned long long read_all(const void* data, size_t size, ThreadPool* pool) {
 double measure_read_bandwidth(size_t bytes, ThreadPool* pool, int repeats) {
   bytes = std::max<size_t>(bytes / 64 * 64, 64);
   std::unique_ptr<uint8_t, FreeDeleter> buf(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-  if (!buf) throw Error("memory bandwidth: cannot allocate " + std::to_string(bytes >> 20) + " MiB");
+  if (!buf) throw Error(fmt::format("memory bandwidth: cannot allocate {} MiB", bytes >> 20));
   std::memset(buf.get(), 1, bytes);  // commit the pages before timing
   double best = 0.0;
   volatile unsigned long long sink = 0;

@@ -1,5 +1,6 @@
 #include "core/quant.h"
 
+#include <fmt/format.h>
 #include <string>
 
 #include "core/error.h"
@@ -75,8 +76,8 @@ std::string type_label(DType type) {
 void check_length(DType type, int64_t n, const char* what) {
   const int64_t block = traits(type).block_elems;
   if (n < 0 || n % block != 0)
-    throw Error(std::string(what) + ": row of " + std::to_string(n) + " elements is not a multiple of the " +
-                type_label(type) + " block size " + std::to_string(block));
+    throw Error(fmt::format("{}: row of {} elements is not a multiple of the {} block size {}", what, n,
+                            type_label(type), block));
 }
 
 }  // namespace
@@ -86,14 +87,14 @@ bool can_quantize(DType type) { return codec(type).quantize != nullptr; }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const Codec c = codec(type);
-  if (!c.dequantize) throw Error("dequantize_row: tensor type " + type_label(type) + " is not supported");
+  if (!c.dequantize) throw Error(fmt::format("dequantize_row: tensor type {} is not supported", type_label(type)));
   check_length(type, n, "dequantize_row");
   c.dequantize(src, dst, n);
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   const Codec c = codec(type);
-  if (!c.quantize) throw Error("quantize_row: tensor type " + type_label(type) + " is not supported");
+  if (!c.quantize) throw Error(fmt::format("quantize_row: tensor type {} is not supported", type_label(type)));
   check_length(type, n, "quantize_row");
   c.quantize(src, dst, n);
 }

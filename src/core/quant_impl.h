@@ -2,6 +2,7 @@
 // callers use dequantize_row / quantize_row. n is a multiple of the block size.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace shardlm::quant_impl {
@@ -21,7 +22,7 @@ void quantize_q4_1(const float* src, void* dst, int64_t n);
 void quantize_q5_0(const float* src, void* dst, int64_t n);
 void quantize_q5_1(const float* src, void* dst, int64_t n);
 
-// quant_kquants.cpp: 256-element super-blocks.
+// quant_kquants_decode.cpp / quant_kquants_encode.cpp: 256-element super-blocks.
 void dequantize_q2_K(const void* src, float* dst, int64_t n);
 void dequantize_q3_K(const void* src, float* dst, int64_t n);
 void dequantize_q4_K(const void* src, float* dst, int64_t n);
@@ -33,5 +34,18 @@ void quantize_q3_K(const float* src, void* dst, int64_t n);
 void quantize_q4_K(const float* src, void* dst, int64_t n);
 void quantize_q5_K(const float* src, void* dst, int64_t n);
 void quantize_q6_K(const float* src, void* dst, int64_t n);
+
+// The element of largest magnitude, keeping its sign: the symmetric formats map
+// it exactly onto the most negative code so that side keeps full precision.
+inline float signed_absmax(int n, const float* x) {
+  float amax = 0.f, max = 0.f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  return max;
+}
 
 }  // namespace shardlm::quant_impl

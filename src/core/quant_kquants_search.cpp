@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/quant_blocks.h"
+#include "core/quant_impl.h"
 
 namespace shardlm::kquant_search {
 namespace {
@@ -11,23 +12,12 @@ namespace {
 // Below this magnitude a group counts as all zeros.
 constexpr float kGroupEps = 1e-15f;
 
-float signed_absmax(int n, const float* x) {
-  float amax = 0.f, max = 0.f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  return max;
-}
-
 int symmetric_code(float iscale, float x, int nmax) { return std::clamp(nearest_int(iscale * x), -nmax, nmax - 1); }
 
 }  // namespace
 
 float fit_symmetric_x2(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_absmax(n, x);
+  const float max = quant_impl::signed_absmax(n, x);
   if (std::fabs(max) < kGroupEps) {
     std::fill(L, L + n, int8_t(0));
     return 0.f;
@@ -67,7 +57,7 @@ float fit_symmetric_x2(int n, int nmax, const float* x, int8_t* L) {
 }
 
 float fit_symmetric_descent(int n, int nmax, const float* x, int8_t* L) {
-  const float max = signed_absmax(n, x);
+  const float max = quant_impl::signed_absmax(n, x);
   if (std::fabs(max) < kGroupEps) {
     std::fill(L, L + n, int8_t(0));
     return 0.f;

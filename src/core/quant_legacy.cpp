@@ -17,19 +17,6 @@ constexpr int HALF = QK / 2;
 
 float inverse_or_zero(float d) { return d != 0.f ? 1.f / d : 0.f; }
 
-// The element of largest magnitude, keeping its sign: the symmetric formats map
-// it exactly onto the most negative code so that side keeps full precision.
-float signed_absmax(const float* x) {
-  float amax = 0.f, max = 0.f;
-  for (int j = 0; j < QK; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  return max;
-}
-
 void min_max(const float* x, float* lo, float* hi) {
   *lo = x[0];
   *hi = x[0];
@@ -70,7 +57,7 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n) {
 void quantize_q4_0(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<block_q4_0*>(dst);
   for (int64_t i = 0; i < n / QK; ++i, src += QK) {
-    const float d = signed_absmax(src) / -8.f;
+    const float d = quant_impl::signed_absmax(QK, src) / -8.f;
     const float id = inverse_or_zero(d);
     b[i].d = f32_to_f16(d);
     for (int j = 0; j < HALF; ++j) {
@@ -125,7 +112,7 @@ void dequantize_q5_0(const void* src, float* dst, int64_t n) {
 void quantize_q5_0(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<block_q5_0*>(dst);
   for (int64_t i = 0; i < n / QK; ++i, src += QK) {
-    const float d = signed_absmax(src) / -16.f;
+    const float d = quant_impl::signed_absmax(QK, src) / -16.f;
     const float id = inverse_or_zero(d);
     b[i].d = f32_to_f16(d);
     int codes[QK];

@@ -1,5 +1,6 @@
 #include "core/thread_pool.h"
 
+#include <fmt/format.h>
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -105,8 +106,7 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(int n_threads) : impl_(std::make_unique<Impl>()) {
-  if (n_threads < 1 || n_threads > 1024)
-    throw Error("thread count " + std::to_string(n_threads) + " is out of range 1..1024");
+  if (n_threads < 1 || n_threads > 1024) throw Error(fmt::format("thread count {} is out of range 1..1024", n_threads));
   impl_->n_threads = n_threads;
   impl_->workers.reserve(size_t(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });

@@ -2,6 +2,7 @@
 // against the bytes that remain before anything is allocated for it, so a
 // lying header costs at most a few times the file's own size.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -56,7 +57,7 @@ class Parser {
     if (version == 1) fail("version", version_pos, "unsupported version 1 (GGUF v1 is obsolete; reconvert the model)");
     if (version == 0x02000000 || version == 0x03000000)
       fail("version", version_pos, "big-endian GGUF is not supported");
-    if (version != 2 && version != 3) fail("version", version_pos, "unsupported version " + std::to_string(version));
+    if (version != 2 && version != 3) fail("version", version_pos, fmt::format("unsupported version {}", version));
     f_.version_ = version;
 
     const uint64_t nt_pos = pos_;
@@ -66,11 +67,11 @@ class Parser {
     // Each kv needs ≥ 13 bytes (key length, type, 1-byte value) and each tensor
     // info ≥ 24 bytes (name length, n_dims, type, offset).
     if (n_kv > remaining() / 13)
-      fail("metadata kv count", nkv_pos, std::to_string(n_kv) + " entries cannot fit in the remaining " +
-                                             std::to_string(remaining()) + " bytes");
+      fail("metadata kv count", nkv_pos,
+           fmt::format("{} entries cannot fit in the remaining {} bytes", n_kv, remaining()));
     if (n_tensors > remaining() / 24)
-      fail("tensor count", nt_pos, std::to_string(n_tensors) + " tensors cannot fit in the remaining " +
-                                       std::to_string(remaining()) + " bytes");
+      fail("tensor count", nt_pos,
+           fmt::format("{} tensors cannot fit in the remaining {} bytes", n_tensors, remaining()));
 
     read_metadata(n_kv);
     read_tensor_infos(n_tensors);
@@ -87,13 +88,12 @@ class Parser {
   std::vector<uint64_t> tensor_offset_pos_;
 
   [[noreturn]] void fail(const std::string& field, uint64_t at, const std::string& what) const {
-    throw Error(f_.path_ + ": " + field_ + field + " at offset " + std::to_string(at) + ": " + what);
+    throw Error(fmt::format("{}: {}{} at offset {}: {}", f_.path_, field_, field, at, what));
   }
   uint64_t remaining() const { return size_ - pos_; }
 
   void need(uint64_t n, const char* field) const {
-    if (n > remaining())
-      fail(field, pos_, "truncated: needs " + std::to_string(n) + " bytes, " + std::to_string(remaining()) + " left");
+    if (n > remaining()) fail(field, pos_, fmt::format("truncated: needs {} bytes, {} left", n, remaining()));
   }
   template <class T>
   T scalar(const char* field) {
@@ -109,9 +109,7 @@ class Parser {
   std::string str(const char* field) {
     const uint64_t at = pos_;
     const uint64_t len = u64(field);
-    if (len > remaining())
-      fail(field, at, "string length " + std::to_string(len) + " exceeds the " + std::to_string(remaining()) +
-                          " bytes left");
+    if (len > remaining()) fail(field, at, fmt::format("string length {} exceeds the {} bytes left", len, remaining()));
     std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
     pos_ += len;
     return s;
@@ -132,7 +130,7 @@ class Parser {
       case ValueType::BOOL: {
         const uint64_t at = pos_;
         const uint8_t b = scalar<uint8_t>("value");
-        if (b > 1) fail("value", at, "bool must be 0 or 1, found " + std::to_string(b));
+        if (b > 1) fail("value", at, fmt::format("bool must be 0 or 1, found {}", b));
         return b != 0;
       }
       case ValueType::STRING: return str("value");
@@ -143,18 +141,19 @@ class Parser {
 
   Value array(int depth) {
     const uint64_t type_pos = pos_;
-    if (depth > kMaxArrayDepth) fail("array", type_pos, "arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+    if (depth > kMaxArrayDepth) fail("array", type_pos, fmt::format("arrays nested deeper than {}", kMaxArrayDepth));
     const uint32_t type = u32("array type");
-    if (!known_value_type(type)) fail("array type", type_pos, "unknown value type " + std::to_string(type));
+    if (!known_value_type(type)) fail("array type", type_pos, fmt::format("unknown value type {}", type));
     const uint64_t count_pos = pos_;
     const uint64_t count = u64("array count");
     const auto elem = ValueType(type);
     if (count > remaining() / min_value_bytes(elem))
-      fail("array count", count_pos, std::to_string(count) + " elements of " + std::string(value_type_name(elem)) +
-                                         " cannot fit in the remaining " + std::to_string(remaining()) + " bytes");
+      fail("array count", count_pos,
+           fmt::format("{} elements of {} cannot fit in the remaining {} bytes", count, value_type_name(elem),
+                       remaining()));
     array_elements_ += count;
     if (array_elements_ > kMaxArrayElements)
-      fail("array count", count_pos, "more than " + std::to_string(kMaxArrayElements) + " array elements in total");
+      fail("array count", count_pos, fmt::format("more than {} array elements in total", kMaxArrayElements));
     auto a = std::make_shared<Array>();
     a->type = elem;
     a->items.reserve(count);
@@ -174,7 +173,7 @@ class Parser {
       if (!seen.insert(key).second) fail("key", key_pos, "duplicate key");
       const uint64_t type_pos = pos_;
       const uint32_t type = u32("type");
-      if (!known_value_type(type)) fail("type", type_pos, "unknown value type " + std::to_string(type));
+      if (!known_value_type(type)) fail("type", type_pos, fmt::format("unknown value type {}", type));
       const uint64_t value_pos = pos_;
       Value v = value(ValueType(type), 0);
       if (key == "general.alignment") set_alignment(v, value_pos);
@@ -185,9 +184,9 @@ class Parser {
 
   void set_alignment(const Value& v, uint64_t at) {
     const auto* a = std::get_if<uint32_t>(&v);
-    if (!a) fail("value", at, "general.alignment must be u32, found " + std::string(value_type_name(type_of(v))));
+    if (!a) fail("value", at, fmt::format("general.alignment must be u32, found {}", value_type_name(type_of(v))));
     if (*a == 0 || (*a & (*a - 1)) != 0)
-      fail("value", at, "general.alignment must be a nonzero power of two, found " + std::to_string(*a));
+      fail("value", at, fmt::format("general.alignment must be a nonzero power of two, found {}", *a));
     f_.alignment_ = *a;
   }
 
@@ -201,24 +200,25 @@ class Parser {
       const uint64_t name_pos = pos_;
       t.name = str("name");
       if (t.name.size() > kMaxTensorName)
-        fail("name", name_pos, "name is " + std::to_string(t.name.size()) + " bytes, the limit is 64");
+        fail("name", name_pos, fmt::format("name is {} bytes, the limit is 64", t.name.size()));
       field_ = "tensor " + std::to_string(i) + " '" + t.name + "' ";
       if (!seen.insert(t.name).second) fail("name", name_pos, "duplicate tensor name");
       read_dims(t);
       const uint64_t type_pos = pos_;
       const uint32_t type = u32("type");
       const auto tr = dtype_traits(type);
-      if (!tr) fail("type", type_pos, "unknown tensor type id " + std::to_string(type));
+      if (!tr) fail("type", type_pos, fmt::format("unknown tensor type id {}", type));
       t.type = DType(type);
       if (t.ne[0] % tr->block_elems != 0)
-        fail("type", type_pos, "row length " + std::to_string(t.ne[0]) + " is not a multiple of the " +
-                                   std::string(tr->name) + " block size " + std::to_string(tr->block_elems));
+        fail("type", type_pos,
+             fmt::format("row length {} is not a multiple of the {} block size {}", t.ne[0], tr->name,
+                         tr->block_elems));
       // n_elements fits in int64 (read_dims), so rows * row bytes fits in 128 bits.
       // Blocks ≤ elements < 2^63 and block bytes < 2^16, so this cannot wrap.
       const unsigned __int128 bytes =
           (unsigned __int128)(uint64_t(t.n_elements() / tr->block_elems)) * tr->block_bytes;
       if (bytes > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail("type", type_pos, "byte size of " + t.shape_string() + " " + std::string(tr->name) + " overflows");
+        fail("type", type_pos, fmt::format("byte size of {} {} overflows", t.shape_string(), tr->name));
       t.n_bytes = uint64_t(bytes);
       tensor_offset_pos_.push_back(pos_);
       t.offset = u64("offset");
@@ -230,16 +230,16 @@ class Parser {
   void read_dims(TensorInfo& t) {
     const uint64_t nd_pos = pos_;
     t.n_dims = u32("n_dims");
-    if (t.n_dims > 4) fail("n_dims", nd_pos, std::to_string(t.n_dims) + " dimensions, at most 4 are supported");
+    if (t.n_dims > 4) fail("n_dims", nd_pos, fmt::format("{} dimensions, at most 4 are supported", t.n_dims));
     const uint64_t dims_pos = pos_;
     int64_t elements = 1;
     for (uint32_t d = 0; d < t.n_dims; ++d) {
       const uint64_t dim = u64("dims");
       if (dim > uint64_t(std::numeric_limits<int64_t>::max()))
-        fail("dims", dims_pos, "dim " + std::to_string(d) + " = " + std::to_string(dim) + " is out of range");
+        fail("dims", dims_pos, fmt::format("dim {} = {} is out of range", d, dim));
       t.ne[d] = int64_t(dim);
       if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / int64_t(dim))
-        fail("dims", dims_pos, "element count of " + t.shape_string() + " overflows int64");
+        fail("dims", dims_pos, fmt::format("element count of {} overflows int64", t.shape_string()));
       elements *= int64_t(dim);
     }
   }
@@ -251,20 +251,19 @@ class Parser {
     f_.data_offset_ = (header_end + align - 1) / align * align;
     const uint64_t data_size = f_.data_offset_ <= size_ ? size_ - f_.data_offset_ : 0;
     if (f_.data_offset_ > size_ && !f_.tensors_.empty() && std::any_of(f_.tensors_.begin(), f_.tensors_.end(), [](auto& t) { return t.n_bytes > 0; }))
-      fail("data section", header_end, "file ends before the aligned data section starts at " +
-                                           std::to_string(f_.data_offset_));
+      fail("data section", header_end,
+           fmt::format("file ends before the aligned data section starts at {}", f_.data_offset_));
 
     for (size_t i = 0; i < f_.tensors_.size(); ++i) {
       TensorInfo& t = f_.tensors_[i];
       field_ = "tensor " + std::to_string(i) + " '" + t.name + "' ";
       const uint64_t at = tensor_offset_pos_[i];
       if (t.offset % align != 0)
-        fail("offset", at, "data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
-                               std::to_string(align));
+        fail("offset", at, fmt::format("data offset {} is not a multiple of the alignment {}", t.offset, align));
       if (t.offset > data_size || t.n_bytes > data_size - t.offset)
-        fail("offset", at, "data [" + std::to_string(t.offset) + ", +" + std::to_string(t.n_bytes) +
-                               ") extends past the end of the data section (" + std::to_string(data_size) +
-                               " bytes)");
+        fail("offset", at,
+             fmt::format("data [{}, +{}) extends past the end of the data section ({} bytes)", t.offset, t.n_bytes,
+                         data_size));
       t.data = t.n_bytes ? f_.base_ + f_.data_offset_ + t.offset : nullptr;
     }
     field_.clear();
@@ -278,7 +277,7 @@ class Parser {
       if (t.n_bytes == 0) continue;
       if (prev && prev->offset + prev->n_bytes > t.offset) {
         field_ = "tensor " + std::to_string(order[k]) + " '" + t.name + "' ";
-        fail("offset", tensor_offset_pos_[order[k]], "data overlaps tensor '" + prev->name + "'");
+        fail("offset", tensor_offset_pos_[order[k]], fmt::format("data overlaps tensor '{}'", prev->name));
       }
       prev = &t;
     }
@@ -297,26 +296,26 @@ std::unique_ptr<File> File::parse(const uint8_t* data, size_t size, std::string 
 
 std::unique_ptr<File> File::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    throw Error(path + ": cannot stat: " + std::strerror(e));
+    throw Error(fmt::format("{}: cannot stat: {}", path, std::strerror(e)));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw Error(path + ": not a regular file");
+    throw Error(fmt::format("{}: not a regular file", path));
   }
   const size_t size = size_t(st.st_size);
   if (size == 0) {
     ::close(fd);
-    throw Error(path + ": magic at offset 0: empty file");
+    throw Error(fmt::format("{}: magic at offset 0: empty file", path));
   }
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int e = errno;
   ::close(fd);
-  if (map == MAP_FAILED) throw Error(path + ": cannot mmap: " + std::strerror(e));
+  if (map == MAP_FAILED) throw Error(fmt::format("{}: cannot mmap: {}", path, std::strerror(e)));
 
   std::unique_ptr<File> f(new File());
   f->path_ = path;

@@ -1,5 +1,6 @@
 // Metadata values and the typed accessors of gguf::File.
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 
 #include "gguf/gguf.h"
@@ -73,8 +74,7 @@ const Value* File::find(std::string_view key) const {
 }
 
 static Error type_error(const std::string& path, std::string_view key, std::string_view want, const Value& v) {
-  return Error(path + ": metadata key '" + std::string(key) + "': expected " + std::string(want) + ", found " +
-               describe(v));
+  return Error(fmt::format("{}: metadata key '{}': expected {}, found {}", path, key, want, describe(v)));
 }
 
 std::optional<uint64_t> File::get_u64(std::string_view key) const {
@@ -153,15 +153,14 @@ std::optional<std::vector<int64_t>> File::get_int_array(std::string_view key) co
   for (size_t i = 0; i < (*a)->items.size(); ++i) {
     __int128 x = *as_integer((*a)->items[i]);
     if (x > __int128(std::numeric_limits<int64_t>::max()))
-      throw Error(path_ + ": metadata key '" + std::string(key) + "': element " + std::to_string(i) +
-                  " does not fit in int64");
+      throw Error(fmt::format("{}: metadata key '{}': element {} does not fit in int64", path_, key, i));
     out.push_back(int64_t(x));
   }
   return out;
 }
 
 static Error missing_key(const std::string& path, std::string_view key) {
-  return Error(path + ": missing metadata key '" + std::string(key) + "'");
+  return Error(fmt::format("{}: missing metadata key '{}'", path, key));
 }
 
 uint64_t File::require_u64(std::string_view key) const {
@@ -195,7 +194,7 @@ const TensorInfo* File::find_tensor(std::string_view name) const {
 
 const TensorInfo& File::require_tensor(std::string_view name) const {
   if (const auto* t = find_tensor(name)) return *t;
-  throw Error(path_ + ": missing tensor '" + std::string(name) + "'");
+  throw Error(fmt::format("{}: missing tensor '{}'", path_, name));
 }
 
 }  // namespace shardlm::gguf

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fmt/format.h>
 #include <unordered_set>
 
 #include <unistd.h>
@@ -38,10 +39,10 @@ struct Writer::Impl {
   uint64_t current_done = 0;  // bytes of it already written
   bool began = false, finished = false;
 
-  [[noreturn]] void fail(const std::string& what) const { throw Error(path + ": " + what); }
+  [[noreturn]] void fail(const std::string& what) const { throw Error(fmt::format("{}: {}", path, what)); }
 
   void bytes(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, out) != n) fail(std::string("write failed: ") + std::strerror(errno));
+    if (n && std::fwrite(p, 1, n, out) != n) fail(fmt::format("write failed: {}", std::strerror(errno)));
   }
   template <class T>
   void scalar(T v) { bytes(&v, sizeof v); }
@@ -63,11 +64,11 @@ struct Writer::Impl {
   void check(const Value& v, const std::string& key) const {
     const auto* a = std::get_if<std::shared_ptr<Array>>(&v);
     if (!a) return;
-    if (!*a) fail("metadata key '" + key + "': null array");
+    if (!*a) fail(fmt::format("metadata key '{}': null array", key));
     for (const auto& item : (*a)->items) {
       if (type_of(item) != (*a)->type)
-        fail("metadata key '" + key + "': array of " + std::string(value_type_name((*a)->type)) + " holds a " +
-             std::string(value_type_name(type_of(item))));
+        fail(fmt::format("metadata key '{}': array of {} holds a {}", key, value_type_name((*a)->type),
+                         value_type_name(type_of(item))));
       check(item, key);
     }
   }
@@ -94,7 +95,7 @@ struct Writer::Impl {
   // Bytes from the file start, tracked to place the data section.
   uint64_t tell() {
     const long p = std::ftell(out);
-    if (p < 0) fail(std::string("ftell failed: ") + std::strerror(errno));
+    if (p < 0) fail(fmt::format("ftell failed: {}", std::strerror(errno)));
     return uint64_t(p);
   }
 
@@ -124,7 +125,7 @@ Writer::~Writer() {
 
 void Writer::set(std::string key, Value value) {
   auto& m = *impl_;
-  if (m.began) m.fail("metadata key '" + key + "' set after begin_data()");
+  if (m.began) m.fail(fmt::format("metadata key '{}' set after begin_data()", key));
   if (key.empty()) m.fail("empty metadata key");
   m.check(value, key);
   if (key == "general.alignment") {
@@ -142,20 +143,19 @@ void Writer::set(std::string key, Value value) {
 
 void Writer::add_tensor(std::string name, DType type, std::vector<int64_t> shape) {
   auto& m = *impl_;
-  if (m.began) m.fail("tensor '" + name + "' added after begin_data()");
-  if (name.empty() || name.size() > 64) m.fail("tensor name '" + name + "' must be 1..64 bytes");
-  if (!m.tensor_names.insert(name).second) m.fail("duplicate tensor '" + name + "'");
-  if (shape.empty() || shape.size() > 4) m.fail("tensor '" + name + "' must have 1..4 dimensions");
-  if (!dtype_traits(uint32_t(type))) m.fail("tensor '" + name + "': unknown type");
+  if (m.began) m.fail(fmt::format("tensor '{}' added after begin_data()", name));
+  if (name.empty() || name.size() > 64) m.fail(fmt::format("tensor name '{}' must be 1..64 bytes", name));
+  if (!m.tensor_names.insert(name).second) m.fail(fmt::format("duplicate tensor '{}'", name));
+  if (shape.empty() || shape.size() > 4) m.fail(fmt::format("tensor '{}' must have 1..4 dimensions", name));
+  if (!dtype_traits(uint32_t(type))) m.fail(fmt::format("tensor '{}': unknown type", name));
   uint64_t rows = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 1) m.fail("tensor '" + name + "': dimension " + std::to_string(i) + " must be >= 1");
+    if (shape[i] < 1) m.fail(fmt::format("tensor '{}': dimension {} must be >= 1", name, i));
     if (i > 0) rows *= uint64_t(shape[i]);
   }
   const auto& tr = traits(type);
   if (shape[0] % tr.block_elems != 0)
-    m.fail("tensor '" + name + "': row length " + std::to_string(shape[0]) + " is not a multiple of the " +
-           std::string(tr.name) + " block size");
+    m.fail(fmt::format("tensor '{}': row length {} is not a multiple of the {} block size", name, shape[0], tr.name));
   Impl::Pending t{std::move(name), type, std::move(shape), 0, 0};
   t.n_bytes = rows * row_bytes(type, t.shape[0]);
   m.tensors.push_back(std::move(t));
@@ -171,7 +171,7 @@ void Writer::begin_data() {
     offset += (t.n_bytes + m.alignment - 1) / m.alignment * m.alignment;
   }
   m.out = std::fopen(m.tmp_path.c_str(), "wb");
-  if (!m.out) m.fail("cannot create " + m.tmp_path + ": " + std::strerror(errno));
+  if (!m.out) m.fail(fmt::format("cannot create {}: {}", m.tmp_path, std::strerror(errno)));
   m.buffer.resize(kBufferBytes);
   std::setvbuf(m.out, m.buffer.data(), _IOFBF, m.buffer.size());
 
@@ -197,13 +197,12 @@ void Writer::begin_data() {
 
 void Writer::write_tensor_data(std::string_view name, const void* data, size_t n_bytes) {
   auto& m = *impl_;
-  if (!m.began || m.finished) m.fail("write_tensor_data('" + std::string(name) + "') outside begin_data()/finish()");
-  if (m.current >= m.tensors.size()) m.fail("data for '" + std::string(name) + "' but every tensor is complete");
+  if (!m.began || m.finished) m.fail(fmt::format("write_tensor_data('{}') outside begin_data()/finish()", name));
+  if (m.current >= m.tensors.size()) m.fail(fmt::format("data for '{}' but every tensor is complete", name));
   auto& t = m.tensors[m.current];
-  if (t.name != name) m.fail("data for '" + std::string(name) + "' while tensor '" + t.name + "' is incomplete");
+  if (t.name != name) m.fail(fmt::format("data for '{}' while tensor '{}' is incomplete", name, t.name));
   if (n_bytes > t.n_bytes - m.current_done)
-    m.fail("tensor '" + t.name + "': " + std::to_string(m.current_done + n_bytes) + " bytes written, it holds " +
-           std::to_string(t.n_bytes));
+    m.fail(fmt::format("tensor '{}': {} bytes written, it holds {}", t.name, m.current_done + n_bytes, t.n_bytes));
   m.bytes(data, n_bytes);
   m.current_done += n_bytes;
   m.advance_past_finished_tensors();
@@ -217,7 +216,7 @@ void Writer::skip_remaining_data() {
   const auto& last = m.tensors.back();
   const uint64_t end = data_start + (last.offset + last.n_bytes + m.alignment - 1) / m.alignment * m.alignment;
   if (std::fflush(m.out) != 0 || ftruncate(fileno(m.out), off_t(end)) != 0 || std::fseek(m.out, 0, SEEK_END) != 0)
-    m.fail(std::string("cannot extend ") + m.tmp_path + ": " + std::strerror(errno));
+    m.fail(fmt::format("cannot extend {}: {}", m.tmp_path, std::strerror(errno)));
   m.current = m.tensors.size();
   m.current_done = 0;
 }
@@ -227,19 +226,19 @@ void Writer::finish() {
   if (!m.began) begin_data();
   if (m.finished) return;
   if (m.current < m.tensors.size())
-    m.fail("finish() before tensor '" + m.tensors[m.current].name + "' was fully written (" +
-           std::to_string(m.current_done) + " of " + std::to_string(m.tensors[m.current].n_bytes) + " bytes)");
+    m.fail(fmt::format("finish() before tensor '{}' was fully written ({} of {} bytes)", m.tensors[m.current].name,
+                       m.current_done, m.tensors[m.current].n_bytes));
   const bool flushed = std::fflush(m.out) == 0;
   const bool closed = std::fclose(m.out) == 0;
   m.out = nullptr;
   if (!flushed || !closed) {
     m.close_and_discard();
-    m.fail(std::string("write failed: ") + std::strerror(errno));
+    m.fail(fmt::format("write failed: {}", std::strerror(errno)));
   }
   if (std::rename(m.tmp_path.c_str(), m.path.c_str()) != 0) {
     const int e = errno;
     m.close_and_discard();
-    m.fail("cannot rename " + m.tmp_path + ": " + std::strerror(e));
+    m.fail(fmt::format("cannot rename {}: {}", m.tmp_path, std::strerror(e)));
   }
   m.finished = true;
 }

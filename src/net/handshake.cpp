@@ -11,8 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "net/socket.h"
 #include "core/error.h"
+#include "net/sha256.h"
+#include "net/socket.h"
 
 namespace shardlm::net {
 namespace {
@@ -31,14 +32,6 @@ T get(const uint8_t* at) {
   T v;
   std::memcpy(&v, at, sizeof v);
   return v;
-}
-
-Digest sha256(const std::string& s) {
-  Digest d{};
-  unsigned len = 0;
-  if (EVP_Digest(s.data(), s.size(), d.data(), &len, EVP_sha256(), nullptr) != 1)
-    throw Error("SHA-256 failed");
-  return d;
 }
 
 Digest mac(const std::string& token, Role role, const Hello& first, const Hello& second) {

@@ -103,7 +103,7 @@ std::string sockaddr_text(const sockaddr_storage& ss, bool with_port) {
 // Waits for `events` on fd until the deadline; false on timeout.
 bool wait_fd(int fd, short events, Deadline deadline) {
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() < 0) return false;
     pollfd p{fd, events, 0};
     int rc = ::poll(&p, 1, int(std::min<int64_t>(left.count() + 1, 1000)));
@@ -236,7 +236,7 @@ Fd connect_to(const HostPort& where, Deadline deadline) {
   for (;;) {
     int err = 0;
     if (Fd fd = try_connect_once(where, deadline, &err)) return fd;
-    if (Clock::now() >= deadline)
+    if (SteadyClock::now() >= deadline)
       throw Error(fmt::format("cannot connect to {}: {}", where.str(), errno_text(err)));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

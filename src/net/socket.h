@@ -12,11 +12,9 @@
 #include <string>
 #include <utility>
 
+#include "core/clock.h"
 
 namespace shardlm::net {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
 
 class Fd {
  public:

@@ -1,6 +1,7 @@
 #include "tokenizer/pretokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <fmt/format.h>
 #include <pcre2.h>
 
 #include <algorithm>
@@ -126,8 +127,8 @@ PreTokenizer::PreTokenizer(const PreTokenizerSpec& spec) {
     if (!re->code) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error, message, sizeof message);
-      throw std::logic_error("pre-tokenizer '" + spec.name + "': regex does not compile at offset " +
-                             std::to_string(error_offset) + ": " + reinterpret_cast<const char*>(message));
+      throw std::logic_error(fmt::format("pre-tokenizer '{}': regex does not compile at offset {}: {}", spec.name,
+                                         error_offset, reinterpret_cast<const char*>(message)));
     }
     pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE);  // the interpreter stays as fallback
     regexes_.push_back(std::move(re));
@@ -138,7 +139,7 @@ PreTokenizer::~PreTokenizer() = default;
 
 std::vector<std::string> PreTokenizer::split(std::string_view text) const {
   if (text.size() > (size_t(1) << 30))  // offsets below are 32-bit and UTF-8 may grow 3x
-    throw Error("tokenizer: text of " + std::to_string(text.size()) + " bytes is too long to tokenize (max 1 GiB)");
+    throw Error(fmt::format("tokenizer: text of {} bytes is too long to tokenize (max 1 GiB)", text.size()));
   const std::vector<uint32_t> cps = text::decode_utf8_lenient(text);
   // PCRE2 needs valid UTF-8: surrogates and values past U+10FFFF (which the
   // lenient decoder lets through) are matched as U+FFFD, a symbol like them.
@@ -172,8 +173,8 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
           pcre2_match_data_free(md);
-          throw Error("tokenizer: pre-tokenizer regex failed (PCRE2 error " + std::to_string(rc) +
-                      ") at byte " + std::to_string(base + pos) + " of the text");
+          throw Error(fmt::format("tokenizer: pre-tokenizer regex failed (PCRE2 error {}) at byte {} of the text", rc,
+                                  base + pos));
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t s = ov[0], e = ov[1];

@@ -1,5 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -193,8 +194,8 @@ class VocabTokenizer final : public Tokenizer {
  private:
   void check(TokenId id) const {
     if (id < 0 || id >= vocab_.size())
-      throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " + vocab_.source + " (0.." +
-                  std::to_string(vocab_.size() - 1) + ")");
+      throw Error(
+          fmt::format("token id {} is outside the vocabulary of {} (0..{})", id, vocab_.source, vocab_.size() - 1));
   }
 
   std::string render(const tok::TokenInfo& t) const {

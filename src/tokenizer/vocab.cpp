@@ -1,5 +1,6 @@
 #include "tokenizer/vocab.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -62,16 +63,15 @@ void read_special_id(const gguf::File& f, const Vocabulary& v, std::string_view 
 
 void load_texts(const gguf::File& f, Vocabulary& v) {
   auto texts = f.get_string_array("tokenizer.ggml.tokens");
-  if (!texts) throw Error(f.path() + ": missing metadata key 'tokenizer.ggml.tokens'");
-  if (texts->empty()) throw Error(f.path() + ": tokenizer.ggml.tokens is empty");
+  if (!texts) throw Error(fmt::format("{}: missing metadata key 'tokenizer.ggml.tokens'", f.path()));
+  if (texts->empty()) throw Error(fmt::format("{}: tokenizer.ggml.tokens is empty", f.path()));
   if (texts->size() > size_t(std::numeric_limits<TokenId>::max()))
-    throw Error(f.path() + ": tokenizer.ggml.tokens has too many entries");
+    throw Error(fmt::format("{}: tokenizer.ggml.tokens has too many entries", f.path()));
   const size_t n = texts->size();
   const auto scores = f.get_f32_array("tokenizer.ggml.scores");
   const auto types = f.get_int_array("tokenizer.ggml.token_type");
   if (types && types->size() != n)
-    throw Error(f.path() + ": tokenizer.ggml.token_type has " + std::to_string(types->size()) + " entries for " +
-                std::to_string(n) + " tokens");
+    throw Error(fmt::format("{}: tokenizer.ggml.token_type has {} entries for {} tokens", f.path(), types->size(), n));
   v.tokens.resize(n);
   for (size_t i = 0; i < n; ++i) {
     TokenInfo& t = v.tokens[i];
@@ -163,7 +163,8 @@ Vocabulary Vocabulary::load(const gguf::File& f) {
   } else if (model == "gpt2") {
     v.kind = VocabKind::Bpe;
   } else {
-    throw Error(f.path() + ": tokenizer.ggml.model '" + model + "' is not supported (expected 'llama' or 'gpt2')");
+    throw Error(
+        fmt::format("{}: tokenizer.ggml.model '{}' is not supported (expected 'llama' or 'gpt2')", f.path(), model));
   }
   v.pre = f.get_string("tokenizer.ggml.pre").value_or("");
   load_texts(f, v);
@@ -178,7 +179,9 @@ Vocabulary Vocabulary::load(const gguf::File& f) {
     v.ignore_merges = spec.ignore_merges;
     v.add_bos = spec.add_bos;
     auto merges = f.get_string_array("tokenizer.ggml.merges");
-    if (!merges) throw Error(f.path() + ": missing metadata key 'tokenizer.ggml.merges' (needed by gpt2 vocabularies)");
+    if (!merges)
+      throw Error(
+          fmt::format("{}: missing metadata key 'tokenizer.ggml.merges' (needed by gpt2 vocabularies)", f.path()));
     v.merges = std::move(*merges);
   }
   v.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(v.add_space_prefix);

@@ -21,7 +21,7 @@ using namespace shardlm::test;
 namespace {
 
 using shardlm::seconds_since;
-using Clock = shardlm::SteadyClock;
+using SteadyClock = shardlm::SteadyClock;
 
 std::string error_line(const std::string& err) {
   const auto at = err.find("shardlm: error: ");
@@ -51,7 +51,7 @@ TEST_F(ClusterTest, StoppedWorkerIsNamedWithinFiveSecondsAndTheOtherGoesIdle) {
   const std::string victim = start_worker({}, slow);
   auto coordinator = start_run({"-n", "400", "--nodes", survivor + "," + victim, "--pp", "2", "--tp", "1"});
   wait_for_output(*coordinator, 40);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   workers_[1]->signal_group(SIGSTOP);  // the daemon and its job process: a frozen machine
   const int status = coordinator->wait(std::chrono::seconds(20));
   const double seconds = seconds_since(t0);
@@ -73,7 +73,7 @@ TEST_F(ClusterTest, WorkersGiveUpAStoppedCoordinator) {
   auto coordinator = start_run({"-n", "400", "--nodes", node});
   wait_for_output(*coordinator, 40);
   coordinator->signal_group(SIGSTOP);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   while (seconds_since(t0) < 8 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
   EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
   EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
@@ -87,7 +87,7 @@ TEST_F(ClusterTest, SecondCoordinatorIsToldAtOnceThatTheWorkerIsBusy) {
   const std::string node = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"});
   auto first = start_run({"-n", "400", "--nodes", node});
   wait_for_output(*first, 40);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   auto second = run({"-n", "8", "--nodes", node});
   EXPECT_LT(seconds_since(t0), 3.0);
   EXPECT_EQ(second.status, 1);
@@ -105,7 +105,7 @@ TEST_F(ClusterTest, IdleAndGarbageConnectionsNeverDelayAJob) {
   const int garbage = open_raw(node);
   const std::string junk(4096, 'x');
   EXPECT_GT(send(garbage, junk.data(), junk.size(), MSG_NOSIGNAL), 0);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   auto r = run({"-n", "40", "--nodes", node});
   EXPECT_LT(seconds_since(t0), 4.0);  // five idle connections once cost 50 s
   ASSERT_EQ(r.status, 0) << r.err;
@@ -125,7 +125,7 @@ TEST_F(ClusterTest, WorkerStoppedDuringSetupIsNamedWithinThePeerTimeout) {
   for (int i = 0; i < 500 && workers_[1]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
   ASSERT_NE(workers_[1]->err().find("worker: job as rank"), std::string::npos) << workers_[1]->err();
   workers_[1]->signal_group(SIGSTOP);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
   EXPECT_LT(seconds_since(t0), 3.0);
   EXPECT_NE(error_line(coordinator->err()).find("worker " + b + ": not responding for 1 s (--peer-timeout)"),
@@ -152,7 +152,7 @@ TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
   auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
   for (int i = 0; i < 500 && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
   coordinator->signal_group(SIGSTOP);
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
   EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
   EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
@@ -207,7 +207,7 @@ TEST_F(ClusterTest, OneWorkerTwiceInTheNodeListIsAnImmediateError) {
   for (const Case& c : {Case{node + "," + node, "--nodes: '" + node + "' is listed twice", 2},
                         Case{node + ",localhost:" + port, "are the same worker", 1}}) {
     SCOPED_TRACE(c.nodes);
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     auto r = run({"-n", "8", "--nodes", c.nodes});
     EXPECT_LT(seconds_since(t0), 2.0);
     EXPECT_EQ(r.status, c.status);
@@ -337,7 +337,7 @@ TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
   for (int i = 0; i < 500 && workers_[0]->err().find(ready) == std::string::npos; ++i) usleep(20000);
   ASSERT_NE(workers_[0]->err().find(ready), std::string::npos) << workers_[0]->err();
   workers_[0]->signal_group(SIGKILL);  // the daemon and its job process
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
   EXPECT_LT(seconds_since(t0), 5.0);  // the slow worker's setup, then at once (once: 30 s)
   EXPECT_NE(error_line(coordinator->err()).find("worker " + victim + " (rank 1) failed (connection lost)"),
@@ -348,7 +348,7 @@ TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
 }
 
 TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   auto r = run({"-n", "8", "--nodes", "127.0.0.1:1"});
   EXPECT_LT(seconds_since(t0), 2.0);
   EXPECT_EQ(r.status, 1);

@@ -111,7 +111,7 @@ TEST(Faults, WrongTokenIsRefusedOnBothEnds) {
 TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
   testing::RunOptions o;
   o.before_others = [](uint16_t port) {
-    auto deadline = Clock::now() + 2s;
+    auto deadline = SteadyClock::now() + 2s;
     net::HostPort where{"127.0.0.1", port};
     std::string junk(300, '\x5a');
     {
@@ -147,7 +147,7 @@ std::pair<std::string, int> handshake_pair(net::HandshakeParams mine, net::Hands
     ::close(sv[0]);
     int code = 0;
     try {
-      net::handshake(sv[1], net::Role::Acceptor, theirs, Clock::now() + 3s, "parent");
+      net::handshake(sv[1], net::Role::Acceptor, theirs, SteadyClock::now() + 3s, "parent");
     } catch (const std::exception&) {
       code = 1;
     }
@@ -156,7 +156,7 @@ std::pair<std::string, int> handshake_pair(net::HandshakeParams mine, net::Hands
   ::close(sv[1]);
   std::string error;
   try {
-    net::handshake(sv[0], net::Role::Connector, mine, Clock::now() + 3s, "child");
+    net::handshake(sv[0], net::Role::Connector, mine, SteadyClock::now() + 3s, "child");
   } catch (const Error& e) {
     error = e.what();
   }

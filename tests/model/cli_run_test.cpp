@@ -313,6 +313,23 @@ TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
   EXPECT_EQ(again.out, chat.out);
 }
 
+// A --stop string ends a chat reply right before it, like a run's output.
+TEST(CliRun, ChatReplyEndsBeforeAStopString) {
+  const std::string m = model_path("stories260K.gguf");
+  const std::string tmpl = std::string(SHARDLM_REPO_MODELS) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
+  std::vector<std::string> args = {"run", "-m", m, "-cnv", "--chat-template-file", tmpl, "--temp", "0", "-n", "24",
+                                   "-t", "1"};
+  const auto full = run_cli(args, 0, "Hello there\n");
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  ASSERT_GT(full.out.size(), 12u) << full.out;
+  const std::string stop = full.out.substr(6, 5);
+  ASSERT_EQ(stop.find('\n'), std::string::npos) << full.out;
+  args.insert(args.end(), {"--stop", stop});
+  const auto stopped = run_cli(args, 0, "Hello there\n");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(stopped.out, full.out.substr(0, full.out.find(stop)) + "\n");
+}
+
 TEST(CliRun, ChatWithoutInputSaysNothing) {
   const auto r = run_cli({"run", "-m", model_path("stories260K.gguf"), "--chat", "-t", "1"}, 0, "");
   EXPECT_EQ(r.exit_code, 0) << r.err;

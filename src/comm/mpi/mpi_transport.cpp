@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <fmt/format.h>
 #include <thread>
 
 #include <sched.h>
@@ -36,7 +37,7 @@ void check(int rc, const char* what) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  throw Error(std::string("mpi: ") + what + " failed: " + std::string(text, size_t(len)));
+  throw Error(fmt::format("mpi: {} failed: {}", what, std::string(text, size_t(len))));
 }
 
 // MPI has no 16-bit float type: f16/bf16 sums travel as MPI_UINT16_T with
@@ -92,8 +93,8 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     std::atexit(finalize_at_exit);
     if (provided < MPI_THREAD_SERIALIZED)
-      throw Error("mpi: the MPI library gives thread level " + std::to_string(provided) +
-                  ", the communicator needs MPI_THREAD_SERIALIZED");
+      throw Error(fmt::format(
+          "mpi: the MPI library gives thread level {}, the communicator needs MPI_THREAD_SERIALIZED", provided));
   }
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -102,8 +103,8 @@ MpiTransport::MpiTransport(const ConnectOptions& options) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   if ((options.rank >= 0 && options.rank != rank_) || (options.size >= 0 && options.size != size_))
-    throw Error("mpi: --rank " + std::to_string(options.rank) + " / --size " + std::to_string(options.size) +
-                " disagree with mpirun's rank " + std::to_string(rank_) + " of " + std::to_string(size_));
+    throw Error(fmt::format("mpi: --rank {} / --size {} disagree with mpirun's rank {} of {}", options.rank,
+                            options.size, rank_, size_));
   MPI_Comm node = MPI_COMM_NULL;
   int ranks_on_host = size_;
   if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
@@ -145,7 +146,9 @@ void MpiTransport::abort(const std::string& reason) noexcept {
   if (!failed_) failed_ = reason;
 }
 
-void MpiTransport::fail_peer(int p, const std::string& what) const { throw Error(describe_peer(p) + ": " + what); }
+void MpiTransport::fail_peer(int p, const std::string& what) const {
+  throw Error(fmt::format("{}: {}", describe_peer(p), what));
+}
 
 RequestPtr MpiTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes) {
   throw_if_failed();
@@ -159,7 +162,7 @@ RequestPtr MpiTransport::isend(int peer, uint64_t tag, const void* data, size_t 
     check(MPI_Isend(r->staging.data(), int(r->staging.size()), MPI_BYTE, peer, kInline, comm_, &r->reqs[0]),
           "MPI_Isend");
   } else {
-    if (bytes > size_t(INT_MAX)) fail_peer(peer, "message of " + std::to_string(bytes) + " bytes exceeds 2 GiB");
+    if (bytes > size_t(INT_MAX)) fail_peer(peer, fmt::format("message of {} bytes exceeds 2 GiB", bytes));
     check(MPI_Isend(r->staging.data(), int(kEnvelopeBytes), MPI_BYTE, peer, kEnvelope, comm_, &r->reqs[0]),
           "MPI_Isend");
     check(MPI_Isend(data, int(bytes), MPI_BYTE, peer, kPayload, comm_, &r->reqs[1]), "MPI_Isend");
@@ -208,8 +211,7 @@ void MpiTransport::progress_in(int p) {
     if ((st.MPI_TAG != kInline && st.MPI_TAG != kEnvelope) || size_t(count) < kEnvelopeBytes ||
         (st.MPI_TAG == kEnvelope && size_t(count) != kEnvelopeBytes)) {
       MPI_Mrecv(nullptr, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-      fail_peer(p, "sent an unexpected MPI message (tag " + std::to_string(st.MPI_TAG) + ", " +
-                       std::to_string(count) + " bytes)");
+      fail_peer(p, fmt::format("sent an unexpected MPI message (tag {}, {} bytes)", st.MPI_TAG, count));
     }
     std::vector<std::byte> buf(static_cast<size_t>(count));
     check(MPI_Mrecv(buf.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv");
@@ -225,7 +227,7 @@ void MpiTransport::progress_in(int p) {
       pr.inbox.complete(d);
       continue;
     }
-    if (len > size_t(INT_MAX)) fail_peer(p, "sent a message envelope with length " + std::to_string(len));
+    if (len > size_t(INT_MAX)) fail_peer(p, fmt::format("sent a message envelope with length {}", len));
     pr.pending = true;
   }
 }
@@ -261,7 +263,7 @@ bool MpiTransport::test(const RequestPtr& r) {
 
 void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadline) {
   throw_if_failed();
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   const WaitPolicy policy = wait_rule_.now();
   Poller poller(policy);
   // MPI has no wait with a deadline, and a transfer moves only while both of
@@ -278,12 +280,11 @@ void MpiTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
       const auto pending =
           std::find_if(requests.begin(), requests.end(), [](const RequestPtr& r) { return !r->done(); });
       if (pending == requests.end()) return;
-      const auto now = Clock::now();
+      const auto now = SteadyClock::now();
       if (now >= deadline) {
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
-        fail_peer((*pending)->peer(), "timed out after " + std::to_string(ms) + " ms (" +
-                                          ((*pending)->is_send() ? "send" : "recv") + " tag " +
-                                          std::to_string((*pending)->tag()) + ")");
+        fail_peer((*pending)->peer(), fmt::format("timed out after {} ms ({} tag {})", ms,
+                                                  ((*pending)->is_send() ? "send" : "recv"), (*pending)->tag()));
       }
       if (!poller.poll_again()) {
         if (overloaded) std::this_thread::sleep_for(std::chrono::microseconds(50));

@@ -2,7 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "net/sha256.h"
+#include "net/socket.h"
 
 namespace shardlm::comm::shm {
 
@@ -48,12 +50,9 @@ namespace {
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-std::string errno_text() { return std::strerror(errno); }
-
-void sha256(const std::string& data, uint8_t out[32]) {
-  unsigned len = 0;
-  if (!EVP_Digest(data.data(), data.size(), out, &len, EVP_sha256(), nullptr) || len != 32)
-    throw Error("shm: SHA-256 failed");
+// What proves a segment belongs to this cluster (its id and token).
+net::Sha256Digest auth_digest(const SegmentConfig& config) {
+  return net::sha256("shardlm-shm-auth\n" + config.cluster_id + '\n' + config.token);
 }
 
 uint64_t read_pidns() {
@@ -124,8 +123,7 @@ bool peek_header(int fd, SegmentHeader& out) {
 }  // namespace
 
 std::string segment_name(const std::string& cluster_id, const std::string& token) {
-  uint8_t digest[32];
-  sha256("shardlm-shm-name\n" + cluster_id + '\n' + token, digest);
+  const net::Sha256Digest digest = net::sha256("shardlm-shm-name\n" + cluster_id + '\n' + token);
   std::string name = std::string("/") + kPrefix;
   static const char* hex = "0123456789abcdef";
   for (int i = 0; i < 16; ++i) {
@@ -162,12 +160,11 @@ Segment::Segment(const SegmentConfig& config)
       slot_bytes_(config.slot_bytes),
       queue_bytes_(config.queue_bytes) {
   if (world_ < 1 || world_ > kMaxWorld || rank_ < 0 || rank_ >= world_)
-    throw Error("shm: rank " + std::to_string(rank_) + " of world " + std::to_string(world_) +
-                " is out of range (1.." + std::to_string(kMaxWorld) + " ranks)");
+    throw Error(fmt::format("shm: rank {} of world {} is out of range (1..{} ranks)", rank_, world_, kMaxWorld));
   if (slot_bytes_ < 4096 || slot_bytes_ % 64 != 0)
-    throw Error("shm: slot size " + std::to_string(slot_bytes_) + " must be a multiple of 64, at least 4096");
+    throw Error(fmt::format("shm: slot size {} must be a multiple of 64, at least 4096", slot_bytes_));
   if (queue_bytes_ < 4096 || (queue_bytes_ & (queue_bytes_ - 1)) != 0 || queue_bytes_ > (size_t(1) << 30))
-    throw Error("shm: queue size " + std::to_string(queue_bytes_) + " must be a power of two in 4 KiB..1 GiB");
+    throw Error(fmt::format("shm: queue size {} must be a power of two in 4 KiB..1 GiB", queue_bytes_));
   wait_rule_ = WaitRule(world_, config.spin);
   if (rank_ == 0)
     create(config);
@@ -184,9 +181,9 @@ Segment::~Segment() {
 void Segment::map(int fd, size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
-    const std::string why = errno_text();
+    const std::string why = net::errno_text(errno);
     close(fd);
-    throw Error("shm: mmap of " + name_ + " (" + std::to_string(bytes) + " bytes) failed: " + why);
+    throw Error(fmt::format("shm: mmap of {} ({} bytes) failed: {}", name_, bytes, why));
   }
   close(fd);
   base_ = static_cast<std::byte*>(p);
@@ -203,14 +200,14 @@ void Segment::map(int fd, size_t bytes) {
 }
 
 void Segment::create(const SegmentConfig& config) {
-  const auto deadline = Clock::now() + config.attach_timeout;
+  const auto deadline = SteadyClock::now() + config.attach_timeout;
   sweep_stale_segments();
   const Layout l = layout(world_, slot_bytes_, queue_bytes_);
   int fd = -1;
   for (;;) {
     fd = shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) break;
-    if (errno != EEXIST) throw Error("shm: cannot create " + name_ + ": " + errno_text());
+    if (errno != EEXIST) throw Error(fmt::format("shm: cannot create {}: {}", name_, net::errno_text(errno)));
     // Same cluster id and token: a leftover from a crash, or a live cluster
     // still bootstrapping (it unlinks the name once all its ranks attached).
     if (const int old = shm_open(name_.c_str(), O_RDONLY, 0); old >= 0) {
@@ -222,15 +219,15 @@ void Segment::create(const SegmentConfig& config) {
         continue;
       }
     }
-    if (Clock::now() >= deadline)
-      throw Error("shm: segment " + name_ + " is held by another live cluster with the same id and token");
+    if (SteadyClock::now() >= deadline)
+      throw Error(fmt::format("shm: segment {} is held by another live cluster with the same id and token", name_));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (ftruncate(fd, off_t(l.total)) != 0) {
-    const std::string why = errno_text();
+    const std::string why = net::errno_text(errno);
     close(fd);
     shm_unlink(name_.c_str());
-    throw Error("shm: cannot size " + name_ + " to " + std::to_string(l.total) + " bytes: " + why);
+    throw Error(fmt::format("shm: cannot size {} to {} bytes: {}", name_, l.total, why));
   }
   try {
     map(fd, l.total);
@@ -243,7 +240,8 @@ void Segment::create(const SegmentConfig& config) {
   header_->slot_bytes = slot_bytes_;
   header_->queue_bytes = queue_bytes_;
   header_->total_bytes = l.total;
-  sha256("shardlm-shm-auth\n" + config.cluster_id + '\n' + config.token, header_->auth);
+  const net::Sha256Digest auth = auth_digest(config);
+  std::memcpy(header_->auth, auth.data(), auth.size());
   header_->pidns = own_pidns();
   header_->creator_pid = uint32_t(getpid());
   ranks_[0].pid = uint32_t(getpid());
@@ -260,34 +258,31 @@ void Segment::create(const SegmentConfig& config) {
 }
 
 void Segment::attach(const SegmentConfig& config) {
-  const auto deadline = Clock::now() + config.attach_timeout;
-  uint8_t auth[32];
-  sha256("shardlm-shm-auth\n" + config.cluster_id + '\n' + config.token, auth);
+  const auto deadline = SteadyClock::now() + config.attach_timeout;
+  const net::Sha256Digest auth = auth_digest(config);
   for (;; std::this_thread::sleep_for(std::chrono::milliseconds(2))) {
-    if (Clock::now() >= deadline)
-      throw Error("shm: rank " + std::to_string(rank_) + " found no segment " + name_ + " from rank 0 within " +
-                  std::to_string(config.attach_timeout.count()) + " ms");
+    if (SteadyClock::now() >= deadline)
+      throw Error(fmt::format("shm: rank {} found no segment {} from rank 0 within {} ms", rank_, name_,
+                              config.attach_timeout.count()));
     const int fd = shm_open(name_.c_str(), O_RDWR, 0);
     if (fd < 0) {
       if (errno == ENOENT) continue;
-      throw Error("shm: cannot open " + name_ + ": " + errno_text());
+      throw Error(fmt::format("shm: cannot open {}: {}", name_, net::errno_text(errno)));
     }
     SegmentHeader h{};
     if (!peek_header(fd, h) || !pid_alive(h.creator_pid)) {  // not ready yet, or stale
       close(fd);
       continue;
     }
-    if (h.version != kVersion || std::memcmp(h.auth, auth, 32) != 0) {
+    if (h.version != kVersion || std::memcmp(h.auth, auth.data(), auth.size()) != 0) {
       close(fd);
-      throw Error("shm: segment " + name_ + " does not match this cluster id/token (version " +
-                  std::to_string(h.version) + ")");
+      throw Error(fmt::format("shm: segment {} does not match this cluster id/token (version {})", name_, h.version));
     }
     if (h.world != uint32_t(world_) || h.slot_bytes != slot_bytes_ || h.queue_bytes != queue_bytes_) {
       close(fd);
-      throw Error("shm: segment " + name_ + " has world " + std::to_string(h.world) + ", slot " +
-                  std::to_string(h.slot_bytes) + ", queue " + std::to_string(h.queue_bytes) + " but rank " +
-                  std::to_string(rank_) + " expects world " + std::to_string(world_) + ", slot " +
-                  std::to_string(slot_bytes_) + ", queue " + std::to_string(queue_bytes_));
+      throw Error(
+          fmt::format("shm: segment {} has world {}, slot {}, queue {} but rank {} expects world {}, slot {}, queue {}",
+                      name_, h.world, h.slot_bytes, h.queue_bytes, rank_, world_, slot_bytes_, queue_bytes_));
     }
     map(fd, h.total_bytes);
     break;
@@ -297,23 +292,23 @@ void Segment::attach(const SegmentConfig& config) {
   if (!atomic(me.state).compare_exchange_strong(expected, kPresent, std::memory_order_acq_rel)) {
     munmap(base_, total_bytes_);
     base_ = nullptr;
-    throw Error("shm: rank " + std::to_string(rank_) + " is already attached to " + name_);
+    throw Error(fmt::format("shm: rank {} is already attached to {}", rank_, name_));
   }
   atomic(me.pid).store(uint32_t(getpid()), std::memory_order_release);
   atomic(header_->attached).fetch_add(1, std::memory_order_acq_rel);
   wait_all_attached(deadline);
 }
 
-void Segment::wait_all_attached(Clock::time_point deadline) const {
+void Segment::wait_all_attached(Deadline deadline) const {
   while (atomic(header_->attached).load(std::memory_order_acquire) < uint32_t(world_)) {
-    if (Clock::now() >= deadline) {
+    if (SteadyClock::now() >= deadline) {
       std::string missing;
       for (int r = 0; r < world_; ++r)
         if (atomic(ranks_[r].state).load(std::memory_order_acquire) == kAbsent) {
           if (!missing.empty()) missing += ',';
           missing += std::to_string(r);
         }
-      throw Error("shm: rank(s) " + missing + " did not attach to " + name_ + " in time");
+      throw Error(fmt::format("shm: rank(s) {} did not attach to {} in time", missing, name_));
     }
     if (rank_ != 0) check_peer(0);
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -351,14 +346,14 @@ void Segment::check_peer(int peer) const {
       failed != 0 && failed != kClaimed) {
     char why[sizeof header_->failure + 1] = {};
     std::memcpy(why, header_->failure, sizeof header_->failure);
-    throw Error("shm: rank " + std::to_string(failed - 1) + " failed: " + why);
+    throw Error(fmt::format("shm: rank {} failed: {}", failed - 1, why));
   }
   const RankEntry& e = ranks_[peer];
   const uint32_t state = atomic(const_cast<uint32_t&>(e.state)).load(std::memory_order_acquire);
-  if (state == kLeft) throw Error("shm: rank " + std::to_string(peer) + " left the cluster");
+  if (state == kLeft) throw Error(fmt::format("shm: rank {} left the cluster", peer));
   const uint32_t pid = atomic(const_cast<uint32_t&>(e.pid)).load(std::memory_order_acquire);
   if (state == kPresent && header_->pidns == own_pidns() && !pid_alive(pid))
-    throw Error("shm: rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") died");
+    throw Error(fmt::format("shm: rank {} (pid {}) died", peer, pid));
 }
 
 void Segment::declare_failed(const std::string& why) const {
@@ -371,7 +366,7 @@ void Segment::declare_failed(const std::string& why) const {
   atomic(header_->failed_rank).store(uint32_t(rank_ + 1), std::memory_order_release);
 }
 
-WaitSpec Segment::wait_spec(int peer, Clock::time_point deadline, std::string what) const {
+WaitSpec Segment::wait_spec(int peer, Deadline deadline, std::string what) const {
   WaitSpec s;
   s.policy = wait_rule_.now();
   s.deadline = deadline;

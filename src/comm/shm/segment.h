@@ -71,13 +71,13 @@ class Segment {
   // Marks the cluster failed so that peers waiting on us stop at once.
   void declare_failed(const std::string& why) const;
   // Wait parameters for waiting on `peer` until `deadline`.
-  WaitSpec wait_spec(int peer, Clock::time_point deadline, std::string what) const;
+  WaitSpec wait_spec(int peer, Deadline deadline, std::string what) const;
 
  private:
   void create(const SegmentConfig& config);
   void attach(const SegmentConfig& config);
   void map(int fd, size_t bytes);
-  void wait_all_attached(Clock::time_point deadline) const;
+  void wait_all_attached(Deadline deadline) const;
 
   std::string name_;
   int rank_ = 0, world_ = 1;

@@ -1,5 +1,6 @@
 #include "comm/shm/seq_wait.h"
 
+#include <fmt/format.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -50,7 +51,7 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
   uint32_t v = seq.load(std::memory_order_acquire);
   if (seq_reached(v, target)) return v;
 
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   for (Poller poller(spec.policy); poller.poll_again();) {
     v = seq.load(std::memory_order_acquire);
     if (seq_reached(v, target)) return v;
@@ -59,7 +60,7 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
   std::atomic_ref<uint32_t> sleepers(w.sleepers);
   auto last_check = start;
   for (;;) {
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (spec.check && now - last_check >= spec.check_every) {
       last_check = now;
       spec.check();
@@ -67,8 +68,8 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
     if (now >= spec.deadline) {
       if (spec.check) spec.check();
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
-      throw Error("shm: timed out after " + std::to_string(waited) + " ms waiting for " +
-                  (spec.describe ? spec.describe() : std::string("a peer")));
+      throw Error(fmt::format("shm: timed out after {} ms waiting for {}", waited,
+                              (spec.describe ? spec.describe() : std::string("a peer"))));
     }
     const auto slice = std::min<std::chrono::nanoseconds>(spec.deadline - now, spec.check_every);
     sleepers.fetch_add(1, std::memory_order_seq_cst);

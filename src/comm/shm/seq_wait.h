@@ -12,10 +12,10 @@
 #include <string>
 
 #include "comm/wait_policy.h"
+#include "core/clock.h"
 
 namespace shardlm::comm::shm {
 
-using Clock = std::chrono::steady_clock;
 
 // Sequence numbers wrap; "reached" is a signed distance so wrap is harmless.
 inline bool seq_reached(uint32_t value, uint32_t target) { return int32_t(value - target) >= 0; }
@@ -36,7 +36,7 @@ void wake_sleepers(SeqWord& w);
 
 struct WaitSpec {
   WaitPolicy policy;
-  Clock::time_point deadline;
+  Deadline deadline;
   // Called while sleeping, at most every `check_every`; throws to abort the
   // wait (a peer died, the segment was poisoned). Also called once at the
   // deadline before the timeout error, so a death is reported as a death.

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <fmt/format.h>
 
 #include "comm/inbox.h"
 #include "comm/shm/shm.h"
@@ -27,8 +28,8 @@ constexpr size_t kUnexpectedBudget = size_t(64) << 20;  // per peer, then back-p
 
 SegmentConfig segment_config(const ConnectOptions& o) {
   if (o.rank < 0 || o.size < 1 || o.rank >= o.size)
-    throw Error("shm: rank " + std::to_string(o.rank) + " / size " + std::to_string(o.size) +
-                " invalid (the shm backend needs both, 0 <= rank < size)");
+    throw Error(
+        fmt::format("shm: rank {} / size {} invalid (the shm backend needs both, 0 <= rank < size)", o.rank, o.size));
   SegmentConfig c;
   // The coordinator string names the session, so two worlds with the same
   // cluster id can run side by side on one host.
@@ -112,7 +113,9 @@ bool ShmTransport::guarded(F&& f) {
   }
 }
 
-void ShmTransport::fail_peer(int p, const std::string& what) { throw Error(describe_peer(p) + ": " + what); }
+void ShmTransport::fail_peer(int p, const std::string& what) {
+  throw Error(fmt::format("{}: {}", describe_peer(p), what));
+}
 
 RequestPtr ShmTransport::isend(int peer, uint64_t tag, const void* data, size_t bytes) {
   throw_if_failed();
@@ -188,7 +191,7 @@ bool ShmTransport::progress_in(int p) {
       uint64_t len = 0;
       std::memcpy(&pr.tag, pr.header.data(), 8);
       std::memcpy(&len, pr.header.data() + 8, 8);
-      if (len > kMaxMessage) fail_peer(p, "sent a message header with length " + std::to_string(len));
+      if (len > kMaxMessage) fail_peer(p, fmt::format("sent a message header with length {}", len));
       pr.header_got = 0;
       pr.in_message = true;
       pr.len = size_t(len);

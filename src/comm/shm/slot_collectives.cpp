@@ -21,7 +21,7 @@ Collectives::Collectives(const Segment& segment)
   chunk_bytes_ = std::max<size_t>(chunk_bytes_ / 256 * 256, 256);
 }
 
-int Collectives::step(Clock::time_point deadline, const char* what) {
+int Collectives::step(Deadline deadline, const char* what) {
   ++step_;
   publish(seg_.step_word(rank_), step_);
   for (int p = 0; p < world_; ++p) {
@@ -33,9 +33,9 @@ int Collectives::step(Clock::time_point deadline, const char* what) {
   return int(step_ & 1);
 }
 
-void Collectives::barrier(Clock::time_point deadline) { step(deadline, "barrier"); }
+void Collectives::barrier(Deadline deadline) { step(deadline, "barrier"); }
 
-void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, Clock::time_point deadline) {
+void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, Deadline deadline) {
   const size_t elem = reduce_elem_bytes(dtype);
   const size_t bytes = count * elem;
   if (count == 0) return;  // count is equal on all ranks: nobody steps
@@ -78,7 +78,7 @@ void Collectives::all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, 
 }
 
 void Collectives::reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype, ReduceOp op,
-                                 Clock::time_point deadline) {
+                                 Deadline deadline) {
   const size_t elem = reduce_elem_bytes(dtype);
   if (count_per_rank == 0) return;
   const auto* in = static_cast<const std::byte*>(send);
@@ -100,7 +100,7 @@ void Collectives::reduce_scatter(const void* send, void* recv, size_t count_per_
   } while (done < count_per_rank);
 }
 
-void Collectives::all_gather(const void* send, void* recv, size_t bytes_per_rank, Clock::time_point deadline) {
+void Collectives::all_gather(const void* send, void* recv, size_t bytes_per_rank, Deadline deadline) {
   if (bytes_per_rank == 0) return;
   const auto* in = static_cast<const std::byte*>(send);
   auto* out = static_cast<std::byte*>(recv);
@@ -116,7 +116,7 @@ void Collectives::all_gather(const void* send, void* recv, size_t bytes_per_rank
   } while (done < bytes_per_rank);
 }
 
-void Collectives::broadcast(void* buf, size_t bytes, int root, Clock::time_point deadline) {
+void Collectives::broadcast(void* buf, size_t bytes, int root, Deadline deadline) {
   if (bytes == 0) return;
   auto* data = static_cast<std::byte*>(buf);
   const size_t piece = seg_.slot_bytes();

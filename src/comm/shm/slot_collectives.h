@@ -30,12 +30,12 @@ class Collectives {
  public:
   explicit Collectives(const Segment& segment);
 
-  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, Clock::time_point deadline);
+  void all_reduce(void* buf, size_t count, DType dtype, ReduceOp op, Deadline deadline);
   void reduce_scatter(const void* send, void* recv, size_t count_per_rank, DType dtype, ReduceOp op,
-                      Clock::time_point deadline);
-  void all_gather(const void* send, void* recv, size_t bytes_per_rank, Clock::time_point deadline);
-  void broadcast(void* buf, size_t bytes, int root, Clock::time_point deadline);
-  void barrier(Clock::time_point deadline);
+                      Deadline deadline);
+  void all_gather(const void* send, void* recv, size_t bytes_per_rank, Deadline deadline);
+  void broadcast(void* buf, size_t bytes, int root, Deadline deadline);
+  void barrier(Deadline deadline);
 
   size_t one_shot_bytes() const { return one_shot_bytes_; }
   bool one_shot(size_t bytes) const { return world_ == 2 || bytes <= one_shot_bytes_; }
@@ -44,7 +44,7 @@ class Collectives {
  private:
   // Publishes the next step and waits for every peer to reach it; returns
   // the parity of that step.
-  int step(Clock::time_point deadline, const char* what);
+  int step(Deadline deadline, const char* what);
 
   const Segment& seg_;
   int rank_, world_;

@@ -78,7 +78,7 @@ constexpr std::chrono::milliseconds kCheckInterval{100};  // how often while_wai
 Deadline handshake_deadline(const ConnectOptions& o, Deadline overall) {
   // A silent or slow stranger must not hold up the rendezvous for long.
   auto limit = std::min<std::chrono::milliseconds>(o.timeouts.connect, std::chrono::seconds(5));
-  return std::min(overall, Clock::now() + limit);
+  return std::min(overall, SteadyClock::now() + limit);
 }
 
 // Accepts until `want(rank)` has been satisfied for `count` ranks.
@@ -87,8 +87,8 @@ void accept_peers(int listen_fd, int count, const ConnectOptions& o, const Hands
                   Deadline deadline, std::vector<PeerLink>& links, OnPeer on_peer) {
   int got = 0;
   while (got < count) {
-    Fd c = accept_until(listen_fd, std::min(deadline, Clock::now() + kCheckInterval));
-    if (!c && Clock::now() < deadline) {
+    Fd c = accept_until(listen_fd, std::min(deadline, SteadyClock::now() + kCheckInterval));
+    if (!c && SteadyClock::now() < deadline) {
       if (o.while_waiting) o.while_waiting();
       continue;
     }
@@ -124,7 +124,7 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
   std::vector<PeerLink> links(size_t(o.size));
   if (o.size == 1) return std::make_unique<TcpTransport>(0, 1, std::move(links), o.timeouts);
   if (o.token.empty()) throw Error("tcp: no token (set SHARDLM_TOKEN or pass a token file)");
-  Deadline deadline = Clock::now() + o.timeouts.connect;
+  Deadline deadline = SteadyClock::now() + o.timeouts.connect;
   HandshakeParams hp{{o.rank, o.size, 0}, o.token, o.cluster_id, kProtocolVersion};
 
   if (o.rank == 0) {

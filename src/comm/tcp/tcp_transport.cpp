@@ -392,7 +392,7 @@ void TcpTransport::wait_all(std::span<const RequestPtr> requests, Deadline deadl
     Peer& p = *peers_[size_t(pending->peer())];
     if (!p.fd)
       fail(fmt::format("{}: the peer has shut down with a transfer pending", p.desc));
-    auto now = Clock::now();
+    auto now = SteadyClock::now();
     if (now >= deadline)
       fail(fmt::format("{}: timed out waiting to {} (tag {:#x}; the peer died or stalled)",
                        p.desc, pending->is_send() ? "send" : "receive", pending->tag()));

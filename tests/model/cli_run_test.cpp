@@ -293,7 +293,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
 // lacks is computed; "/exit" or the end of input ends it.
 TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
   const std::string m = model_path("stories260K.gguf");
-  const std::string tmpl = std::string(shardlm::test_paths::models_dir()) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
+  const std::string tmpl = std::string(shardlm::test_paths::chat_data_dir()) + "/Qwen-Qwen2.5-7B-Instruct.jinja";
   const std::vector<std::string> args = {"--log-level", "debug", "run", "-m", m, "-cnv", "--chat-template-file",
                                          tmpl, "-p", "You are a storyteller.", "--temp", "0", "-n", "24", "-t", "1"};
   const auto chat = run_cli(args, 0, "Hello there\nTell me a story\n/exit\nnever read\n");
@@ -316,7 +316,7 @@ TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
 // A --stop string ends a chat reply right before it, like a run's output.
 TEST(CliRun, ChatReplyEndsBeforeAStopString) {
   const std::string m = model_path("stories260K.gguf");
-  const std::string tmpl = std::string(SHARDLM_REPO_MODELS) + "/../tests/chat/data/Qwen-Qwen2.5-7B-Instruct.jinja";
+  const std::string tmpl = std::string(shardlm::test_paths::chat_data_dir()) + "/Qwen-Qwen2.5-7B-Instruct.jinja";
   std::vector<std::string> args = {"run", "-m", m, "-cnv", "--chat-template-file", tmpl, "--temp", "0", "-n", "24",
                                    "-t", "1"};
   const auto full = run_cli(args, 0, "Hello there\n");

@@ -18,7 +18,7 @@
 #   `shardlm serve` options) LONG_TOKENS (2048) LONG_CLIENTS (4) LONG_GEN (256:
 #   the streams' requests outlast the long prompt's reading)
 #   SOAK (0) SOAK_CLIENTS (32) SOAK_SECONDS (300)
-#   LLAMA_SERVER (/work/shared/peers/llama.cpp/bin/llama-server; "none" skips it)
+#   LLAMA_SERVER (../shared/peers/llama.cpp/bin/llama-server beside the checkout; "none" skips it)
 # Every server this script starts is killed when it exits, however it exits.
 set -euo pipefail
 
@@ -38,7 +38,7 @@ LONG_GEN=${LONG_GEN:-256}
 SOAK=${SOAK:-0}
 SOAK_CLIENTS=${SOAK_CLIENTS:-32}
 SOAK_SECONDS=${SOAK_SECONDS:-300}
-LLAMA_SERVER=${LLAMA_SERVER:-/work/shared/peers/llama.cpp/bin/llama-server}
+LLAMA_SERVER=${LLAMA_SERVER:-$(dirname "$0")/../../shared/peers/llama.cpp/bin/llama-server}
 
 SHARDLM=$BUILD/shardlm
 die() { echo "bench-serve.sh: $*" >&2; exit 1; }

@@ -156,42 +156,10 @@ LoadResult run_clients(const ServeBenchOptions& o, int total, std::atomic<int>& 
   return out;
 }
 
-void bench_serve(const ServeBenchOptions& o) {
-  if (o.url.rfind("http://", 0) != 0 && o.url.rfind("https://", 0) != 0)
-    throw UsageError(fmt::format("--url: '{}' is not http://host:port", o.url));
-  const int total = o.requests > 0 ? o.requests : 2 * o.clients;
-  std::atomic<int> first_texts{0};
-  std::atomic<bool> load_done{false}, long_done{false};
-  std::optional<RequestTimes> long_request;
-  std::string long_failure;
-  std::thread long_thread;
-  if (o.long_prompt > 0)
-    long_thread = std::thread([&] {
-      // Once every client streams, so that the prompt is read beside running streams.
-      while (first_texts < o.clients && !load_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      if (load_done) return;
-      httplib::Client client(o.url);
-      client.set_read_timeout(600, 0);
-      std::atomic<int> unused{0};
-      try {
-        long_request = one_request(client, o, prompt_text(o.long_prompt, -1), 1, unused);
-      } catch (const std::exception& e) {
-        long_failure = e.what();
-      }
-      long_done = true;
-    });
-  LoadResult load;
-  try {
-    load = run_clients(o, total, first_texts, long_done);
-  } catch (...) {
-    load_done = true;
-    if (long_thread.joinable()) long_thread.join();
-    throw;
-  }
-  load_done = true;
-  if (long_thread.joinable()) long_thread.join();
-  if (!long_failure.empty()) throw Error("bench serve: --long-prompt request: " + long_failure);
-
+// The load's aggregate tok/s, latency percentiles and, with a long prompt,
+// the streams' inter-token latency while it was read against otherwise.
+nlohmann::ordered_json summary(const ServeBenchOptions& o, const LoadResult& load,
+                               const std::optional<RequestTimes>& long_request) {
   int64_t tokens = 0, decode_tokens = 0, prompt_tokens = 0;
   double decode_seconds = 0;
   std::vector<double> ttft, itl, itl_beside_long, itl_otherwise;
@@ -239,7 +207,46 @@ void bench_serve(const ServeBenchOptions& o) {
     out["itl_beside_long_p99_ms"] = rounded(percentile(itl_beside_long, 99), 10);
     out["itl_otherwise_p50_ms"] = rounded(percentile(itl_otherwise, 50), 10);
   }
-  std::printf("%s\n", out.dump().c_str());
+  return out;
+}
+
+void bench_serve(const ServeBenchOptions& o) {
+  if (o.url.rfind("http://", 0) != 0 && o.url.rfind("https://", 0) != 0)
+    throw UsageError(fmt::format("--url: '{}' is not http://host:port", o.url));
+  const int total = o.requests > 0 ? o.requests : 2 * o.clients;
+  std::atomic<int> first_texts{0};
+  std::atomic<bool> load_done{false}, long_done{false};
+  std::optional<RequestTimes> long_request;
+  std::string long_failure;
+  std::thread long_thread;
+  if (o.long_prompt > 0)
+    long_thread = std::thread([&] {
+      // Once every client streams, so that the prompt is read beside running streams.
+      while (first_texts < o.clients && !load_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      if (load_done) return;
+      httplib::Client client(o.url);
+      client.set_read_timeout(600, 0);
+      std::atomic<int> unused{0};
+      try {
+        long_request = one_request(client, o, prompt_text(o.long_prompt, -1), 1, unused);
+      } catch (const std::exception& e) {
+        long_failure = e.what();
+      }
+      long_done = true;
+    });
+  LoadResult load;
+  try {
+    load = run_clients(o, total, first_texts, long_done);
+  } catch (...) {
+    load_done = true;
+    if (long_thread.joinable()) long_thread.join();
+    throw;
+  }
+  load_done = true;
+  if (long_thread.joinable()) long_thread.join();
+  if (!long_failure.empty()) throw Error(fmt::format("bench serve: --long-prompt request: {}", long_failure));
+
+  std::printf("%s\n", summary(o, load, long_request).dump().c_str());
 }
 
 }  // namespace

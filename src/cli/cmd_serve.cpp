@@ -71,6 +71,38 @@ serve::HttpServer* g_server = nullptr;
 // idles; a dead rank is mpirun's to report (it ends the job).
 constexpr double kServeFollowSeconds = 7 * 24 * 3600.0;
 
+// The scheduler and the HTTP server over `engine`, until SIGINT or SIGTERM.
+void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& tok, const ServeOptions& o,
+                std::set<std::string> keys) {
+  serve::Metrics metrics;
+  serve::SchedulerOptions so;
+  so.prefill_budget = o.prefill_budget;
+  so.prefill_step_ratio = o.prefill_step_ratio;
+  so.max_waiting = o.max_waiting;
+  serve::Scheduler scheduler(engine, tok, so, &metrics);
+
+  const std::optional<chat::ModelTemplate> chat_template = load_chat_template(file, o.chat_template_file);
+  serve::ServerOptions http;
+  http.chat_template = chat_template ? &*chat_template : nullptr;
+  http.host = o.host;
+  http.port = o.port;
+  http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
+  http.api_keys = std::move(keys);
+  http.max_body_bytes = o.max_body;
+  http.connection_threads = o.parallel + o.max_waiting + 8;
+  serve::HttpServer server(scheduler, tok, metrics, o.ctx, http);
+  const int port = server.bind();
+  scheduler.start();
+  g_server = &server;
+  std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
+  std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+  std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
+              o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
+  std::fflush(stdout);
+  server.listen();
+  g_server = nullptr;
+}
+
 void serve(const ServeOptions& o) {
   if (o.parallel < 1 || o.parallel > 256) throw Error(fmt::format("--parallel {} must be in [1, 256]", o.parallel));
   if (o.ctx < 8) throw Error(fmt::format("--ctx {} is too small", o.ctx));
@@ -120,36 +152,7 @@ void serve(const ServeOptions& o) {
     mo.pool = pool.get();
     engine_owner = std::make_unique<serve::LocalEngine>(*file, mo);
   }
-  {
-    serve::Engine& engine = *engine_owner;
-    serve::Metrics metrics;
-    serve::SchedulerOptions so;
-    so.prefill_budget = o.prefill_budget;
-    so.prefill_step_ratio = o.prefill_step_ratio;
-    so.max_waiting = o.max_waiting;
-    serve::Scheduler scheduler(engine, *tok, so, &metrics);
-
-    const std::optional<chat::ModelTemplate> chat_template = load_chat_template(*file, o.chat_template_file);
-    serve::ServerOptions http;
-    http.chat_template = chat_template ? &*chat_template : nullptr;
-    http.host = o.host;
-    http.port = o.port;
-    http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
-    http.api_keys = std::move(keys);
-    http.max_body_bytes = o.max_body;
-    http.connection_threads = o.parallel + o.max_waiting + 8;
-    serve::HttpServer server(scheduler, *tok, metrics, o.ctx, http);
-    const int port = server.bind();
-    scheduler.start();
-    g_server = &server;
-    std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
-    std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
-    std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
-                o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
-    std::fflush(stdout);
-    server.listen();
-    g_server = nullptr;
-  }
+  serve_http(*engine_owner, *file, *tok, o, std::move(keys));
   if (mpi_job) mpi_job->finish();  // the other ranks stop following
   if (cluster_engine && cluster_engine->health().empty()) {
     try {

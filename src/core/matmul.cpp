@@ -1,5 +1,7 @@
 #include "core/matmul.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -28,7 +30,7 @@ ActFormat act_format(DType weight_type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return ActFormat::Q8_K;
-    default: throw Error("matmul: weight type " + std::string(dtype_name(weight_type)) + " is not supported");
+    default: throw Error(fmt::format("matmul: weight type {} is not supported", dtype_name(weight_type)));
   }
 }
 
@@ -154,22 +156,19 @@ Isa matmul_impl::newest_isa(Isa cap, DType type, int64_t n_tokens) {
 namespace {
 
 void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
-  const auto where = [&] {
-    return std::string(dtype_name(w.type)) + " matrix " + std::to_string(w.rows) + "x" + std::to_string(w.cols);
-  };
+  const auto where = [&] { return fmt::format("{} matrix {}x{}", dtype_name(w.type), w.rows, w.cols); };
   const DTypeTraits& tr = traits(w.type);
-  if (w.rows < 0 || w.cols <= 0 || n_tokens < 0) throw Error("matmul: bad shape of " + where());
+  if (w.rows < 0 || w.cols <= 0 || n_tokens < 0) throw Error(fmt::format("matmul: bad shape of {}", where()));
   if (w.cols % tr.block_elems != 0)
-    throw Error("matmul: " + where() + ": cols is not a multiple of the block size " +
-                std::to_string(tr.block_elems));
-  if (w.row_stride < row_bytes(w.type, w.cols)) throw Error("matmul: " + where() + ": row stride too small");
+    throw Error(fmt::format("matmul: {}: cols is not a multiple of the block size {}", where(), tr.block_elems));
+  if (w.row_stride < row_bytes(w.type, w.cols)) throw Error(fmt::format("matmul: {}: row stride too small", where()));
   if (x_cols != w.cols)
-    throw Error("matmul: " + where() + " times activations of " + std::to_string(x_cols) + " columns");
-  if (w.rows > 0 && !w.data) throw Error("matmul: " + where() + " has no data");
+    throw Error(fmt::format("matmul: {} times activations of {} columns", where(), x_cols));
+  if (w.rows > 0 && !w.data) throw Error(fmt::format("matmul: {} has no data", where()));
 }
 
 void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  if (!kernel) throw Error("matmul: weight type " + std::string(dtype_name(w.type)) + " is not supported");
+  if (!kernel) throw Error(fmt::format("matmul: weight type {} is not supported", dtype_name(w.type)));
   check_matrix(w, x.n_tokens(), x.cols());
   if (w.rows == 0 || x.n_tokens() == 0) return;
   KernelArgs args;
@@ -196,8 +195,7 @@ void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, 
 
 PreparedInput::PreparedInput(const float* x, int64_t n_tokens, int64_t cols)
     : x_(x), n_tokens_(n_tokens), cols_(cols) {
-  if (n_tokens < 0 || cols <= 0) throw Error("matmul: bad activation shape " + std::to_string(n_tokens) + "x" +
-                                             std::to_string(cols));
+  if (n_tokens < 0 || cols <= 0) throw Error(fmt::format("matmul: bad activation shape {}x{}", n_tokens, cols));
 }
 
 const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_stride) {
@@ -217,8 +215,7 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
   if (buf.empty() && n_tokens_ > 0) {
     const int64_t block = f == ActFormat::Q8_32 ? 32 : QK_K;
     if (cols_ % block != 0)
-      throw Error("matmul: activations of " + std::to_string(cols_) + " columns do not fill blocks of " +
-                  std::to_string(block));
+      throw Error(fmt::format("matmul: activations of {} columns do not fill blocks of {}", cols_, block));
     const size_t stride = *token_stride;
     buf.resize(stride * size_t(n_tokens_));
     const bool avx2 = isa_available(Isa::Avx2);
@@ -253,7 +250,7 @@ void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  if (!isa_available(isa)) throw Error(std::string("matmul: this CPU/OS cannot run ") + isa_name(isa) + " kernels");
+  if (!isa_available(isa)) throw Error(fmt::format("matmul: this CPU/OS cannot run {} kernels", isa_name(isa)));
   const int64_t n = x.n_tokens();
   if (w.layout == WeightLayout::Panels16) return run_kernel(panel_kernel(isa, w.type, n), w, x, y, pool);
   run_kernel(own_kernel(newest_isa(isa, w.type, n), w.type, n), w, x, y, pool);

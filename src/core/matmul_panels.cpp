@@ -2,6 +2,8 @@
 // scalar kernel on panels (unpacks each group to rows and runs the reference).
 // The fast kernels that read panels are the prefill / batched ones of
 // matmul_gemm.h, which take a panel source instead of gathering rows.
+#include <fmt/format.h>
+
 #include <cstring>
 #include <vector>
 
@@ -51,8 +53,8 @@ size_t panel_offset(Piece piece, int64_t i, size_t byte) {
 
 void check_panels(const MatrixView& w) {
   if (!has_panel_layout(w.type) || w.rows % kGroupRows != 0 || w.row_stride != row_bytes(w.type, w.cols))
-    throw Error("matmul: " + std::string(dtype_name(w.type)) + " matrix " + std::to_string(w.rows) + "x" +
-                std::to_string(w.cols) + " cannot be stored as 16-row panels");
+    throw Error(fmt::format("matmul: {} matrix {}x{} cannot be stored as 16-row panels", dtype_name(w.type), w.rows,
+                            w.cols));
 }
 
 // Calls copy(offset in the group's rows, offset in its panels, bytes) for
@@ -137,7 +139,7 @@ void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out) {
 
 void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out) {
   check_panels(w);
-  if (r < 0 || r >= w.rows) throw Error("matmul: row " + std::to_string(r) + " of a " + std::to_string(w.rows) + "-row matrix");
+  if (r < 0 || r >= w.rows) throw Error(fmt::format("matmul: row {} of a {}-row matrix", r, w.rows));
   const uint8_t* panels = w.row(r / kGroupRows * kGroupRows);
   const size_t row = row_bytes(w.type, w.cols), first = size_t(r % kGroupRows) * row;
   for_each_piece(w.type, w.cols, [&](size_t at_row, size_t at_panel, size_t n) {

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -10,8 +12,8 @@ namespace shardlm::ops {
 
 void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
   if (p.n_rot < 0 || p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
-    throw Error("rope: rotated dimension count " + std::to_string(p.n_rot) + " must be even and at most head_dim " +
-                std::to_string(p.head_dim));
+    throw Error(fmt::format("rope: rotated dimension count {} must be even and at most head_dim {}", p.n_rot,
+                            p.head_dim));
   const int pairs = p.n_rot / 2;
   // One angle per pair, shared by all heads. The frequency walks down by a
   // constant f32 factor per pair, as llama.cpp computes it, so positions far

@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "core/matmul.h"
 #include "core/ops.h"
@@ -78,6 +80,84 @@ void matmul_rows(const MatrixView& w, int64_t r0, int64_t r1, PreparedInput& x, 
     std::memcpy(y + t * w.rows + r0, &part[size_t(t * slice.rows)], size_t(slice.rows) * sizeof(float));
 }
 
+using ParallelFor = std::function<void(bool worth_it, const std::function<void(int ith, int nth)>&)>;
+
+// Slots (token · k + choice) ordered by expert, stably: expert e's tokens are
+// rows [first[e], first[e + 1]) of the gathered buffers.
+struct ExpertOrder {
+  std::vector<int64_t> first, slot_row, row_slot;
+};
+
+ExpertOrder order_by_expert(const int32_t* ids, int64_t n_slots, int64_t n_expert) {
+  ExpertOrder o{std::vector<int64_t>(size_t(n_expert + 1), 0), std::vector<int64_t>(size_t(n_slots)),
+                std::vector<int64_t>(size_t(n_slots))};
+  for (int64_t i = 0; i < n_slots; ++i) ++o.first[size_t(ids[i]) + 1];
+  for (int64_t e = 0; e < n_expert; ++e) o.first[size_t(e + 1)] += o.first[size_t(e)];
+  std::vector<int64_t> next(o.first.begin(), o.first.end() - 1);
+  for (int64_t i = 0; i < n_slots; ++i) {
+    const int64_t r = next[size_t(ids[i])]++;
+    o.slot_row[size_t(i)] = r;
+    o.row_slot[size_t(r)] = i;
+  }
+  return o;
+}
+
+// Runs every task of a phase, claimed from a shared counter (a thread that
+// got less CPU does not hold the others at the barrier).
+template <typename Body>
+void run_tasks(const ParallelFor& parallel, const std::vector<RowTask>& tasks, Body&& body) {
+  std::atomic<size_t> next{0};
+  parallel(true, [&](int, int) {
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) body(tasks[i]);
+  });
+}
+
+// Every job's FFN: the routed jobs (the first n_routed) gather their tokens'
+// rows of xn, then gate and up, SwiGLU and down run as one parallel region each.
+void run_jobs(const std::vector<ExpertJob>& jobs, size_t n_routed, const std::vector<int64_t>& row_slot,
+              const float* xn, int64_t k, int64_t d, const ParallelFor& parallel) {
+  // Gather each expert's tokens and quantize them once for gate and up.
+  std::vector<PreparedInput> inputs;
+  inputs.reserve(jobs.size());
+  for (const auto& j : jobs) inputs.emplace_back(j.in, j.tokens, d);
+  parallel(true, [&](int ith, int nth) {
+    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
+      if (j < n_routed)
+        for (int64_t r = 0; r < jobs[j].tokens; ++r)
+          std::memcpy(&jobs[j].in[size_t(r * d)], &xn[size_t(row_slot[size_t(jobs[j].first_row + r)] / k * d)],
+                      size_t(d) * sizeof(float));
+      size_t stride = 0;
+      inputs[j].for_type(jobs[j].gate.type, nullptr, &stride);
+      inputs[j].for_type(jobs[j].up.type, nullptr, &stride);
+    }
+  });
+
+  run_tasks(parallel, row_tasks(jobs, false), [&](const RowTask& t) {
+    const ExpertJob& j = jobs[size_t(t.job)];
+    const MatrixView& w = t.matrix == 0 ? j.gate : j.up;
+    matmul_rows(w, t.r0, std::min(w.rows, t.r0 + kRowsPerTask), inputs[size_t(t.job)],
+                t.matrix == 0 ? j.gate_out : j.up_out);
+  });
+  inputs.clear();
+
+  // SwiGLU, then the down projection's input quantized once per job.
+  std::vector<PreparedInput> hidden;
+  hidden.reserve(jobs.size());
+  for (const auto& j : jobs) hidden.emplace_back(j.gate_out, j.tokens, j.gate.rows);
+  parallel(true, [&](int ith, int nth) {
+    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
+      ops::swiglu(jobs[j].gate_out, jobs[j].up_out, jobs[j].gate_out, jobs[j].tokens * jobs[j].gate.rows);
+      size_t stride = 0;
+      hidden[j].for_type(jobs[j].down.type, nullptr, &stride);
+    }
+  });
+
+  run_tasks(parallel, row_tasks(jobs, true), [&](const RowTask& t) {
+    const ExpertJob& j = jobs[size_t(t.job)];
+    matmul_rows(j.down, t.r0, std::min(d, t.r0 + kRowsPerTask), hidden[size_t(t.job)], j.out);
+  });
+}
+
 }  // namespace
 
 void Model::expert_ffn(const LayerWeights& L) {
@@ -91,25 +171,12 @@ void Model::expert_ffn(const LayerWeights& L) {
   for (int64_t t = 0; t < n; ++t)
     router_->route(&router_logits_[size_t(t * m.n_expert)], E.selection_bias, &expert_ids_[size_t(t * k)],
                    &expert_weights_[size_t(t * k)]);
-
-  // Slots (token · k + choice) ordered by expert, stably: expert e's tokens
-  // are rows [first[e], first[e + 1]) of the gathered buffers.
-  std::vector<int64_t> first(size_t(m.n_expert + 1), 0), slot_row(size_t(n * k)), row_slot(size_t(n * k));
-  for (int64_t i = 0; i < n * k; ++i) ++first[size_t(expert_ids_[size_t(i)]) + 1];
-  for (int64_t e = 0; e < m.n_expert; ++e) first[size_t(e + 1)] += first[size_t(e)];
-  {
-    std::vector<int64_t> next(first.begin(), first.end() - 1);
-    for (int64_t i = 0; i < n * k; ++i) {
-      const int64_t r = next[size_t(expert_ids_[size_t(i)])]++;
-      slot_row[size_t(i)] = r;
-      row_slot[size_t(r)] = i;
-    }
-  }
+  const ExpertOrder order = order_by_expert(expert_ids_.data(), n * k, m.n_expert);
 
   std::vector<ExpertJob> jobs;
   const int64_t ff = E.gate.rows_per_expert;  // of each expert, the rows this rank holds
   for (int64_t e = plan_.experts.begin; e < plan_.experts.end; ++e) {
-    const int64_t r = first[size_t(e)], rows = first[size_t(e + 1)] - r;
+    const int64_t r = order.first[size_t(e)], rows = order.first[size_t(e + 1)] - r;
     if (rows == 0) continue;
     jobs.push_back({E.gate.expert(e), E.up.expert(e), E.down.expert(e), rows, r, &expert_in_[size_t(r * d)],
                     &expert_gate_[size_t(r * ff)], &expert_up_[size_t(r * ff)], &expert_out_[size_t(r * d)]});
@@ -118,71 +185,25 @@ void Model::expert_ffn(const LayerWeights& L) {
   if (E.shared_gate.data)
     jobs.push_back({E.shared_gate, E.shared_up, E.shared_down, n, 0, xn_.data(), gate_.data(), up_.data(),
                     &expert_out_[size_t(n * k * d)]});
-
-  // Gather each expert's tokens and quantize them once for gate and up.
-  std::vector<PreparedInput> inputs;
-  inputs.reserve(jobs.size());
-  for (const auto& j : jobs) inputs.emplace_back(j.in, j.tokens, d);
-  run_parallel(true, [&](int ith, int nth) {
-    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
-      if (j < n_routed)
-        for (int64_t r = 0; r < jobs[j].tokens; ++r)
-          std::memcpy(&jobs[j].in[size_t(r * d)], &xn_[size_t(row_slot[size_t(jobs[j].first_row + r)] / k * d)],
-                      size_t(d) * sizeof(float));
-      size_t stride = 0;
-      inputs[j].for_type(jobs[j].gate.type, nullptr, &stride);
-      inputs[j].for_type(jobs[j].up.type, nullptr, &stride);
-    }
-  });
-
-  // Runs every task of a phase, claimed from a shared counter (a thread that
-  // got less CPU does not hold the others at the barrier).
-  auto run_tasks = [&](const std::vector<RowTask>& tasks, auto&& body) {
-    std::atomic<size_t> next{0};
-    run_parallel(true, [&](int, int) {
-      for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < tasks.size();) body(tasks[i]);
-    });
+  const ParallelFor parallel = [this](bool worth_it, const std::function<void(int, int)>& fn) {
+    run_parallel(worth_it, fn);
   };
-
-  run_tasks(row_tasks(jobs, false), [&](const RowTask& t) {
-    const ExpertJob& j = jobs[size_t(t.job)];
-    const MatrixView& w = t.matrix == 0 ? j.gate : j.up;
-    matmul_rows(w, t.r0, std::min(w.rows, t.r0 + kRowsPerTask), inputs[size_t(t.job)],
-                t.matrix == 0 ? j.gate_out : j.up_out);
-  });
-  inputs.clear();
-
-  // SwiGLU, then the down projection's input quantized once per job.
-  std::vector<PreparedInput> hidden;
-  hidden.reserve(jobs.size());
-  for (const auto& j : jobs) hidden.emplace_back(j.gate_out, j.tokens, j.gate.rows);
-  run_parallel(true, [&](int ith, int nth) {
-    for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
-      ops::swiglu(jobs[j].gate_out, jobs[j].up_out, jobs[j].gate_out, jobs[j].tokens * jobs[j].gate.rows);
-      size_t stride = 0;
-      hidden[j].for_type(jobs[j].down.type, nullptr, &stride);
-    }
-  });
-
-  run_tasks(row_tasks(jobs, true), [&](const RowTask& t) {
-    const ExpertJob& j = jobs[size_t(t.job)];
-    matmul_rows(j.down, t.r0, std::min(d, t.r0 + kRowsPerTask), hidden[size_t(t.job)], j.out);
-  });
+  run_jobs(jobs, n_routed, order.row_slot, xn_.data(), k, d, parallel);
 
   // Each token's experts weighted and summed in expert order, then the shared experts.
   const float* shared_out = jobs.size() > n_routed ? jobs.back().out : nullptr;
   const auto held = [&](int32_t e) { return e >= plan_.experts.begin && e < plan_.experts.end; };
   run_parallel(n > 1, [&](int ith, int nth) {
-    std::vector<int64_t> order(static_cast<size_t>(k));
+    std::vector<int64_t> slots(static_cast<size_t>(k));
     for (int64_t t = ith; t < n; t += nth) {
-      for (int64_t i = 0; i < k; ++i) order[size_t(i)] = t * k + i;
-      std::sort(order.begin(), order.end(),
+      for (int64_t i = 0; i < k; ++i) slots[size_t(i)] = t * k + i;
+      std::sort(slots.begin(), slots.end(),
                 [&](int64_t a, int64_t b) { return expert_ids_[size_t(a)] < expert_ids_[size_t(b)]; });
       float* y = &proj_[size_t(t * d)];
       std::fill_n(y, d, 0.0f);
-      for (int64_t slot : order)
+      for (int64_t slot : slots)
         if (held(expert_ids_[size_t(slot)]))
-          ops::axpy(expert_weights_[size_t(slot)], &expert_out_[size_t(slot_row[size_t(slot)] * d)], y, d);
+          ops::axpy(expert_weights_[size_t(slot)], &expert_out_[size_t(order.slot_row[size_t(slot)] * d)], y, d);
       if (shared_out) ops::add(y, shared_out + t * d, y, d);
     }
   });

@@ -390,6 +390,45 @@ SplitUnits split_units(const gguf::File& file, const ModelConfig& c) {
   return u;
 }
 
+namespace {
+
+// The stages --pp and --layers ask for (0: left to the planner), checked
+// against each other and the model.
+int requested_stages(const PlanRequest& req, const ModelConfig& c) {
+  if (req.layers.empty()) return req.pp;
+  if (req.pp != 0 && size_t(req.pp) != req.layers.size())
+    throw Error(fmt::format("plan: --layers gives {} stages but --pp is {}", req.layers.size(), req.pp));
+  int64_t sum = 0;
+  for (int64_t l : req.layers) {
+    if (l < 1) throw Error("plan: --layers: every stage needs at least one layer");
+    sum += l;
+  }
+  if (sum != c.n_layer)
+    throw Error(fmt::format("plan: --layers add up to {} but the model has {} layers", sum, c.n_layer));
+  return int(req.layers.size());
+}
+
+// What each rank holds of the experts, and the split not taken.
+void add_expert_notes(Plan& p, double chosen_tok_s, int64_t n_seq) {
+  const bool whole = p.expert_split == ExpertSplit::Experts;
+  std::string held;
+  for (int r = 0; r < p.size(); ++r) {
+    const Range e = whole ? p.ranks[size_t(r)].experts : p.ranks[size_t(r)].expert_rows;
+    held += fmt::format("{} {}: [{}, {})", r == 0 ? "" : ",", r, e.begin, e.end);
+  }
+  p.notes.push_back(fmt::format("experts: {}; rank{}",
+                                whole ? "whole experts per rank (expert parallel), by node memory"
+                                      : "every expert's FFN rows split over the tensor-parallel ranks",
+                                held));
+  if (p.other_split_tok_s > 0)
+    p.notes.push_back(fmt::format("experts: {} chosen over {}: {:.1f} against {:.1f} tok/s predicted at {} "
+                                  "sequence(s)",
+                                  whole ? "whole experts" : "rows", whole ? "rows" : "whole experts", chosen_tok_s,
+                                  p.other_split_tok_s, n_seq));
+}
+
+}  // namespace
+
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& req) {
   const ModelConfig c = ModelConfig::from_gguf(file);
   const int n = int(nodes.size());
@@ -400,19 +439,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
   if (req.ep > 0 && !c.has_experts())
     throw Error(fmt::format("plan: --ep {}: this {} model has no experts (use --tp)", req.ep, c.arch_name));
   if (req.n_ctx < 1 || req.n_seq < 1) throw Error("plan: --ctx and the sequence count must be positive");
-  int pp_req = req.pp;
-  if (!req.layers.empty()) {
-    if (pp_req != 0 && size_t(pp_req) != req.layers.size())
-      throw Error(fmt::format("plan: --layers gives {} stages but --pp is {}", req.layers.size(), pp_req));
-    pp_req = int(req.layers.size());
-    int64_t sum = 0;
-    for (int64_t l : req.layers) {
-      if (l < 1) throw Error("plan: --layers: every stage needs at least one layer");
-      sum += l;
-    }
-    if (sum != c.n_layer)
-      throw Error(fmt::format("plan: --layers add up to {} but the model has {} layers", sum, c.n_layer));
-  }
+  const int pp_req = requested_stages(req, c);
   const Builder b{file, c, split_units(file, c), req};
   auto check_shape = [&](int tp, int pp) {
     if (pp > c.n_layer) throw Error(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
@@ -425,21 +452,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
       throw Error(fmt::format("plan: tp {} × pp {} does not fit: {} (--force skips this check)", p.tp, p.pp,
                               p.notes.back()));
     p.notes.insert(p.notes.begin(), why);
-    if (p.expert_split != ExpertSplit::None) {
-      const bool whole = p.expert_split == ExpertSplit::Experts;
-      std::string held;
-      for (int r = 0; r < p.size(); ++r) {
-        const Range e = whole ? p.ranks[size_t(r)].experts : p.ranks[size_t(r)].expert_rows;
-        held += fmt::format("{} {}: [{}, {})", r == 0 ? "" : ",", r, e.begin, e.end);
-      }
-      p.notes.push_back(whole ? "experts: whole experts per rank (expert parallel), by node memory; rank" + held
-                              : "experts: every expert's FFN rows split over the tensor-parallel ranks; rank" + held);
-      if (p.other_split_tok_s > 0)
-        p.notes.push_back(fmt::format("experts: {} chosen over {}: {:.1f} against {:.1f} tok/s predicted at {} "
-                                      "sequence(s)",
-                                      whole ? "whole experts" : "rows", whole ? "rows" : "whole experts",
-                                      b.chosen_speed(p), p.other_split_tok_s, req.n_seq));
-    }
+    if (p.expert_split != ExpertSplit::None) add_expert_notes(p, b.chosen_speed(p), req.n_seq);
     if (p.size() < n) p.notes.push_back(fmt::format("{} node(s) unused", n - p.size()));
     if (!p.fits) p.notes.push_back("--force: the memory check was skipped");
     return p;

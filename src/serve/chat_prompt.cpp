@@ -13,11 +13,11 @@ std::string message_text(const nlohmann::ordered_json& message, size_t index) {
   const auto it = message.find("content");
   if (it == message.end() || it->is_null()) return {};
   if (it->is_string()) return it->get<std::string>();
-  if (!it->is_array()) throw RequestError(400, field + " must be a string or an array of content parts", field);
+  if (!it->is_array()) throw RequestError(400, fmt::format("{} must be a string or an array of content parts", field), field);
   std::string text;
   for (const auto& part : *it) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      throw RequestError(400, field + ": only {\"type\": \"text\", \"text\": string} parts are supported", field);
+      throw RequestError(400, fmt::format(R"({}: only {{"type": "text", "text": string}} parts are supported)", field), field);
     text += part["text"].get<std::string>();
   }
   return text;
@@ -32,9 +32,9 @@ std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
     const std::string field = fmt::format("messages[{}]", i);
-    if (!m.is_object()) throw RequestError(400, field + " must be an object", field);
+    if (!m.is_object()) throw RequestError(400, fmt::format("{} must be an object", field), field);
     if (!m.contains("role") || !m["role"].is_string())
-      throw RequestError(400, field + ".role must be a string", field + ".role");
+      throw RequestError(400, fmt::format("{}.role must be a string", field), field + ".role");
     chatml += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m["role"].get<std::string>(), message_text(m, i));
   }
   if (!tmpl) return add_generation_prompt ? chatml + "<|im_start|>assistant\n" : chatml;

@@ -2,7 +2,7 @@
 // the cluster engine (serve/cluster_engine.h). One job runs three periods
 // closed by marks: a one-token warm-up that faults the slices in, the prompt
 // (its steps' time is prompt processing) and the decode steps of the same
-// sequence. The workers report their RuntimeStats per period.
+// sequence. The workers report their RankStats per period.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -28,9 +28,9 @@ constexpr double kMinTimedSeconds = 0.05;
 enum Period { kWarmUp, kPrompt, kDecode };
 
 // Every worker's stats of one period, the driver's first.
-std::vector<parallel::RuntimeStats> period_stats(const std::vector<std::vector<cluster::RequestStats>>& all,
+std::vector<parallel::RankStats> period_stats(const std::vector<std::vector<cluster::RequestStats>>& all,
                                                  const std::vector<std::string>& nodes, Period p) {
-  std::vector<parallel::RuntimeStats> out;
+  std::vector<parallel::RankStats> out;
   for (size_t w = 0; w < all.size(); ++w) {
     if (all[w].size() <= size_t(p))
       throw Error(fmt::format("worker {} reported {} periods' stats, expected {}", nodes[w], all[w].size(), int(p) + 1));
@@ -39,7 +39,7 @@ std::vector<parallel::RuntimeStats> period_stats(const std::vector<std::vector<c
   return out;
 }
 
-void print_breakdown_row(const char* phase, const std::vector<parallel::RuntimeStats>& s, double tokens,
+void print_breakdown_row(const char* phase, const std::vector<parallel::RankStats>& s, double tokens,
                          const parallel::Plan& plan) {
   double bytes = 0;
   for (const auto& w : s) bytes += w.bytes_sent;

@@ -1,5 +1,5 @@
 // What the model benchmarks share: the prompt they time, and the per-token
-// breakdown of a distributed run's time (parallel::RuntimeStats of one rank)
+// breakdown of a distributed run's time (parallel::RankStats of one rank)
 // that `bench dist` and `bench -m --nodes` print the same way.
 #pragma once
 
@@ -33,7 +33,7 @@ struct StepBreakdown {
   double min_wire_bytes = 0;        // the plan's lower bound per token
 };
 
-inline StepBreakdown step_breakdown(const parallel::RuntimeStats& s, double steps, double wire_bytes_per_token,
+inline StepBreakdown step_breakdown(const parallel::RankStats& s, double steps, double wire_bytes_per_token,
                                     double min_wire_bytes_per_token) {
   StepBreakdown b;
   const double per = steps > 0 ? 1e3 / steps : 0;

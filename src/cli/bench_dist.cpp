@@ -40,14 +40,14 @@ using Clock = SteadyClock;
 constexpr size_t kRateMatrixBytes = size_t(64) << 20;
 
 void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelConfig& c,
-            const std::vector<parallel::RuntimeStats>& all, double decode_seconds, int64_t decoded) {
+            const std::vector<parallel::RankStats>& all, double decode_seconds, int64_t decoded) {
   const double tps = double(decoded) / decode_seconds;
   const auto& s0 = all[0];
   const double per_tok = decode_seconds / double(decoded) * double(o.seqs);  // one sequence's step
   // Every rank resets its stats after the warm-up; each is still scaled to
   // rank 0's forward steps (every rank runs every step), which keeps a
   // stage's figures comparable should they ever differ.
-  auto share = [&](const parallel::RuntimeStats& s) {
+  auto share = [&](const parallel::RankStats& s) {
     return s.forward_calls > 0 ? double(s0.forward_calls) / double(s.forward_calls) : 0.0;
   };
   double bytes = 0;
@@ -155,8 +155,8 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     } else {
       while (s.serve()) s.reset_stats();
     }
-    std::vector<parallel::RuntimeStats> all(size_t(world->size()));
-    parallel::RuntimeStats mine = s.stats();
+    std::vector<parallel::RankStats> all(size_t(world->size()));
+    parallel::RankStats mine = s.stats();
     world->all_gather(&mine, all.data(), sizeof mine);
     if (rank == 0) {
       report(o, plan, s.model().config(), all, decode_seconds, decoded);

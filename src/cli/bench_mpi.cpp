@@ -48,7 +48,7 @@ void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
   t = SteadyClock::now();
   for (int i = 0; i < r.gen; ++i) next = feed(engine, std::span(&next, 1), r.prompt + i, batch);
   const double decode_s = seconds_since(t);
-  const parallel::RuntimeStats decode_stats = session.stats();
+  const parallel::RankStats decode_stats = session.stats();
   engine.free(0);
   job.finish();
 

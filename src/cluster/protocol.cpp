@@ -259,7 +259,7 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
 
 namespace {
 
-nlohmann::json stats_to_json(const parallel::RuntimeStats& s) {
+nlohmann::json stats_to_json(const parallel::RankStats& s) {
   return {{"forward_seconds", s.forward_seconds},     {"collective_seconds", s.collective_seconds},
           {"all_reduce_seconds", s.all_reduce_seconds}, {"p2p_wait_seconds", s.p2p_wait_seconds},
           {"total_seconds", s.total_seconds},           {"all_reduces", s.all_reduces},
@@ -267,8 +267,8 @@ nlohmann::json stats_to_json(const parallel::RuntimeStats& s) {
           {"bytes_sent", s.bytes_sent}};
 }
 
-parallel::RuntimeStats stats_from_json(const nlohmann::json& j) {
-  parallel::RuntimeStats s;
+parallel::RankStats stats_from_json(const nlohmann::json& j) {
+  parallel::RankStats s;
   s.forward_seconds = j.at("forward_seconds").get<double>();
   s.collective_seconds = j.at("collective_seconds").get<double>();
   s.all_reduce_seconds = j.at("all_reduce_seconds").get<double>();
@@ -293,7 +293,7 @@ RequestStats request_stats_from_json(const nlohmann::json& j, const std::string&
   try {
     s.total = stats_from_json(j.at("total"));
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: malformed runtime stats in Status message: {}", who, e.what()));
+    throw Error(fmt::format("{}: malformed rank stats in Status message: {}", who, e.what()));
   }
   return s;
 }

@@ -132,7 +132,7 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who);
 
 // Where a worker's time went in one period of a job (between the driver's marks).
 struct RequestStats {
-  parallel::RuntimeStats total;
+  parallel::RankStats total;
 };
 nlohmann::json request_stats_to_json(const RequestStats& s);
 RequestStats request_stats_from_json(const nlohmann::json& j, const std::string& who);

@@ -39,7 +39,7 @@ struct DistributedSessionOptions {
 };
 
 // Where this rank's time went, summed since construction or reset_stats().
-struct RuntimeStats {
+struct RankStats {
   double forward_seconds = 0;     // inside Model::forward, all-reduces included
   double forward_cpu_seconds = 0; // CPU time of this process (all its threads) in the same span
   double all_reduce_cpu_seconds = 0;  // its part inside the all-reduces (polling counts)
@@ -94,7 +94,7 @@ class DistributedSession {
   const Model& model() const { return *model_; }
   const Plan& plan() const { return plan_; }
   int rank() const { return rank_; }
-  const RuntimeStats& stats() const { return stats_; }
+  const RankStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
  private:
@@ -128,7 +128,7 @@ class DistributedSession {
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
   std::vector<Candidate> cand_mine_, cand_all_;
-  RuntimeStats stats_;
+  RankStats stats_;
 };
 
 }  // namespace shardlm::parallel

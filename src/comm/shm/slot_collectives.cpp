@@ -15,9 +15,12 @@ Collectives::Collectives(const Segment& segment)
     : seg_(segment), rank_(segment.rank()), world_(segment.world()) {
   // Defaults measured with `shardlm bench comm --backend shm` (docs/bench/comm.md).
   one_shot_bytes_ = std::min(env_bytes("SHARDLM_SHM_ONESHOT_BYTES", size_t(64) << 10), seg_.slot_bytes());
-  // Chunks fill the whole slot: every chunk costs one step (a wait for
-  // every peer), so fewer, larger chunks win.
-  chunk_bytes_ = std::min(env_bytes("SHARDLM_SHM_CHUNK_BYTES", seg_.slot_bytes()), seg_.slot_bytes());
+  // Quarter-slot chunks: with a chunk the size of the slot nothing overlaps
+  // (a rank copies all of it in, waits, then reduces all of it) and the
+  // copies plus both ranks' reads outgrow L2; smaller chunks let one
+  // rank's copy of chunk k+1 run while the other reduces chunk k, for the
+  // price of one step (a wait for every peer) per chunk.
+  chunk_bytes_ = std::min(env_bytes("SHARDLM_SHM_CHUNK_BYTES", seg_.slot_bytes() / 4), seg_.slot_bytes());
   chunk_bytes_ = std::max<size_t>(chunk_bytes_ / 256 * 256, 256);
 }
 

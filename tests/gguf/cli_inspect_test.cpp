@@ -33,9 +33,8 @@ CliRun run_shardlm(const std::string& args) {
 }
 
 std::filesystem::path find_model(const std::string& name) {
-  for (const auto& dir : {shared_models(), repo_models()})
-    if (std::filesystem::exists(dir / name)) return dir / name;
-  return {};
+  const std::filesystem::path p = models_dir() / name;
+  return std::filesystem::exists(p) ? p : std::filesystem::path{};
 }
 
 bool has_line(const std::string& out, const std::string& key, const std::string& value) {

@@ -128,8 +128,7 @@ TEST(CliSynth, GeneratedVocabularyIsConsistentAndSeedDeterministic) {
 }
 
 TEST(CliSynth, VocabFromAndErrors) {
-  std::filesystem::path vocab = shared_models() / "stories260K.gguf";
-  if (!std::filesystem::exists(vocab)) vocab = repo_models() / "stories260K.gguf";
+  const std::filesystem::path vocab = models_dir() / "stories260K.gguf";
   TempDir dir;
   if (std::filesystem::exists(vocab)) {
     const std::string path = dir.file("v.gguf");

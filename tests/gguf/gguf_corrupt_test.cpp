@@ -49,8 +49,7 @@ TEST(GgufCorrupt, EveryTruncationFails) {
 }
 
 TEST(GgufCorrupt, TruncatedRealModelFailsEverywhere) {
-  std::filesystem::path p = shared_models() / "stories260K-Q4_0.gguf";
-  if (!std::filesystem::exists(p)) p = repo_models() / "stories260K-Q4_0.gguf";
+  const std::filesystem::path p = models_dir() / "stories260K-Q4_0.gguf";
   if (!std::filesystem::exists(p)) GTEST_SKIP() << "stories260K-Q4_0.gguf not found";
   const auto full = read_all(p);
   auto f = File::parse(full.data(), full.size(), "t.gguf");

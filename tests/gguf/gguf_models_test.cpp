@@ -11,15 +11,13 @@ namespace {
 using namespace testing;
 
 std::filesystem::path model_path(const std::string& name) {
-  for (const auto& dir : {shared_models(), repo_models()})
-    if (std::filesystem::exists(dir / name)) return dir / name;
-  return {};
+  const std::filesystem::path p = models_dir() / name;
+  return std::filesystem::exists(p) ? p : std::filesystem::path{};
 }
 
 TEST(GgufModels, EveryModelFileOpensAndHasConsistentTensors) {
-  auto files = gguf_files_under(shared_models());
-  for (const auto& f : gguf_files_under(repo_models())) files.push_back(f);
-  if (files.empty()) GTEST_SKIP() << "no .gguf under " << shared_models() << " or " << repo_models();
+  const auto files = gguf_files_under(models_dir());
+  if (files.empty()) GTEST_SKIP() << "no .gguf under " << models_dir();
   int opened = 0;
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());

@@ -13,9 +13,8 @@ using namespace testing;
 
 std::vector<std::vector<uint8_t>> seeds() {
   std::vector<std::vector<uint8_t>> out;
-  for (const auto& p : gguf_files_under(repo_models().parent_path() / "fuzz" / "seeds")) out.push_back(read_all(p));
-  std::filesystem::path model = repo_models() / "stories260K-Q4_0.gguf";
-  if (!std::filesystem::exists(model)) model = shared_models() / "stories260K-Q4_0.gguf";
+  for (const auto& p : gguf_files_under(models_dir().parent_path() / "fuzz" / "seeds")) out.push_back(read_all(p));
+  const std::filesystem::path model = models_dir() / "stories260K-Q4_0.gguf";
   if (std::filesystem::exists(model)) out.push_back(read_all(model));
   return out;
 }

@@ -25,8 +25,7 @@ inline std::vector<std::filesystem::path> gguf_files_under(const std::filesystem
   return out;
 }
 
-inline std::filesystem::path shared_models() { return shardlm::test_paths::models_dir(); }
-inline std::filesystem::path repo_models() { return shardlm::test_paths::models_dir(); }
+inline std::filesystem::path models_dir() { return shardlm::test_paths::models_dir(); }
 
 // A fresh per-test directory under the system temp dir, removed on destruction.
 class TempDir {

@@ -202,8 +202,7 @@ TEST(GgufWriter, SkipsRemainingDataAsAHole) {
 }
 
 TEST(GgufWriter, CopiesAModelsMetadataAndTensorsExactly) {
-  std::filesystem::path src = shared_models() / "stories260K-Q8_0.gguf";
-  if (!std::filesystem::exists(src)) src = repo_models() / "stories260K-Q8_0.gguf";
+  const std::filesystem::path src = models_dir() / "stories260K-Q8_0.gguf";
   if (!std::filesystem::exists(src)) GTEST_SKIP() << "stories260K-Q8_0.gguf not found";
   auto in = File::open(src.string());
   TempDir dir;

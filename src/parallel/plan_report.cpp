@@ -68,7 +68,8 @@ std::string Plan::describe(const ModelConfig& c) const {
                    wire_type_name(wire_type), wire_bytes_per_token, min_wire_bytes_per_token, c.n_layer,
                    wire_row_bytes(wire_type, size_t(c.n_embd)), tp - 1, pp - 1);
   s += fmt::format("predicted decode: {:.1f} tok/s for one sequence", single_seq_tok_s);
-  if (pp > 1) s += fmt::format(", {:.1f} tok/s with ≥ {} sequences in flight", pipelined_tok_s, pp);
+  if (pipelined_seqs > 1)
+    s += fmt::format(", {:.1f} tok/s for {} sequences decoded together", pipelined_tok_s, pipelined_seqs);
   s += "\n";
   for (const auto& n : notes) s += "note: " + n + "\n";
   return s;

@@ -185,12 +185,12 @@ struct Builder {
     return "";
   }
 
-  // Tokens one forward step carries when the stages overlap: the sequences
-  // split into pp micro-batches (as DistributedSession schedules them).
-  int64_t micro_tokens(int pp) const {
-    const int64_t groups = std::min<int64_t>(req.n_seq, pp);
-    return (req.n_seq + groups - 1) / groups;
-  }
+  // Sequences the pipelined speed is predicted for: the request's, at least pp
+  // (fewer leave stages idle; single_seq_tok_s covers one).
+  int64_t pipelined_seqs(int pp) const { return std::max<int64_t>(req.n_seq, pp); }
+  // Tokens of one micro-batch: a step's sequences split into pp micro-batches
+  // along sequences (as DistributedSession schedules them).
+  int64_t micro_tokens(int pp) const { return (pipelined_seqs(pp) + pp - 1) / pp; }
 
   // Stage s's time for one step of `tokens` tokens: its slowest rank's
   // matrices (whole experts: the rest on the slowest rank, the routed experts
@@ -247,9 +247,10 @@ struct Builder {
     const double row = double(wire_row_bytes(p.wire_type, size_t(c.n_embd)));
     p.stage_seconds.clear();
     p.wire_bytes_per_token = 0;
-    double sum = 0, worst = 0;
+    double sum = 0, worst = 0, micro_sum = 0;
     const int64_t micro = micro_tokens(p.pp);
     p.step_tokens = micro;
+    p.pipelined_seqs = pipelined_seqs(p.pp);
     p.expert_imbalance = p.expert_imbalance_step = 1;
     for (int s = 0; s < p.pp; ++s) {
       const double single = expert_imbalance(p, s, 1), step = micro == 1 ? single : expert_imbalance(p, s, micro);
@@ -258,7 +259,9 @@ struct Builder {
       const double t = stage_time(p, w, s, 1, single);
       p.stage_seconds.push_back(t);
       sum += t;
-      worst = std::max(worst, stage_time(p, w, s, micro, step));
+      const double micro_t = stage_time(p, w, s, micro, step);
+      worst = std::max(worst, micro_t);
+      micro_sum += micro_t;
       const double n_layers = double(p.ranks[size_t(p.rank_of(s, 0))].layers.size());
       p.wire_bytes_per_token += 2 * n_layers * double(p.tp) * all_reduce_rank_bytes(p.tp, size_t(c.n_embd), p.wire_type);
       if (s + 1 < p.pp) p.wire_bytes_per_token += row * p.tp;
@@ -266,7 +269,9 @@ struct Builder {
     p.all_reduces_per_token = p.tp > 1 ? int(2 * p.ranks[0].layers.size()) : 0;
     p.min_wire_bytes_per_token = 2 * double(c.n_layer) * row * double(p.tp - 1) + double(p.pp - 1) * row;
     p.single_seq_tok_s = 1 / sum;
-    p.pipelined_tok_s = double(micro) / worst;
+    // Stages do not overlap across step boundaries: the first micro-batch
+    // passes every stage, each further one adds the slowest stage's time.
+    p.pipelined_tok_s = double(pipelined_seqs(p.pp)) / (micro_sum + double(p.pp - 1) * worst);
     p.fits = true;
     for (int r = 0; r < p.size(); ++r) {
       if (p.costs[size_t(r)].memory_bytes() > p.nodes[size_t(r)].memory_bytes) {

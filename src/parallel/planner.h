@@ -13,8 +13,9 @@
 //   all_reduce = link latency · ceil(log2 tp) + bytes one rank sends / link bandwidth
 //
 // One sequence visits the stages in turn (tok/s = 1 / Σ stage times(1)); with
-// at least pp sequences in flight the stages overlap, each step carrying a
-// micro-batch of m = ceil(n_seq / pp) tokens (tok/s = m / max stage time(m)).
+// n ≥ pp sequences a step carries pp micro-batches of m = ceil(n / pp) tokens
+// that overlap on the stages but not across steps (DistributedSession), so a
+// step lasts Σ stage times(m) + (pp − 1) · max stage time(m): tok/s = n / that.
 #pragma once
 
 #include <cstdint>
@@ -84,7 +85,8 @@ struct Plan {
   double wire_bytes_per_token = 0;      // over all links, as the cost model sends them
   double min_wire_bytes_per_token = 0;  // 2 · n_layer · n_embd · 4 B · (tp−1) + stage hand-offs
   double single_seq_tok_s = 0;    // 1 / Σ stage times
-  double pipelined_tok_s = 0;     // 1 / max stage time (≥ pp sequences in flight)
+  double pipelined_tok_s = 0;     // aggregate, with max(n_seq, pp) sequences decoded together
+  int64_t pipelined_seqs = 1;     // that max(n_seq, pp)
   bool fits = true;
   std::vector<std::string> notes;  // why this layout, what does not fit
 

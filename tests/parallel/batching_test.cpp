@@ -232,9 +232,10 @@ TEST(StepMessage, SplitBySequenceKeepsSlotsTogether) {
   EXPECT_EQ(parts[0].size() + parts[1].size(), b.size());
   for (const auto& part : parts)
     for (const auto& e : part.entries)
-      for (const auto& other : parts)
-        if (&other != &part)
-          for (const auto& f : other.entries) EXPECT_NE(e.seq, f.seq);
+      for (const auto& other : parts) {
+        if (&other == &part) continue;
+        for (const auto& f : other.entries) EXPECT_NE(e.seq, f.seq);
+      }
   EXPECT_EQ(parts[0].size(), 2u);  // the 6-entry prompt of slot 2 goes with the last decode entry
   EXPECT_LE(split_by_sequence(b, 8).size(), 4u);  // never more parts than slots
   Batch decode;

@@ -386,7 +386,15 @@ TEST(Planner, MeasuredKernelRatesSetThePredictedSpeed) {
               1e-6 * by_bandwidth.costs[0].compute_seconds);
   EXPECT_LT(measured.single_seq_tok_s, by_bandwidth.single_seq_tok_s);
   // 4 sequences over 2 stages: micro-batches of 2 tokens at the 2-token rate.
+  EXPECT_EQ(measured.pipelined_seqs, 4);
   EXPECT_GT(measured.pipelined_tok_s, 1.5 * measured.single_seq_tok_s);
+  // 2 sequences: micro-batches of one token, which overlap on the stages but
+  // not across steps: a step is both stages' time plus the slowest's once more.
+  r.n_seq = 2;
+  const auto two = make_plan(*f, v, r);
+  const double stages = two.stage_seconds[0] + two.stage_seconds[1];
+  const double slowest = std::max(two.stage_seconds[0], two.stage_seconds[1]);
+  EXPECT_NEAR(two.pipelined_tok_s, 2 / (stages + slowest), 1e-9 * two.pipelined_tok_s);
 }
 
 // Mixture of experts: memory holds every expert, a decoded token reads the

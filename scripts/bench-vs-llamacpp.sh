@@ -10,6 +10,11 @@
 # them). Settings, from the environment:
 #   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"
 #   ROUNDS (3)  THREADS ("1 2")  PROMPT (512)  GEN (64)
+#   ISA         unset: each engine picks its fastest path for this CPU;
+#               avx2 / avx512: both engines held to that class, to measure a
+#               path this CPU has but would not pick (shardlm: SHARDLM_ISA;
+#               llama.cpp: a copy of its bin/ without the variants above it,
+#               haswell for avx2, zen4 for avx512)
 # Only a comparison within one run on one machine means anything: this
 # machine's speed moves by tens of percent between runs.
 set -euo pipefail
@@ -36,7 +41,18 @@ for m in $models; do
 done
 
 results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+llama_copy=""
+trap 'rm -f "$results"; [ -z "$llama_copy" ] || rm -rf "$llama_copy"' EXIT
+case "${ISA:-}" in
+  "") ;;
+  avx2|avx512)
+    export SHARDLM_ISA=$ISA
+    llama_copy=$(mktemp -d)
+    cp -a "$(dirname "$llama")"/. "$llama_copy"
+    [ "$ISA" = avx512 ] || rm -f "$llama_copy"/libggml-cpu-zen4.so
+    llama="$llama_copy/$(basename "$llama")" ;;
+  *) echo "ISA=$ISA: expected avx2 or avx512 (or unset)" >&2; exit 1 ;;
+esac
 # One line per measurement: model threads metric engine tok/s.
 record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
 

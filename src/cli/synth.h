@@ -44,9 +44,9 @@ struct Preset {
   float rms_eps = 1e-5f;
   std::string pre_tokenizer = "llama-bpe";
   bool add_bos = true;
-  MoeShape moe;
-  MlaShape mla;
-  YarnShape yarn;
+  MoeShape moe{};
+  MlaShape mla{};
+  YarnShape yarn{};
 };
 
 struct Options {

@@ -40,10 +40,13 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
     scratch[1] = scratch[0] + max_seg;
   }
 
-  std::vector<RequestPtr> sends;
-  std::vector<std::vector<RequestPtr>> recvs(static_cast<size_t>(steps));
+  std::vector<std::vector<RequestPtr>> sends(static_cast<size_t>(steps)), recvs(static_cast<size_t>(steps));
   auto post_recvs = [&](int step) {
     const bool reduce = step < reduce_steps;
+    // Past step n-2 (an all-reduce's gathering steps) the segment received
+    // straight into the buffer is the one sent n-1 steps earlier: a backend
+    // may read a send's buffer until the send completes.
+    if (!reduce && step >= n_ - 1) links_.wait(sends[size_t(step - (n_ - 1))]);
     int seg = recv_seg(step);
     for (size_t i = 0; i < pieces(seg); ++i) {
       size_t off, n;
@@ -52,14 +55,14 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
       recvs[size_t(step)].push_back(links_.irecv(left, dst, n * elem_));
     }
   };
-  auto send_piece = [&](int seg, size_t i) {
+  auto send_piece = [&](int step, int seg, size_t i) {
     size_t off, n;
     piece(seg, i, off, n);
-    sends.push_back(links_.isend(right, buf_ + (begin(seg) + off) * elem_, n * elem_));
+    sends[size_t(step)].push_back(links_.isend(right, buf_ + (begin(seg) + off) * elem_, n * elem_));
   };
 
   post_recvs(0);
-  for (size_t i = 0; i < pieces(send_seg(0)); ++i) send_piece(send_seg(0), i);
+  for (size_t i = 0; i < pieces(send_seg(0)); ++i) send_piece(0, send_seg(0), i);
   for (int step = 0; step < steps; ++step) {
     if (step + 1 < steps) post_recvs(step + 1);
     int seg = recv_seg(step);
@@ -71,10 +74,10 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
         reduce_into(buf_ + (begin(seg) + off) * elem_, scratch[step % 2] + off * elem_, n,
                     dtype, op);
       }
-      if (step + 1 < steps) send_piece(seg, i);  // the next step sends what just arrived
+      if (step + 1 < steps) send_piece(step + 1, seg, i);  // the next step sends what just arrived
     }
   }
-  links_.wait(sends);
+  for (const auto& step_sends : sends) links_.wait(step_sends);
 }
 
 void Ring::reduce_scatter(DType dtype, ReduceOp op) {
@@ -92,9 +95,7 @@ void Ring::all_gather() {
 // The all-gather's steps continue the reduce-scatter's numbering (its step s
 // sends segment me-s-1 and receives me-s-2, mod n, as they do), so one run
 // does both and the first reduced pieces go out while later ones are still
-// being summed. Receiving the gathered segments straight into the buffer is
-// safe although our sends from those segments may still be queued: a piece
-// of a fully reduced segment exists only after our own piece of it arrived.
+// being summed.
 void Ring::all_reduce(DType dtype, ReduceOp op) {
   if (n_ == 1) return;
   run_steps(2 * (n_ - 1), n_ - 1, [&](int s) { return seg_mod(me_ - s - 1); },

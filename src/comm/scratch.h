@@ -1,9 +1,9 @@
 // Working memory of the collective algorithms (received pieces waiting to be
 // summed), kept by the world between calls. A fresh buffer per call costs a
-// page fault per 4 KiB on first touch whenever malloc hands out new pages
-// (always above its mmap threshold), which for a 2 MiB all-reduce is as much
-// CPU as the sum itself. Grows to the largest request and stays; one user at
-// a time (the world's lock).
+// page fault and a zeroed page per 4 KiB on first touch whenever malloc hands
+// out new pages (always above its mmap threshold): about as much CPU as
+// moving the bytes over loopback TCP. Grows to the largest request and stays;
+// one user at a time (the world's lock).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <deque>
-#include <memory>
 
 #include "comm/algorithms.h"
 #include "comm/reduce.h"

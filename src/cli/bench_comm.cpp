@@ -6,6 +6,7 @@
 // fastest as the tuning table the communicator reads (comm/tuning.h).
 #include <spawn.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -140,8 +141,22 @@ float at(const std::vector<uint8_t>& buf, DType dt, size_t i) {
   return dt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
+// CPU time of the calling thread, us: what an op costs a rank apart from
+// waiting for a core, so algorithms compare on a loaded machine too.
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) / 1e3;
+}
+
+float median(std::vector<float>& v) {
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 struct Row {
   double median_us = 0;
+  double median_cpu_us = 0;
   int64_t wrong = 0;
   std::string algo;
 };
@@ -157,26 +172,31 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
   int warmup = std::max(2, iters / 10);
   std::vector<uint8_t> a(count * elem + elem), b(count * elem + elem), init(count * elem + elem);
   Row row;
-  std::vector<float> times;
+  std::vector<float> times, cpu_times;
   auto once = [&](bool reset) {
     if (reset && (op == "all_reduce")) std::memcpy(a.data(), init.data(), count * elem);
+    const double cpu0 = thread_cpu_us();
     auto t0 = SteadyClock::now();
     if (op == "all_reduce") c.all_reduce(a.data(), count, dt);
     else if (op == "all_gather") c.all_gather(a.data(), b.data(), per_rank * elem);
     else if (op == "reduce_scatter") c.reduce_scatter(a.data(), b.data(), per_rank, dt);
     else if (op == "broadcast") c.broadcast(a.data(), count * elem, 0);
     else throw Error(fmt::format("--ops: unknown op '{}'", op));
-    return float(seconds_since(t0) * 1e6);
+    const float us = float(seconds_since(t0) * 1e6);
+    cpu_times.push_back(float(thread_cpu_us() - cpu0));
+    return us;
   };
   if (op == "all_gather") fill(a, dt, per_rank, me, size_t(me) * per_rank);
   else fill(a, dt, count, me);
   std::memcpy(init.data(), a.data(), count * elem);
   for (int i = 0; i < warmup; ++i) once(true);
+  cpu_times.clear();
   for (int i = 0; i < iters; ++i) times.push_back(once(true));
-  // The slowest rank defines each iteration's time.
+  // The slowest rank defines each iteration's time (and CPU time).
   c.all_reduce(times.data(), times.size(), DType::F32, comm::ReduceOp::Max);
-  std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
-  row.median_us = times[times.size() / 2];
+  c.all_reduce(cpu_times.data(), cpu_times.size(), DType::F32, comm::ReduceOp::Max);
+  row.median_us = median(times);
+  row.median_cpu_us = median(cpu_times);
 
   float base = float(n) * float(n - 1) / 2;  // sum over ranks of rank
   if (op == "all_reduce") {
@@ -231,8 +251,7 @@ double time_choice(Communicator& c, size_t bytes, comm::AllReduceChoice choice) 
     if (i >= 0) times.push_back(us);
   }
   c.all_reduce(times.data(), times.size(), DType::F32, comm::ReduceOp::Max);
-  std::nth_element(times.begin(), times.begin() + long(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  return median(times);
 }
 
 // Replaces this backend's, group size's and link kind's rows of the tuning
@@ -354,9 +373,10 @@ void print_op_table(Communicator& c, const CommBenchOptions& o, const comm::Comm
   if (c.rank() == 0) {
     fmt::print("# shardlm bench comm: backend {}, {} ranks, dtype {}, all_reduce algo {}\n", c.backend(), c.size(),
                o.dtype, algo_name(config.algo));
-    fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests\n");
-    fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10} {:>11} {:>11} {:>7}\n", "size(B)", "count", "type", "op",
-               "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+    fmt::print("# time = median over iterations of the slowest rank; busbw as nccl-tests; cpu = the same\n"
+               "# for the thread CPU time of a rank (spinning included, time waiting for a core not)\n");
+    fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10} {:>11} {:>11} {:>7} {:>9}\n", "size(B)", "count", "type",
+               "op", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong", "cpu(us)");
   }
   const size_t elem = comm::reduce_elem_bytes(dt);
   for (auto& op : ops)
@@ -366,8 +386,9 @@ void print_op_table(Communicator& c, const CommBenchOptions& o, const comm::Comm
       Row row = run_one(c, op, sz, dt, o.iters);
       if (c.rank() == 0) {
         double algbw = double(sz) / (row.median_us * 1e3);
-        fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7}\n", sz, sz / elem,
-                   o.dtype, op, row.algo, row.median_us, algbw, algbw * bus_factor(op, c.size()), row.wrong);
+        fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7} {:>9.2f}\n", sz, sz / elem,
+                   o.dtype, op, row.algo, row.median_us, algbw, algbw * bus_factor(op, c.size()), row.wrong,
+                   row.median_cpu_us);
         std::fflush(stdout);
       }
     }

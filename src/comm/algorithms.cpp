@@ -1,18 +1,10 @@
 #include "comm/algorithms.h"
 
 #include <cstring>
-#include <memory>
 
 #include "comm/reduce.h"
 
 namespace shardlm::comm {
-namespace {
-
-std::unique_ptr<uint8_t[]> scratch(size_t bytes) {
-  return std::unique_ptr<uint8_t[]>(new uint8_t[std::max<size_t>(bytes, 1)]);
-}
-
-}  // namespace
 
 OneShotAllReduce::OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype,
                                    ReduceOp op)
@@ -21,7 +13,7 @@ OneShotAllReduce::OneShotAllReduce(Links& links, void* buf, size_t count, DType 
 void OneShotAllReduce::run() {
   const int n = links_.size(), me = links_.rank();
   const size_t bytes = count_ * reduce_elem_bytes(dtype_);
-  auto others = scratch(bytes * size_t(n - 1));
+  uint8_t* others = links_.scratch(bytes * size_t(n - 1));
   std::vector<RequestPtr> reqs;
   std::vector<const void*> srcs(static_cast<size_t>(n));
   for (int k = 0, slot = 0; k < n; ++k) {
@@ -29,7 +21,7 @@ void OneShotAllReduce::run() {
       srcs[size_t(k)] = buf_;
       continue;
     }
-    uint8_t* at = others.get() + bytes * size_t(slot++);
+    uint8_t* at = others + bytes * size_t(slot++);
     srcs[size_t(k)] = at;
     reqs.push_back(links_.irecv(k, at, bytes));
   }
@@ -48,11 +40,11 @@ void RecursiveDoublingAllReduce::run() {
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int extra = n - p;
-  auto tmp = scratch(bytes);
+  uint8_t* tmp = links_.scratch(bytes);
   // Combine with a partner so that the lower rank's data always comes first.
   auto combine = [&](int partner) {
-    const void* lo_first[2] = {buf_, tmp.get()};
-    const void* hi_first[2] = {tmp.get(), buf_};
+    const void* lo_first[2] = {buf_, tmp};
+    const void* hi_first[2] = {tmp, buf_};
     reduce_ordered(buf_, me < partner ? lo_first : hi_first, count_, dtype_, op_);
   };
   if (me >= p) {  // fold in, then wait for the answer
@@ -61,12 +53,12 @@ void RecursiveDoublingAllReduce::run() {
     return;
   }
   if (me < extra) {
-    links_.wait(links_.irecv(me + p, tmp.get(), bytes));
+    links_.wait(links_.irecv(me + p, tmp, bytes));
     combine(me + p);
   }
   for (int mask = 1; mask < p; mask <<= 1) {
     int partner = me ^ mask;
-    RequestPtr reqs[2] = {links_.irecv(partner, tmp.get(), bytes),
+    RequestPtr reqs[2] = {links_.irecv(partner, tmp, bytes),
                           links_.isend(partner, buf_, bytes)};
     links_.wait(reqs);
     combine(partner);
@@ -116,7 +108,7 @@ void reduce_scatter_direct(Links& links, const void* send, void* recv, size_t co
   const int n = links.size(), me = links.rank();
   const size_t bytes = count * reduce_elem_bytes(dtype);
   auto* in = static_cast<const uint8_t*>(send);
-  auto others = scratch(bytes * size_t(n - 1));
+  uint8_t* others = links.scratch(bytes * size_t(n - 1));
   std::vector<RequestPtr> reqs;
   std::vector<const void*> srcs(static_cast<size_t>(n));
   for (int k = 0, slot = 0; k < n; ++k) {
@@ -124,7 +116,7 @@ void reduce_scatter_direct(Links& links, const void* send, void* recv, size_t co
       srcs[size_t(k)] = in + bytes * size_t(me);
       continue;
     }
-    uint8_t* at = others.get() + bytes * size_t(slot++);
+    uint8_t* at = others + bytes * size_t(slot++);
     srcs[size_t(k)] = at;
     reqs.push_back(links.irecv(k, at, bytes));
   }

@@ -7,15 +7,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/scratch.h"
 #include "comm/transport.h"
 
 namespace shardlm::comm {
 
-// A group's view of the transport for one collective: group ranks, one tag.
+// A group's view of the transport for one collective: group ranks, one tag,
+// and the world's scratch memory (one take() per algorithm run).
 class Links {
  public:
-  Links(Transport& t, const Group& g, uint64_t tag, Deadline deadline)
-      : t_(t), g_(g), tag_(tag), deadline_(deadline) {}
+  Links(Transport& t, const Group& g, uint64_t tag, Deadline deadline, Scratch& scratch)
+      : t_(t), g_(g), tag_(tag), deadline_(deadline), scratch_(scratch) {}
   int rank() const { return g_.my_index; }
   int size() const { return g_.size(); }
   RequestPtr isend(int peer, const void* data, size_t bytes) {
@@ -26,12 +28,14 @@ class Links {
   }
   void wait(std::span<const RequestPtr> rs) { t_.wait_all(rs, deadline_); }
   void wait(const RequestPtr& r) { t_.wait_all(std::span<const RequestPtr>(&r, 1), deadline_); }
+  uint8_t* scratch(size_t bytes) { return scratch_.take(bytes); }
 
  private:
   Transport& t_;
   const Group& g_;
   uint64_t tag_;
   Deadline deadline_;
+  Scratch& scratch_;
 };
 
 // Everyone sends its whole buffer to everyone and sums in rank order 0..n-1:
@@ -70,20 +74,24 @@ class RecursiveDoublingAllReduce {
 // ring order, f16/bf16 rounded at every hop); all_gather then copies every
 // owner's bits around. Each step is cut into pieces of at most chunk_bytes and
 // a piece is forwarded as soon as it arrived/was reduced, so sending,
-// receiving and reducing overlap.
+// receiving and reducing overlap. all_reduce() is reduce_scatter() then
+// all_gather() (the same bits) without the pause between them.
 class Ring {
  public:
   Ring(Links& links, void* buf, size_t count, size_t elem_bytes, size_t chunk_bytes);
   void reduce_scatter(DType dtype, ReduceOp op);
   void all_gather();
+  void all_reduce(DType dtype, ReduceOp op);
   size_t begin(int seg) const;
   size_t count(int seg) const;
 
  private:
   int seg_mod(int s) const { return ((s % n_) + n_) % n_; }
-  // Runs n-1 steps; at step s send segment send_seg(s), receive recv_seg(s).
+  // Runs `steps` steps; at step s send segment send_seg(s), receive
+  // recv_seg(s), and reduce what arrives into it while s < reduce_steps.
   template <class SendSeg, class RecvSeg>
-  void run_steps(SendSeg send_seg, RecvSeg recv_seg, bool reduce, DType dtype, ReduceOp op);
+  void run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv_seg, DType dtype,
+                 ReduceOp op);
 
   Links& links_;
   uint8_t* buf_;

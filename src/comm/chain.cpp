@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <deque>
-#include <memory>
 
 #include "comm/algorithms.h"
 #include "comm/reduce.h"
@@ -49,13 +48,13 @@ void ChainAllReduce::reduce_to_first() {
     return;
   }
   const size_t window = std::min(total, kWindow);
-  std::vector<std::unique_ptr<uint8_t[]>> scratch(window);
-  for (auto& s : scratch) s.reset(new uint8_t[std::max<size_t>(chunk_elems_ * elem_, 1)]);
+  const size_t slot_bytes = chunk_elems_ * elem_;
+  uint8_t* scratch = links_.scratch(window * slot_bytes);
   std::deque<RequestPtr> recvs;
   auto post = [&](size_t i) {
     size_t off, n;
     piece(i, off, n);
-    recvs.push_back(links_.irecv(me + 1, scratch[i % window].get(), n * elem_));
+    recvs.push_back(links_.irecv(me + 1, scratch + (i % window) * slot_bytes, n * elem_));
   };
   for (size_t i = 0; i < window; ++i) post(i);
   for (size_t i = 0; i < total; ++i) {
@@ -63,7 +62,7 @@ void ChainAllReduce::reduce_to_first() {
     recvs.pop_front();
     size_t off, n;
     piece(i, off, n);
-    reduce_into(buf_ + off * elem_, scratch[i % window].get(), n, dtype_, op_);
+    reduce_into(buf_ + off * elem_, scratch + (i % window) * slot_bytes, n, dtype_, op_);
     if (i + window < total) post(i + window);
     if (me > 0) send_down(i);
   }

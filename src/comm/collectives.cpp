@@ -31,18 +31,14 @@ Op all_reduce_op(WorldState* e, const Group& g, uint64_t tag, void* buf, size_t 
       c = sized_all_reduce(e->config(), g.size(), loopback, count * reduce_elem_bytes(dtype));
     }
     const size_t chunk = c.chunk_bytes ? c.chunk_bytes : e->config().ring_chunk_bytes;
-    Links links(e->transport(), g, tag, d);
+    Links links(e->transport(), g, tag, d, e->scratch());
     switch (c.algo) {
       case AllReduceAlgo::OneShot: OneShotAllReduce(links, buf, count, dtype, op).run(); break;
       case AllReduceAlgo::RecursiveDoubling:
         RecursiveDoublingAllReduce(links, buf, count, dtype, op).run();
         break;
       case AllReduceAlgo::Chain: ChainAllReduce(links, buf, count, dtype, op, chunk).run(); break;
-      default: {
-        Ring ring(links, buf, count, reduce_elem_bytes(dtype), chunk);
-        ring.reduce_scatter(dtype, op);
-        ring.all_gather();
-      }
+      default: Ring(links, buf, count, reduce_elem_bytes(dtype), chunk).all_reduce(dtype, op);
     }
   };
 }
@@ -56,7 +52,7 @@ Op all_gather_op(WorldState* e, const Group& g, uint64_t tag, const void* send, 
     }
     Deadline d = e->deadline();
     if (e->config().allow_fast_paths && e->transport().all_gather(g, send, recv, bytes, d)) return;
-    Links links(e->transport(), g, tag, d);
+    Links links(e->transport(), g, tag, d, e->scratch());
     all_gather_direct(links, send, recv, bytes);
   };
 }
@@ -73,7 +69,7 @@ Op reduce_scatter_op(WorldState* e, const Group& g, uint64_t tag, const void* se
     if (e->config().allow_fast_paths &&
         e->transport().reduce_scatter(g, send, recv, count, dtype, op, d))
       return;
-    Links links(e->transport(), g, tag, d);
+    Links links(e->transport(), g, tag, d, e->scratch());
     if (bytes * size_t(g.size()) < e->config().ring_from_bytes) {
       reduce_scatter_direct(links, send, recv, count, dtype, op);
       return;
@@ -93,7 +89,7 @@ Op broadcast_op(WorldState* e, const Group& g, uint64_t tag, void* buf, size_t b
     if (g.size() == 1) return;
     Deadline d = e->deadline();
     if (e->config().allow_fast_paths && e->transport().broadcast(g, buf, bytes, root, d)) return;
-    Links links(e->transport(), g, tag, d);
+    Links links(e->transport(), g, tag, d, e->scratch());
     if (g.size() > 2 && bytes >= e->config().ring_from_bytes)
       broadcast_scatter_ring(links, buf, bytes, root, e->config().ring_chunk_bytes);
     else
@@ -106,7 +102,7 @@ Op barrier_op(WorldState* e, const Group& g, uint64_t tag) {
     if (g.size() == 1) return;
     Deadline d = e->deadline();
     if (e->config().allow_fast_paths && e->transport().barrier(g, d)) return;
-    Links links(e->transport(), g, tag, d);
+    Links links(e->transport(), g, tag, d, e->scratch());
     barrier_direct(links);
   };
 }

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <memory>
 
 #include "comm/algorithms.h"
 #include "comm/reduce.h"
@@ -25,65 +24,82 @@ size_t Ring::count(int seg) const {
 }
 
 template <class SendSeg, class RecvSeg>
-void Ring::run_steps(SendSeg send_seg, RecvSeg recv_seg, bool reduce, DType dtype, ReduceOp op) {
-  const int steps = n_ - 1, left = seg_mod(me_ - 1), right = seg_mod(me_ + 1);
+void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv_seg, DType dtype,
+                     ReduceOp op) {
+  const int left = seg_mod(me_ - 1), right = seg_mod(me_ + 1);
   // Pieces of a segment; sender and receiver cut the same segment the same way.
   auto pieces = [&](int seg) { return std::max<size_t>(1, (count(seg) + chunk_elems_ - 1) / chunk_elems_); };
   auto piece = [&](int seg, size_t i, size_t& off, size_t& n) {
     off = std::min(count(seg), i * chunk_elems_);
     n = std::min(count(seg) - off, chunk_elems_);
   };
-  size_t max_seg = count(0) * elem_;
-  std::unique_ptr<uint8_t[]> scratch[2];
-  if (reduce)
-    for (auto& s : scratch) s.reset(new uint8_t[std::max<size_t>(max_seg, 1)]);
+  const size_t max_seg = count(0) * elem_;
+  uint8_t* scratch[2] = {nullptr, nullptr};
+  if (reduce_steps > 0) {
+    scratch[0] = links_.scratch(2 * max_seg);
+    scratch[1] = scratch[0] + max_seg;
+  }
 
-  std::vector<RequestPtr> sends;
-  std::vector<std::vector<RequestPtr>> recvs(static_cast<size_t>(steps));
+  std::vector<std::vector<RequestPtr>> sends(static_cast<size_t>(steps)), recvs(static_cast<size_t>(steps));
   auto post_recvs = [&](int step) {
+    const bool reduce = step < reduce_steps;
+    // Past step n-2 (an all-reduce's gathering steps) the segment received
+    // straight into the buffer is the one sent n-1 steps earlier: a backend
+    // may read a send's buffer until the send completes.
+    if (!reduce && step >= n_ - 1) links_.wait(sends[size_t(step - (n_ - 1))]);
     int seg = recv_seg(step);
     for (size_t i = 0; i < pieces(seg); ++i) {
       size_t off, n;
       piece(seg, i, off, n);
-      uint8_t* dst = reduce ? scratch[step % 2].get() + off * elem_ : buf_ + (begin(seg) + off) * elem_;
+      uint8_t* dst = reduce ? scratch[step % 2] + off * elem_ : buf_ + (begin(seg) + off) * elem_;
       recvs[size_t(step)].push_back(links_.irecv(left, dst, n * elem_));
     }
   };
-  auto send_piece = [&](int seg, size_t i) {
+  auto send_piece = [&](int step, int seg, size_t i) {
     size_t off, n;
     piece(seg, i, off, n);
-    sends.push_back(links_.isend(right, buf_ + (begin(seg) + off) * elem_, n * elem_));
+    sends[size_t(step)].push_back(links_.isend(right, buf_ + (begin(seg) + off) * elem_, n * elem_));
   };
 
   post_recvs(0);
-  for (size_t i = 0; i < pieces(send_seg(0)); ++i) send_piece(send_seg(0), i);
+  for (size_t i = 0; i < pieces(send_seg(0)); ++i) send_piece(0, send_seg(0), i);
   for (int step = 0; step < steps; ++step) {
     if (step + 1 < steps) post_recvs(step + 1);
     int seg = recv_seg(step);
     for (size_t i = 0; i < pieces(seg); ++i) {
       links_.wait(recvs[size_t(step)][i]);
-      if (reduce) {
+      if (step < reduce_steps) {
         size_t off, n;
         piece(seg, i, off, n);
-        reduce_into(buf_ + (begin(seg) + off) * elem_, scratch[step % 2].get() + off * elem_, n,
+        reduce_into(buf_ + (begin(seg) + off) * elem_, scratch[step % 2] + off * elem_, n,
                     dtype, op);
       }
-      if (step + 1 < steps) send_piece(seg, i);  // the next step sends what just arrived
+      if (step + 1 < steps) send_piece(step + 1, seg, i);  // the next step sends what just arrived
     }
   }
-  links_.wait(sends);
+  for (const auto& step_sends : sends) links_.wait(step_sends);
 }
 
 void Ring::reduce_scatter(DType dtype, ReduceOp op) {
   if (n_ == 1) return;
-  run_steps([&](int s) { return seg_mod(me_ - s - 1); }, [&](int s) { return seg_mod(me_ - s - 2); },
-            true, dtype, op);
+  run_steps(n_ - 1, n_ - 1, [&](int s) { return seg_mod(me_ - s - 1); },
+            [&](int s) { return seg_mod(me_ - s - 2); }, dtype, op);
 }
 
 void Ring::all_gather() {
   if (n_ == 1) return;
-  run_steps([&](int s) { return seg_mod(me_ - s); }, [&](int s) { return seg_mod(me_ - s - 1); },
-            false, DType::F32, ReduceOp::Sum);
+  run_steps(n_ - 1, 0, [&](int s) { return seg_mod(me_ - s); }, [&](int s) { return seg_mod(me_ - s - 1); },
+            DType::F32, ReduceOp::Sum);
+}
+
+// The all-gather's steps continue the reduce-scatter's numbering (its step s
+// sends segment me-s-1 and receives me-s-2, mod n, as they do), so one run
+// does both and the first reduced pieces go out while later ones are still
+// being summed.
+void Ring::all_reduce(DType dtype, ReduceOp op) {
+  if (n_ == 1) return;
+  run_steps(2 * (n_ - 1), n_ - 1, [&](int s) { return seg_mod(me_ - s - 1); },
+            [&](int s) { return seg_mod(me_ - s - 2); }, dtype, op);
 }
 
 }  // namespace shardlm::comm

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "comm/communicator.h"
+#include "comm/scratch.h"
 #include "core/error.h"
 
 namespace shardlm::comm {
@@ -21,6 +22,8 @@ class WorldState {
   // Only at creation, before any operation (Communicator::agree_on_tuning).
   void drop_tuning() { config_.tuning.reset(); }
   Deadline deadline() const { return SteadyClock::now() + config_.timeouts.op; }
+  // The algorithms' working memory; only inside run().
+  Scratch& scratch() { return scratch_; }
 
   // Runs `op` alone on the transport. An Error fails the transport (so the
   // peers hear of it) and is rethrown.
@@ -38,6 +41,7 @@ class WorldState {
  private:
   std::unique_ptr<Transport> transport_;
   CommConfig config_;
+  Scratch scratch_;
   std::mutex mu_;
 };
 

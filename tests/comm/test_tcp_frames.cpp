@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -86,6 +87,47 @@ TEST(TcpFrames, WellFormedFramesArriveIntactEvenBeforeTheirReceive) {
   EXPECT_EQ(h.tag, 9u);
   EXPECT_EQ(h.length, 3u);
   EXPECT_EQ(std::string(got, 3), "xyz");
+}
+
+// After a long frame the next header is read on its own (no staging); a
+// header split across writes, short frames behind it and a header cut short
+// must all still come out right.
+TEST(TcpFrames, HeadersAfterLongFramesSplitShortFramesAndTruncation) {
+  auto p = make_pair();
+  const int fd = p.peer.get();
+  std::vector<uint8_t> big(100000), got(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 7 + 3);
+  auto receive_big = [&](uint64_t tag) {
+    put_frame(fd, FrameHeader::kData, tag, big.size(), big.data(), big.size());
+    std::fill(got.begin(), got.end(), 0);
+    RequestPtr r = p.t->irecv(1, tag, got.data(), got.size());
+    p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
+    ASSERT_EQ(r->bytes(), big.size());
+    EXPECT_TRUE(got == big) << "long frame " << tag;
+  };
+  receive_big(1);
+
+  FrameHeader h;
+  h.tag = 2;
+  h.length = 5;
+  const auto* hb = reinterpret_cast<const uint8_t*>(&h);
+  ASSERT_EQ(::write(fd, hb, 10), 10);
+  char a[8] = {}, b[8] = {};
+  RequestPtr ra = p.t->irecv(1, 2, a, sizeof a);
+  EXPECT_FALSE(p.t->test(ra));
+  ASSERT_EQ(::write(fd, hb + 10, sizeof h - 10), ssize_t(sizeof h - 10));
+  ASSERT_EQ(::write(fd, "hello", 5), 5);
+  put_frame(fd, FrameHeader::kData, 3, 3, "abc", 3);
+  RequestPtr rb = p.t->irecv(1, 3, b, sizeof b);
+  RequestPtr both[2] = {ra, rb};
+  p.t->wait_all(both, SteadyClock::now() + 2s);
+  EXPECT_EQ(std::string(a, ra->bytes()), "hello");
+  EXPECT_EQ(std::string(b, rb->bytes()), "abc");
+
+  receive_big(4);
+  ASSERT_EQ(::write(fd, "SLMF", 4), 4);
+  p.peer.reset();
+  EXPECT_TRUE(contains(recv_error(*p.t, 5, 16), "closed mid-frame (header 4 of 24 bytes)"));
 }
 
 TEST(TcpFrames, GarbageClosesTheConnectionNamingThePeer) {

@@ -30,7 +30,9 @@ struct TcpTransport::SendReq : Request {
 // Reads that start a frame, and payload remainders shorter than this, go
 // through a per-peer stage: one recv(2) then takes a header with its payload
 // (and whatever follows) instead of one for each, a syscall saved per
-// small message. Longer remainders go straight to their buffer.
+// small message. Longer remainders go straight to their buffer. After a
+// long frame the next header is read alone: a long payload takes a recv(2)
+// of its own anyway, and staging its first 32 KiB would cost a copy.
 constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 
 struct TcpTransport::Peer {
@@ -47,6 +49,7 @@ struct TcpTransport::Peer {
   Read read = Read::Header;
   uint8_t header_bytes[FrameHeader::kBytes];
   size_t header_got = 0;
+  bool long_frames = false;  // the last frame's payload was at least kStageBytes
   FrameHeader frame;
   uint8_t* target = nullptr;  // where the payload being read goes
   size_t target_got = 0;
@@ -218,6 +221,7 @@ void TcpTransport::route_payload(Peer& p) {
 void TcpTransport::dispatch_header(Peer& p) {
   FrameHeader& f = p.frame;
   std::memcpy(&f, p.header_bytes, sizeof f);
+  p.long_frames = f.length >= kStageBytes;
   bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0 && f.zero[2] == 0;
   if (f.magic != FrameHeader::kMagic || !zero_ok ||
       (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
@@ -287,10 +291,18 @@ void TcpTransport::read_ready(Peer& p) {
     }
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
+    const bool header_alone = header && p.long_frames;
     const bool direct = left >= kStageBytes;
-    if (!direct && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
-    ssize_t r = direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
-                       : ::recv(p.fd.get(), p.stage.get(), kStageBytes, 0);
+    if (!direct && !header_alone && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
+    ssize_t r = header_alone
+                    ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
+                : direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
+                         : ::recv(p.fd.get(), p.stage.get(), kStageBytes, 0);
+    if (r > 0 && header_alone) {
+      p.header_got += size_t(r);
+      if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+      continue;
+    }
     if (r > 0 && direct) {
       p.target_got += size_t(r);
       if (payload_done(p)) return;

@@ -117,6 +117,9 @@ bool Scheduler::step() {
   const int64_t budget = pacer_.budget(n_decode, std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode));
   // Shortest remainder first: a short prompt is read in a few steps instead
   // of waiting behind a long one's chunks (stable: otherwise arrival order).
+  // A long prompt yields only to prompts already in slots, each read within
+  // a few steps, so it is delayed, never starved, unless the other slots'
+  // clients keep sending short prompts back to back.
   prefilling_.clear();
   for (auto& r : running_)
     if (r->generated == 0 && r->n_past < int64_t(r->request.prompt.size())) prefilling_.push_back(r.get());

@@ -44,12 +44,20 @@ void Metrics::observe_itl(double seconds) {
   itl_.observe(seconds);
 }
 
+void Metrics::observe_step(bool with_prompt, double engine_seconds, double scheduler_seconds) {
+  std::lock_guard lock(mu_);
+  auto& s = steps_[with_prompt ? 1 : 0];
+  ++s.count;
+  s.engine_seconds += engine_seconds;
+  s.scheduler_seconds += scheduler_seconds;
+}
+
 std::string Metrics::render(const Gauges& g) const {
   std::lock_guard lock(mu_);
   std::string out;
   out += "# HELP shardlm_requests_total HTTP requests answered, by status code.\n# TYPE shardlm_requests_total counter\n";
   for (const auto& [status, n] : requests_) out += fmt::format("shardlm_requests_total{{status=\"{}\"}} {}\n", status, n);
-  const auto counter = [&](const char* name, const char* help, uint64_t v) {
+  const auto counter = [&](const char* name, const char* help, auto v) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, v);
   };
   const auto gauge = [&](const char* name, const char* help, int64_t v) {
@@ -58,6 +66,17 @@ std::string Metrics::render(const Gauges& g) const {
   counter("shardlm_prompt_tokens_total", "Prompt tokens of finished requests.", prompt_tokens_);
   counter("shardlm_prompt_cached_tokens_total", "Prompt tokens reused from a slot's KV cache.", cached_tokens_);
   counter("shardlm_generation_tokens_total", "Generated tokens.", generated_tokens_);
+  // By kind: "decode" steps have decode entries only, "prompt" steps read prompt tokens too.
+  const auto by_kind = [&](const char* name, const char* help, auto field) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+    for (size_t k = 0; k < steps_.size(); ++k)
+      out += fmt::format("{}{{kind=\"{}\"}} {}\n", name, k == 0 ? "decode" : "prompt", steps_[k].*field);
+  };
+  by_kind("shardlm_engine_steps_total", "Engine steps run by the scheduler.", &StepTotals::count);
+  by_kind("shardlm_engine_step_seconds_total", "Seconds in engine steps.", &StepTotals::engine_seconds);
+  by_kind("shardlm_scheduler_overhead_seconds_total",
+          "Seconds the scheduler spent around engine steps (batching, handing tokens to requests).",
+          &StepTotals::scheduler_seconds);
   ttft_.render(out, "shardlm_time_to_first_token_seconds", "Time from arrival to the first generated token.");
   itl_.render(out, "shardlm_inter_token_latency_seconds", "Time between consecutive generated tokens of a request.");
   gauge("shardlm_requests_running", "Sequences in KV slots (prefill or decode).", g.running);

@@ -36,6 +36,9 @@ class Metrics {
   void count_tokens(int64_t prompt, int64_t cached, int64_t generated);
   void observe_ttft(double seconds);
   void observe_itl(double seconds);
+  // A scheduler step: seconds in the engine, and in the scheduler around it
+  // (batch building, handing tokens to requests): the server's own cost.
+  void observe_step(bool with_prompt, double engine_seconds, double scheduler_seconds);
   std::string render(const Gauges& gauges) const;
 
  private:
@@ -43,6 +46,11 @@ class Metrics {
   std::map<int, uint64_t> requests_;
   uint64_t prompt_tokens_ = 0, cached_tokens_ = 0, generated_tokens_ = 0;
   Histogram ttft_, itl_;
+  struct StepTotals {
+    uint64_t count = 0;
+    double engine_seconds = 0, scheduler_seconds = 0;
+  };
+  std::array<StepTotals, 2> steps_;  // decode-only steps, steps with prompt entries
 };
 
 }  // namespace shardlm::serve

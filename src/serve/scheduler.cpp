@@ -95,6 +95,7 @@ void Scheduler::admit() {
 }
 
 bool Scheduler::step() {
+  const auto t_begin = Clock::now();
   drop_cancelled();
   std::erase_if(running_, [](const auto& r) { return r->stream == nullptr; });
   if (running_.empty() && !engine_.health().empty() && has_waiting() && engine_.recover())
@@ -113,23 +114,39 @@ bool Scheduler::step() {
   for (auto& r : running_)
     if (r->next >= 0) add(*r, std::exchange(r->next, -1), true);
   const int64_t n_decode = int64_t(entries_.size());
-  int64_t budget = pacer_.budget(n_decode, std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode));
-  for (auto& r : running_) {
+  const int64_t budget = pacer_.budget(n_decode, std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode));
+  // Shortest remainder first: a short prompt is read in a few steps instead
+  // of waiting behind a long one's chunks (stable: otherwise arrival order).
+  // A long prompt yields only to prompts already in slots, each read within
+  // a few steps, so it is delayed, never starved, unless the other slots'
+  // clients keep sending short prompts back to back.
+  prefilling_.clear();
+  for (auto& r : running_)
+    if (r->generated == 0 && r->n_past < int64_t(r->request.prompt.size())) prefilling_.push_back(r.get());
+  const auto remainder = [](const Running* r) { return int64_t(r->request.prompt.size()) - r->n_past; };
+  std::stable_sort(prefilling_.begin(), prefilling_.end(),
+                   [&](const Running* x, const Running* y) { return remainder(x) < remainder(y); });
+  int64_t left = budget;
+  for (Running* r : prefilling_) {
     const int64_t prompt_len = int64_t(r->request.prompt.size());
-    if (r->generated > 0 || r->n_past >= prompt_len) continue;
-    const int64_t take = std::min(budget, prompt_len - r->n_past);
+    const int64_t take = std::min(left, prompt_len - r->n_past);
     for (int64_t i = 0; i < take; ++i) add(*r, r->request.prompt[size_t(r->n_past)], r->n_past + 1 == prompt_len);
-    budget -= take;
-    if (budget == 0) break;
+    left -= take;
+    if (left == 0) break;
   }
   last_step_ = {int64_t(entries_.size()) - n_decode, n_decode};
   if (entries_.empty()) return true;  // only sequences that ended this step
 
   std::vector<SampledToken> sampled;
+  Clock::time_point t_engine, t_engine_end;
   try {
-    const auto t0 = Clock::now();
+    t_engine = Clock::now();
     sampled = engine_.step(entries_);
-    pacer_.observe(last_step_.first, n_decode, std::chrono::duration<double>(Clock::now() - t0).count());
+    t_engine_end = Clock::now();
+    const double seconds = std::chrono::duration<double>(t_engine_end - t_engine).count();
+    spdlog::debug("serve: step of {} prompt (budget {}) and {} decode entries: {:.1f} ms", last_step_.first, budget,
+                  n_decode, seconds * 1e3);
+    pacer_.observe(last_step_.first, n_decode, seconds);
   } catch (const std::exception& e) {
     spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
     for (auto& r : running_) end(*r, FinishReason::Error, e.what());
@@ -142,6 +159,11 @@ bool Scheduler::step() {
   for (size_t i = 0; i < entries_.size(); ++i)
     if (entries_[i].sample) on_token(*entry_owner_[i], sampled.at(k++).token);
   std::erase_if(running_, [](const auto& r) { return r->stream == nullptr; });
+  if (metrics_) {
+    const auto t_end = Clock::now();
+    metrics_->observe_step(last_step_.first > 0, std::chrono::duration<double>(t_engine_end - t_engine).count(),
+                           std::chrono::duration<double>((t_engine - t_begin) + (t_end - t_engine_end)).count());
+  }
   std::lock_guard lock(mu_);
   n_running_ = int64_t(running_.size());
   return true;

@@ -1,7 +1,7 @@
 // Continuous batching over an Engine. Each step: drop cancelled requests,
 // admit waiting ones into free KV slots (prefix reuse: PrefixSlots), give
 // every decoding sequence one entry, then fill the step's prompt budget with
-// prompt chunks in arrival order (chunked prefill, so running streams keep
+// prompt chunks, shortest remainder first (chunked prefill, so running streams keep
 // producing tokens while a long prompt is read; the budget may be paced by
 // time, PrefillPacer), run the engine and hand each
 // sampled token to its request. A sequence ends on max tokens, the end of the
@@ -110,6 +110,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Running>> running_;  // only the stepping thread touches these
   std::vector<StepEntry> entries_;
   std::vector<Running*> entry_owner_;
+  std::vector<Running*> prefilling_;  // this step's sequences still reading their prompt
   std::pair<int64_t, int64_t> last_step_{0, 0};
   std::thread thread_;
 };

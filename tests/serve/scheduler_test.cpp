@@ -149,6 +149,24 @@ TEST(Scheduler, ChunkedPrefillKeepsRunningStreamsDecoding) {
   EXPECT_EQ(b->wait_all().finish, FinishReason::Length);
 }
 
+// The step's prompt budget goes to the shortest remainder first: a short
+// prompt arriving behind a long one is read in the first step, not after it.
+TEST(Scheduler, ShortPromptIsNotQueuedBehindALongOnesChunks) {
+  Fixture f(2, 8);
+  std::string long_text = "Once upon a time";
+  for (int i = 0; i < 8; ++i) long_text += " there was a little dog who liked to run";
+  auto long_stream = f.sched->submit(f.greedy(long_text, 4));
+  auto short_stream = f.sched->submit(f.greedy("Mom said", 4));
+  ASSERT_GT(f.greedy(long_text, 4).prompt.size(), 40u);
+  ASSERT_TRUE(f.sched->step());
+  EXPECT_EQ(f.sched->last_step_entries(), std::make_pair(int64_t(8), int64_t(0)));
+  EXPECT_EQ(short_stream->usage().completion_tokens, 1) << "the short prompt was read whole in the first step";
+  EXPECT_EQ(long_stream->usage().completion_tokens, 0);
+  f.drain();
+  EXPECT_EQ(collect(*long_stream).usage.completion_tokens, 4);
+  EXPECT_EQ(collect(*short_stream).usage.completion_tokens, 4);
+}
+
 TEST(Scheduler, CancellationFreesTheSlotWithinOneStep) {
   Fixture f(1);
   auto a = f.sched->submit(f.greedy("Once upon a time", 200));

@@ -106,6 +106,7 @@ class DistributedSession {
   std::vector<SlotToken> run_batch(StepKind kind, const Batch& batch, const float* hidden,
                                    std::vector<float>* logits_out);
   std::vector<SlotToken> sample(const Batch& batch);
+  void add_logprobs(std::vector<SlotToken>& tokens);
   void gather_logits(std::vector<float>* logits_out);
   void send_stage(const Batch& batch);
   void recv_stage(const Batch& expected);
@@ -128,6 +129,7 @@ class DistributedSession {
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
   std::vector<Candidate> cand_mine_, cand_all_;
+  std::vector<LogprobPart> lp_mine_, lp_all_;
   RankStats stats_;
 };
 

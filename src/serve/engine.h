@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ struct StepEntry {
 struct SampledToken {
   SlotId slot = 0;
   TokenId token = 0;
+  std::optional<SampledLogprobs> logprobs;  // when the slot's SamplerParams::logprobs >= 0
 };
 
 class Engine {

@@ -58,33 +58,40 @@ SampledLogprobs sharded(const SamplerParams& p, const std::vector<float>& logits
   return s[size_t(parts - 1)]->merge_logprobs(lp, *picked);
 }
 
+// One node's report, checked against every slicing; returns the picked token.
+TokenId check_slicings(const std::vector<float>& logits, const SamplerParams& p) {
+  Sampler one(p, int64_t(logits.size()));
+  SampledLogprobs want;
+  const TokenId want_token = one.sample(logits, &want);
+  for (const int parts : {1, 2, 3}) {
+    TokenId token = -1;
+    const auto got = sharded(p, logits, parts, &token);
+    EXPECT_EQ(token, want_token) << parts << " slices";
+    EXPECT_EQ(compare(got, want), "") << parts << " slices, temperature " << p.temperature;
+    if (parts == 1) {
+      EXPECT_EQ(got.logprob, want.logprob) << "one slice is the single node's bits";
+    }
+  }
+  return want_token;
+}
+
 TEST(ShardedLogprobs, TwoAndThreeSlicesMatchOneNode) {
   std::mt19937 gen(3);
   std::normal_distribution<float> d(0.0f, 5.0f);
   std::vector<float> logits(1000);
   for (float& x : logits) x = d(gen);
   logits[10] = logits[700] = logits[990] = 30.0f;  // a tie across slices: lowest id first
+  SamplerParams p;
+  p.top_k = 5;
+  p.seed = 9;
+  p.logprobs = 6;
   for (const float temperature : {0.0f, 0.8f}) {
-    SamplerParams p;
     p.temperature = temperature;
-    p.top_k = 5;
-    p.seed = 9;
-    p.logprobs = 6;
-    Sampler one(p, int64_t(logits.size()));
-    SampledLogprobs want;
-    const TokenId want_token = one.sample(logits, &want);
-    EXPECT_EQ(want.top[0].id, 10);
-    EXPECT_EQ(want.top[1].id, 700);
-    for (const int parts : {1, 2, 3}) {
-      TokenId token = -1;
-      const auto got = sharded(p, logits, parts, &token);
-      EXPECT_EQ(token, want_token) << parts << " slices";
-      EXPECT_EQ(compare(got, want), "") << parts << " slices, temperature " << temperature;
-      if (parts == 1) {
-        EXPECT_EQ(got.logprob, want.logprob) << "one slice is the single node's bits";
-      }
-    }
+    check_slicings(logits, p);
   }
+  p.temperature = 0;
+  logits[990] = 31.0f;  // the pick in the last slice: its raw logit comes from that rank
+  EXPECT_EQ(check_slicings(logits, p), 990);
 }
 
 TEST(ShardedLogprobs, TokenMessageRoundTripAndRejection) {

@@ -2,7 +2,8 @@
 // slice of the Model from its own mapped copy of the file, tensor-parallel
 // partial sums meet in all-reduces inside each stage, hidden states go stage
 // to stage by send/recv, and the last stage samples with the vocabulary split
-// (parallel/sharded_sampler.h), so only token ids travel back.
+// (parallel/sharded_sampler.h), so only token ids travel back (with their
+// log-probabilities for the slots that ask).
 //
 // The interface is a step-level engine (the shape of serve/engine.h): rank 0
 // adds and frees sequences in KV slots and runs steps of entries from any

@@ -2,7 +2,8 @@
 // live sequences (prompt chunks and decode tokens mixed). Every sequence has
 // its own sampling parameters and sampling happens on the engine's side, so a
 // cluster engine can keep sampling next to its vocabulary shards and send back
-// only token ids. A sequence lives in one KV slot from add() to free().
+// only token ids (and the log-probabilities a sequence asks for). A sequence
+// lives in one KV slot from add() to free().
 #pragma once
 
 #include <cstdint>

@@ -140,6 +140,41 @@ TEST(LogprobsScheduler, OneEntryPerTokenWithItsTextAndNoneBeyondAStop) {
     EXPECT_EQ(stopped.logprobs[i].chosen.logprob, with.logprobs[i].chosen.logprob);
 }
 
+TEST(LogprobsStopText, EntriesLeaveWithTheirTextAndDieWithASwallowedOne) {
+  Fixture f(1);
+  StopText t(*f.tok, {"big dog"});
+  const auto ids = f.tok->encode("a big cat and a big dog ran", false, false);
+  std::string sent, covered, last;
+  size_t entries = 0;
+  for (const TokenId id : ids) {
+    const SampledLogprobs lp{-1.0f, {{id, -1.0f}}};
+    auto out = t.push(id, &lp);
+    sent += out.text;
+    for (const auto& e : out.logprobs) {
+      covered += e.chosen.token;
+      last = e.chosen.token;
+      EXPECT_EQ(e.top.at(0).token, e.chosen.token);
+    }
+    entries += out.logprobs.size();
+    if (out.stopped) break;
+    // Out only once all of its text is: the entries never run ahead of the text.
+    EXPECT_EQ(sent.compare(0, covered.size(), covered), 0) << covered << " | " << sent;
+  }
+  EXPECT_EQ(sent, " a big cat and a ");
+  // At the stop, the tokens whose text begins in what was sent go (" big",
+  // whose space was sent); " dog", all swallowed, is dropped with its text.
+  EXPECT_EQ(covered.compare(0, sent.size(), sent), 0) << covered;
+  EXPECT_LT(covered.size() - last.size(), sent.size()) << covered;
+  EXPECT_EQ(covered.find("dog"), std::string::npos) << covered;
+  EXPECT_LT(entries, ids.size() - 1);
+  StopText u(*f.tok, {});
+  const SampledLogprobs lp{-1.0f, {}};
+  size_t released = 0;
+  for (const TokenId id : ids) released += u.push(id, &lp).logprobs.size();
+  released += u.finish().logprobs.size();
+  EXPECT_EQ(released, ids.size()) << "without a stop every token's entry goes out";
+}
+
 TEST(LogprobsFormat, ChatContentAndLegacyCompletion) {
   const std::vector<LogprobEntry> entries = {{{" a", -0.25f}, {{" a", -0.25f}, {" b", -2.0f}}},
                                              {{"\xC3\xA9", -1.5f}, {}}};

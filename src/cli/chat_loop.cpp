@@ -79,7 +79,7 @@ class Chat {
       next = engine_.step(std::span(&e, 1)).front().token;
       cached_.push_back(e.token);
     }
-    if (!stopped) show(stops.finish());
+    if (!stopped) show(stops.finish().text);
     print("\n");
     return text;
   }

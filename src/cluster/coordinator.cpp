@@ -272,10 +272,12 @@ std::optional<Message> ClusterJob::watch(int timeout_ms) {
 // The driver's answer to a step: one (slot, token) per sampling entry, in entry order.
 std::vector<parallel::SlotToken> ClusterJob::step_tokens(const std::vector<uint8_t>& payload,
                                                          const parallel::StepMessage& message) {
-  std::vector<parallel::SlotToken> tokens(payload.size() / sizeof(parallel::SlotToken));
-  if (payload.size() % sizeof(parallel::SlotToken) != 0)
-    fail_worker(0, Fault::Reported, fmt::format("Token message of {} bytes", payload.size()));
-  if (!payload.empty()) std::memcpy(tokens.data(), payload.data(), payload.size());
+  std::vector<parallel::SlotToken> tokens;
+  try {
+    tokens = parallel::decode_tokens(payload, opt_.plan.n_seq, n_vocab_, "Token message");
+  } catch (const Error& e) {
+    fail_worker(0, Fault::Reported, e.what());
+  }
   size_t k = 0;
   for (const auto& e : message.entries.entries) {
     if (!e.want_logits || message.kind != parallel::StepKind::Step) continue;

@@ -34,7 +34,7 @@ size_t max_length(MsgType t) {
     case MsgType::DataEnd:
     case MsgType::Heartbeat: return 0;
     case MsgType::Request: return kMaxStepBytes;
-    case MsgType::Token: return kMaxTokensPerFrame * sizeof(parallel::SlotToken);
+    case MsgType::Token: return kMaxTokensPerFrame * parallel::kMaxEncodedTokenBytes;
     case MsgType::Abort: return 4096;
   }
   return 0;

@@ -133,7 +133,8 @@ std::vector<RequestStats> drive(Channel& ch, ControlPump& pump, parallel::Distri
       session.reset_stats();
     }
     if (pause.count() > 0 && !tokens.empty()) std::this_thread::sleep_for(pause);
-    ch.send(MsgType::Token, tokens.data(), tokens.size() * sizeof tokens[0], after_seconds(60));
+    const auto bytes = parallel::encode_tokens(tokens);
+    ch.send(MsgType::Token, bytes.data(), bytes.size(), after_seconds(60));
   }
 }
 

@@ -44,6 +44,8 @@ TokenId argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplerParams& params, int64_t n_vocab) : p_(params), n_vocab_(n_vocab), rng_(params.seed) {
   if (n_vocab < 1) throw Error("sampler: empty vocabulary");
   if (p_.repeat_penalty <= 0) throw Error(fmt::format("sampler: repeat penalty {} must be positive", p_.repeat_penalty));
+  if (p_.logprobs > kMaxTopLogprobs)
+    throw Error(fmt::format("sampler: {} top log-probabilities asked, at most {}", p_.logprobs, kMaxTopLogprobs));
   cand_.resize(size_t(n_vocab));
   probs_.resize(size_t(n_vocab));
   recent_.reserve(size_t(std::max(p_.penalty_window, 0)));
@@ -99,10 +101,20 @@ size_t Sampler::truncate() {
   return n;
 }
 
-TokenId Sampler::sample(std::span<const float> logits) {
+TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs) {
   if (int64_t(logits.size()) != n_vocab_)
     throw Error(fmt::format("sampler: {} logits for a vocabulary of {}", logits.size(), n_vocab_));
   for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
+  const TokenId picked = pick();
+  if (logprobs && p_.logprobs >= 0) {
+    top_.resize(size_t(p_.logprobs));
+    top_logits(logits, 0, top_.size(), top_.data());
+    *logprobs = finish_logprobs(LogSumExp::of(logits), logits[size_t(picked)], top_, top_.size());
+  }
+  return picked;
+}
+
+TokenId Sampler::pick() {
   apply_penalties();
   if (p_.temperature <= 0.0f) {
     size_t best = 0;

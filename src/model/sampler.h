@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "model/logprobs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace shardlm {
@@ -32,6 +33,9 @@ struct SamplerParams {
   float frequency_penalty = 0.0f; // 0: off; subtracted once per occurrence among the recent tokens
   int32_t penalty_window = 64;    // how many recent tokens the penalties look at
   uint64_t seed = 0;
+  // < 0: off; 0..kMaxTopLogprobs: report the sampled token's log-probability and
+  // this many most likely tokens': log-softmax of the raw logits (model/logprobs.h).
+  int32_t logprobs = -1;
 };
 
 // The penalties of `p` on the logits of the ids in [begin, end) among `recent`
@@ -59,8 +63,9 @@ void apply_penalties(const SamplerParams& p, std::span<const TokenId> recent, st
 class Sampler {
  public:
   Sampler(const SamplerParams& params, int64_t n_vocab);
-  // Throws Error when logits.size() != n_vocab.
-  TokenId sample(std::span<const float> logits);
+  // Throws Error when logits.size() != n_vocab. Fills *logprobs when
+  // params().logprobs >= 0 and logprobs is not null (otherwise no cost).
+  TokenId sample(std::span<const float> logits, SampledLogprobs* logprobs = nullptr);
   // Records a token (prompt or generated) for the penalties.
   void accept(TokenId id);
   const SamplerParams& params() const { return p_; }
@@ -70,6 +75,7 @@ class Sampler {
     TokenId id;
     float logit;
   };
+  TokenId pick();  // from cand_, the logits
   void apply_penalties();
   size_t truncate();  // sorts and cuts the candidates; returns how many stay
 
@@ -81,6 +87,7 @@ class Sampler {
   size_t recent_next_ = 0;
   std::vector<TokenId> seen_;     // scratch
   std::vector<float> probs_;      // scratch
+  std::vector<TokenLogit> top_;   // scratch
 };
 
 // Index of the largest value; ties go to the lowest index.

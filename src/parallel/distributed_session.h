@@ -2,7 +2,8 @@
 // slice of the Model from its own mapped copy of the file, tensor-parallel
 // partial sums meet in all-reduces inside each stage, hidden states go stage
 // to stage by send/recv, and the last stage samples with the vocabulary split
-// (parallel/sharded_sampler.h), so only token ids travel back.
+// (parallel/sharded_sampler.h), so only token ids travel back (with their
+// log-probabilities for the slots that ask).
 //
 // The interface is a step-level engine (the shape of serve/engine.h): rank 0
 // adds and frees sequences in KV slots and runs steps of entries from any
@@ -106,6 +107,7 @@ class DistributedSession {
   std::vector<SlotToken> run_batch(StepKind kind, const Batch& batch, const float* hidden,
                                    std::vector<float>* logits_out);
   std::vector<SlotToken> sample(const Batch& batch);
+  void add_logprobs(std::vector<SlotToken>& tokens);
   void gather_logits(std::vector<float>* logits_out);
   void send_stage(const Batch& batch);
   void recv_stage(const Batch& expected);
@@ -128,6 +130,7 @@ class DistributedSession {
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
   std::vector<Candidate> cand_mine_, cand_all_;
+  std::vector<LogprobPart> lp_mine_, lp_all_;
   RankStats stats_;
 };
 

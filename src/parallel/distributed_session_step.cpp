@@ -80,14 +80,14 @@ std::vector<SlotToken> DistributedSession::execute(const StepMessage& m, std::ve
   stats_.total_seconds += seconds_since(t);
   if (rank_ != 0 || m.kind != StepKind::Step) return got;
   // Entry order, whatever order the micro-batches came back in.
-  std::unordered_map<int32_t, TokenId> by_slot;
-  for (const SlotToken& s : got) by_slot[s.slot] = s.token;
+  std::unordered_map<int32_t, SlotToken*> by_slot;
+  for (SlotToken& s : got) by_slot[s.slot] = &s;
   std::vector<SlotToken> out;
   for (const BatchEntry& e : m.entries.entries) {
     if (!e.want_logits) continue;
     const auto it = by_slot.find(e.seq);
     if (it == by_slot.end()) throw Error(fmt::format("distributed session: no token came back for slot {}", e.seq));
-    out.push_back({e.seq, it->second});
+    out.push_back(std::move(*it->second));
   }
   return out;
 }
@@ -162,9 +162,39 @@ std::vector<SlotToken> DistributedSession::sample(const Batch& batch) {
     merged.assign(mine * size_t(tp), Candidate{});
     for (int i = 0; i < tp; ++i)
       std::copy_n(&cand_all_[(size_t(i) * n_out + k) * per], mine, &merged[size_t(i) * mine]);
-    tokens.push_back({out_slots[k], sampler.choose(merged)});
+    tokens.push_back({out_slots[k], sampler.choose(merged), std::nullopt});
   }
+  add_logprobs(tokens);
   return tokens;
+}
+
+// The second exchange, for the slots that asked for log-probabilities (sharded_sampler.h).
+void DistributedSession::add_logprobs(std::vector<SlotToken>& tokens) {
+  std::vector<size_t> asking;
+  for (size_t k = 0; k < tokens.size(); ++k)
+    if (samplers_[size_t(tokens[k].slot)]->wants_logprobs()) asking.push_back(k);
+  if (asking.empty()) return;
+  const size_t tp = size_t(plan_.tp);
+  lp_mine_.resize(asking.size());
+  for (size_t j = 0; j < asking.size(); ++j) {
+    const SlotToken& t = tokens[asking[j]];
+    lp_mine_[j] = samplers_[size_t(t.slot)]->local_logprobs(model_->logits(asking[j]), t.token);
+  }
+  lp_all_.resize(asking.size() * tp);
+  if (tp > 1) {
+    const auto t = SteadyClock::now();
+    stage_->all_gather(lp_mine_.data(), lp_all_.data(), lp_mine_.size() * sizeof(LogprobPart));
+    stats_.collective_seconds += seconds_since(t);
+    stats_.bytes_sent += double(tp - 1) * double(lp_mine_.size() * sizeof(LogprobPart));
+  } else {
+    lp_all_ = lp_mine_;
+  }
+  std::vector<LogprobPart> parts(tp);
+  for (size_t j = 0; j < asking.size(); ++j) {
+    SlotToken& t = tokens[asking[j]];
+    for (size_t i = 0; i < tp; ++i) parts[i] = lp_all_[i * asking.size() + j];
+    t.logprobs = samplers_[size_t(t.slot)]->merge_logprobs(parts, t.token);
+  }
 }
 
 void DistributedSession::gather_logits(std::vector<float>* logits_out) {
@@ -222,21 +252,21 @@ void DistributedSession::recv_stage(const Batch& expected) {
 }
 
 void DistributedSession::send_tokens(const std::vector<SlotToken>& tokens) {
-  world_->send(plan_.rank_of(0, tp_index_), kTagTokens, tokens.data(), tokens.size() * sizeof(SlotToken));
-  stats_.bytes_sent += double(tokens.size() * sizeof(SlotToken));
+  const std::vector<uint8_t> bytes = encode_tokens(tokens);
+  world_->send(plan_.rank_of(0, tp_index_), kTagTokens, bytes.data(), bytes.size());
+  stats_.bytes_sent += double(bytes.size());
 }
 
 std::vector<SlotToken> DistributedSession::recv_tokens(size_t expected) {
   const int peer = plan_.rank_of(plan_.pp - 1, tp_index_);
-  std::vector<SlotToken> tokens(expected);
+  std::vector<uint8_t> bytes(expected * kMaxEncodedTokenBytes);
   const auto t = SteadyClock::now();
-  const size_t got = world_->recv(peer, kTagTokens, tokens.data(), tokens.size() * sizeof(SlotToken));
+  const size_t got = world_->recv(peer, kTagTokens, bytes.data(), bytes.size());
   stats_.p2p_wait_seconds += seconds_since(t);
-  if (got != expected * sizeof(SlotToken))
-    throw Error(fmt::format("distributed session: token message of {} bytes from rank {}, expected {} tokens", got, peer, expected));
-  for (const SlotToken& s : tokens)
-    if (s.slot < 0 || s.slot >= opt_.n_seq || s.token < 0 || s.token >= model_->config().n_vocab)
-      throw Error(fmt::format("distributed session: token {} for slot {} from rank {} is out of range", s.token, s.slot, peer));
+  bytes.resize(got);
+  auto tokens = decode_tokens(bytes, opt_.n_seq, model_->config().n_vocab, fmt::format("distributed session: rank {}", peer));
+  if (tokens.size() != expected)
+    throw Error(fmt::format("distributed session: token message of {} tokens from rank {}, expected {}", tokens.size(), peer, expected));
   return tokens;
 }
 

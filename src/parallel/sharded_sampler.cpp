@@ -55,6 +55,34 @@ TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {
   return scratch_[size_t(chooser_->sample(merged_logits_))].id;
 }
 
+LogprobPart ShardedSampler::local_logprobs(std::span<const float> logits, TokenId picked) const {
+  const Range mine = slices_[size_t(mine_)];
+  if (int64_t(logits.size()) != mine.size())
+    throw Error(fmt::format("sampler: {} logits for a vocabulary slice of {}", logits.size(), mine.size()));
+  LogprobPart part;
+  const LogSumExp lse = LogSumExp::of(logits);
+  part.sum_exp = lse.sum;
+  part.max = lse.max;
+  if (picked >= mine.begin && picked < mine.end) part.picked_logit = logits[size_t(picked - mine.begin)];
+  top_logits(logits, TokenId(mine.begin), size_t(params_.logprobs), part.top);
+  for (size_t i = size_t(params_.logprobs); i < size_t(kMaxTopLogprobs); ++i) part.top[i] = TokenLogit{};
+  return part;
+}
+
+SampledLogprobs ShardedSampler::merge_logprobs(std::span<const LogprobPart> parts, TokenId picked) const {
+  if (parts.size() != slices_.size())
+    throw Error(fmt::format("sampler: {} log-probability parts for {} vocabulary slices", parts.size(), slices_.size()));
+  LogSumExp lse;
+  float picked_logit = 0;
+  std::vector<TokenLogit> candidates;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    lse.combine({parts[i].max, parts[i].sum_exp});
+    if (picked >= slices_[i].begin && picked < slices_[i].end) picked_logit = parts[i].picked_logit;
+    candidates.insert(candidates.end(), parts[i].top, parts[i].top + params_.logprobs);
+  }
+  return finish_logprobs(lse, picked_logit, candidates, size_t(params_.logprobs));
+}
+
 // The single-node Sampler's penalties, on the recent tokens inside this slice.
 void ShardedSampler::apply_penalties(Range mine) {
   shardlm::apply_penalties(params_, recent_, seen_, TokenId(mine.begin), TokenId(mine.end),

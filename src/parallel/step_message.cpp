@@ -16,6 +16,7 @@ namespace {
 class Writer {
  public:
   void i32(int32_t v) { raw(&v, sizeof v); }
+  void f32(float v) { raw(&v, sizeof v); }
   void raw(const void* p, size_t n) {
     if (n == 0) return;  // p may be null then
     const size_t at = out.size();
@@ -27,16 +28,22 @@ class Writer {
 
 class Reader {
  public:
-  Reader(std::span<const uint8_t> b, const std::string& who) : b_(b), who_(who) {}
+  Reader(std::span<const uint8_t> b, const std::string& who, const char* message = "step message")
+      : b_(b), who_(who), message_(message) {}
   int32_t i32(const char* what) {
     int32_t v = 0;
+    raw(&v, sizeof v, what);
+    return v;
+  }
+  float f32(const char* what) {
+    float v = 0;
     raw(&v, sizeof v, what);
     return v;
   }
   void raw(void* p, size_t n, const char* what) {
     if (n == 0) return;  // p may be null then
     if (b_.size() - at_ < n)
-      throw Error(fmt::format("{}: step message of {} bytes ends inside its {} (byte {})", who_, b_.size(), what, at_));
+      throw Error(fmt::format("{}: {} of {} bytes ends inside its {} (byte {})", who_, message_, b_.size(), what, at_));
     std::memcpy(p, b_.data() + at_, n);
     at_ += n;
   }
@@ -46,6 +53,7 @@ class Reader {
   std::span<const uint8_t> b_;
   size_t at_ = 0;
   const std::string& who_;
+  const char* message_;
 };
 
 }  // namespace
@@ -57,6 +65,8 @@ void check_sampler_params(const SamplerParams& p, const std::string& what) {
   if (p.repeat_penalty <= 0) throw Error(fmt::format("{}: repeat penalty {} must be positive", what, p.repeat_penalty));
   if (p.penalty_window < 0 || p.penalty_window > (1 << 24))
     throw Error(fmt::format("{}: penalty window {} is outside [0, 2^24]", what, p.penalty_window));
+  if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
+    throw Error(fmt::format("{}: {} top log-probabilities asked, outside [-1, {}]", what, p.logprobs, kMaxTopLogprobs));
 }
 
 std::vector<uint8_t> StepMessage::encode() const {
@@ -137,6 +147,55 @@ StepMessage StepMessage::decode(std::span<const uint8_t> bytes, int64_t n_slots,
   if (m.kind == StepKind::Logits && sampling != 1)
     throw Error(fmt::format("{}: a logits step needs exactly one entry that wants logits, not {}", who, sampling));
   return m;
+}
+
+std::vector<uint8_t> encode_tokens(std::span<const SlotToken> tokens) {
+  Writer w;
+  for (const SlotToken& t : tokens) {
+    w.i32(t.slot);
+    w.i32(t.token);
+    w.i32(t.logprobs ? int32_t(t.logprobs->top.size()) : -1);
+    if (!t.logprobs) continue;
+    w.f32(t.logprobs->logprob);
+    for (const TokenLogprob& c : t.logprobs->top) {
+      w.i32(c.id);
+      w.f32(c.logprob);
+    }
+  }
+  return std::move(w.out);
+}
+
+std::vector<SlotToken> decode_tokens(std::span<const uint8_t> bytes, int64_t n_slots, int64_t n_vocab,
+                                     const std::string& who) {
+  Reader r(bytes, who, "token message");
+  std::vector<SlotToken> out;
+  const auto check_logprob = [&](float lp) {
+    if (!(lp <= 0)) throw Error(fmt::format("{}: token message carries the log-probability {}, not <= 0", who, lp));
+    return lp;
+  };
+  while (!r.done()) {
+    SlotToken t;
+    t.slot = r.i32("slot");
+    t.token = r.i32("token");
+    const int32_t n_top = r.i32("top count");
+    if (t.slot < 0 || t.slot >= n_slots || t.token < 0 || t.token >= n_vocab)
+      throw Error(fmt::format("{}: token message names token {} for slot {}, outside the vocabulary of {} or the {} slots",
+                              who, t.token, t.slot, n_vocab, n_slots));
+    if (n_top < -1 || n_top > kMaxTopLogprobs)
+      throw Error(fmt::format("{}: token message with {} top log-probabilities, outside [-1, {}]", who, n_top, kMaxTopLogprobs));
+    if (n_top >= 0) {
+      SampledLogprobs& lp = t.logprobs.emplace();
+      lp.logprob = check_logprob(r.f32("log-probability"));
+      for (int32_t i = 0; i < n_top; ++i) {
+        const TokenId id = r.i32("top token");
+        if (id < 0 || id >= n_vocab)
+          throw Error(fmt::format("{}: token message names top token {} outside the vocabulary of {}", who, id, n_vocab));
+        lp.top.push_back({id, check_logprob(r.f32("top log-probability"))});
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 std::vector<Batch> split_by_sequence(const Batch& entries, int parts) {

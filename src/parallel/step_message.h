@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -46,7 +47,19 @@ struct StepMessage {
 struct SlotToken {
   int32_t slot = 0;
   TokenId token = 0;
+  std::optional<SampledLogprobs> logprobs;  // when the slot's SamplerParams::logprobs >= 0
 };
+
+// Sampled tokens as they travel (last stage → first stage, driver →
+// coordinator): per token i32 slot, i32 token, i32 top count (-1: no
+// log-probabilities), then with log-probabilities f32 logprob and
+// top count × (i32 id, f32 logprob).
+std::vector<uint8_t> encode_tokens(std::span<const SlotToken> tokens);
+constexpr size_t kMaxEncodedTokenBytes = 16 + 8 * size_t(kMaxTopLogprobs);
+// Throws Error naming `who` for malformed bytes, ids outside the vocabulary or
+// slots, or a log-probability that is not <= 0.
+std::vector<SlotToken> decode_tokens(std::span<const uint8_t> bytes, int64_t n_slots, int64_t n_vocab,
+                                     const std::string& who);
 
 // The step's entries cut into at most `parts` micro-batches along sequence
 // boundaries (a slot's entries stay together and in order), each with about

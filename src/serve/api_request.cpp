@@ -60,10 +60,6 @@ void parse_common(const Json& body, ApiRequest& r) {
   }
   if (const auto n = integer(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
     wrong("n", "must be 1: one choice per request is supported");
-  const Json* logprobs = field(body, "logprobs");
-  if (logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>()) && !(logprobs->is_number() && logprobs->get<double>() == 0))
-    wrong("logprobs", "is not supported: the sampler returns no log-probabilities");
-  if (field(body, "top_logprobs")) wrong("top_logprobs", "is not supported: the sampler returns no log-probabilities");
 
   SamplerParams& s = r.sampling;
   s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
@@ -103,6 +99,10 @@ void parse_common(const Json& body, ApiRequest& r) {
 ApiRequest parse_chat_request(const Json& body) {
   ApiRequest r;
   parse_common(body, r);
+  // OpenAI's chat form: logprobs: true, then top_logprobs: N alternatives.
+  const auto top = integer(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (boolean(body, "logprobs").value_or(false)) r.sampling.logprobs = int32_t(top.value_or(0));
+  else if (top) wrong("top_logprobs", "needs 'logprobs': true");
   const Json* messages = field(body, "messages");
   if (!messages) throw RequestError(400, "'messages' is required", "messages");
   if (!messages->is_array()) wrong("messages", "must be an array");
@@ -122,6 +122,8 @@ ApiRequest parse_chat_request(const Json& body) {
 ApiRequest parse_completion_request(const Json& body) {
   ApiRequest r;
   parse_common(body, r);
+  // The legacy form: logprobs: N alternatives besides the sampled token.
+  if (const auto n = integer(body, "logprobs", 0, kMaxTopLogprobs)) r.sampling.logprobs = int32_t(*n);
   const Json* prompt = field(body, "prompt");
   if (!prompt) throw RequestError(400, "'prompt' is required", "prompt");
   if (prompt->is_string()) {

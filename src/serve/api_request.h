@@ -31,7 +31,9 @@ struct ApiRequest {
 };
 
 // Throws RequestError (400) for a body that is not an object, a field of the
-// wrong type or out of range, n != 1, or logprobs (the sampler gives none).
+// wrong type or out of range, n != 1, or top_logprobs without logprobs.
+// Log-probabilities asked set sampling.logprobs (chat: logprobs + top_logprobs;
+// completions: logprobs N).
 ApiRequest parse_chat_request(const nlohmann::ordered_json& body);
 ApiRequest parse_completion_request(const nlohmann::ordered_json& body);
 

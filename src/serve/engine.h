@@ -2,10 +2,12 @@
 // live sequences (prompt chunks and decode tokens mixed). Every sequence has
 // its own sampling parameters and sampling happens on the engine's side, so a
 // cluster engine can keep sampling next to its vocabulary shards and send back
-// only token ids. A sequence lives in one KV slot from add() to free().
+// only token ids (and the log-probabilities a sequence asks for). A sequence
+// lives in one KV slot from add() to free().
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +29,7 @@ struct StepEntry {
 struct SampledToken {
   SlotId slot = 0;
   TokenId token = 0;
+  std::optional<SampledLogprobs> logprobs;  // when the slot's SamplerParams::logprobs >= 0
 };
 
 class Engine {

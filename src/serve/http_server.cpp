@@ -41,8 +41,14 @@ struct StreamState {
   std::shared_ptr<RequestStream> stream;
   ResponseHead head;
   bool include_usage = false;
+  bool logprobs = false;    // the request asked for log-probabilities
+  int64_t text_offset = 0;  // completions' logprobs.text_offset of the next token
   bool started = false;
 };
+
+Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
+  return s.logprobs ? logprobs_json(s.head.kind, entries, s.text_offset) : Json(nullptr);
+}
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
@@ -181,11 +187,12 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
   }
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
+  state->logprobs = a.sampling.logprobs >= 0;
 
   if (!a.stream) {
     const auto c = state->stream->wait_all();
     if (c.finish == FinishReason::Error) return send_error(res, scheduler_.health().empty() ? 500 : 503, c.error);
-    return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage()));
+    return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -197,7 +204,9 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
             return false;
         }
         const auto c = state->stream->next(kStreamPoll);
-        if (!c.text.empty() && !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None)))) return false;
+        if ((!c.text.empty() || !c.logprobs.empty()) &&
+            !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None, false, chunk_logprobs(*state, c.logprobs)))))
+          return false;
         if (!c.done) return true;
         if (c.finish == FinishReason::Error) {
           if (!write(sink, sse(error_json(c.error, scheduler_.health().empty() ? 500 : 503)))) return false;

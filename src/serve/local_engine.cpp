@@ -41,7 +41,10 @@ std::vector<SampledToken> LocalEngine::step(std::span<const StepEntry> entries) 
     auto& sampler = *samplers_[size_t(e.slot)];
     sampler.accept(e.token);
     if (!e.sample) continue;
-    out.push_back({e.slot, sampler.sample(model_.logits(k++))});
+    SampledToken& t = out.emplace_back();
+    t.slot = e.slot;
+    if (sampler.params().logprobs >= 0) t.logprobs.emplace();
+    t.token = sampler.sample(model_.logits(k++), t.logprobs ? &*t.logprobs : nullptr);
   }
   return out;
 }

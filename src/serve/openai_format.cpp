@@ -13,6 +13,16 @@ Json head_json(const ResponseHead& h, bool chunk) {
 
 Json finish_json(FinishReason f) { return f == FinishReason::None ? Json(nullptr) : Json(finish_reason_name(f)); }
 
+Json bytes_json(const std::string& s) {
+  Json b = Json::array();
+  for (const char c : s) b.push_back(int(static_cast<unsigned char>(c)));
+  return b;
+}
+
+Json chat_choice_json(const TokenChoice& t) {
+  return Json{{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_json(t.token)}};
+}
+
 }  // namespace
 
 Json usage_json(const Usage& u) {
@@ -22,19 +32,45 @@ Json usage_json(const Usage& u) {
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-Json response_json(const ResponseHead& h, const std::string& text, FinishReason finish, const Usage& u) {
+Json logprobs_json(ApiKind kind, const std::vector<LogprobEntry>& entries, int64_t& text_offset) {
+  if (kind == ApiKind::Chat) {
+    Json content = Json::array();
+    for (const LogprobEntry& e : entries) {
+      Json j = chat_choice_json(e.chosen);
+      j["top_logprobs"] = Json::array();
+      for (const TokenChoice& t : e.top) j["top_logprobs"].push_back(chat_choice_json(t));
+      content.push_back(std::move(j));
+    }
+    return Json{{"content", std::move(content)}};
+  }
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.chosen.token);
+    token_logprobs.push_back(e.chosen.logprob);
+    Json alternatives = Json::object();
+    for (const TokenChoice& t : e.top)
+      if (!alternatives.contains(t.token)) alternatives[t.token] = t.logprob;  // the likelier of two spellings
+    top.push_back(std::move(alternatives));
+    offsets.push_back(text_offset);
+    text_offset += int64_t(e.chosen.token.size());
+  }
+  return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)}, {"top_logprobs", std::move(top)},
+              {"text_offset", std::move(offsets)}};
+}
+
+Json response_json(const ResponseHead& h, const std::string& text, FinishReason finish, const Usage& u, const Json& logprobs) {
   Json j = head_json(h, false);
   Json choice{{"index", 0}};
   if (h.kind == ApiKind::Chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
   else choice["text"] = text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_json(finish);
   j["choices"] = Json::array({choice});
   j["usage"] = usage_json(u);
   return j;
 }
 
-Json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only) {
+Json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only, const Json& logprobs) {
   Json j = head_json(h, true);
   Json choice{{"index", 0}};
   if (h.kind == ApiKind::Chat) {
@@ -44,7 +80,7 @@ Json chunk_json(const ResponseHead& h, const std::string& text, FinishReason fin
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_json(finish);
   j["choices"] = Json::array({choice});
   return j;

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "serve/request_stream.h"
 
@@ -19,11 +20,20 @@ struct ResponseHead {
 };
 
 nlohmann::ordered_json usage_json(const Usage& u);
-// A whole response: one choice with `text` and `finish`.
-nlohmann::ordered_json response_json(const ResponseHead& h, const std::string& text, FinishReason finish, const Usage& u);
+// A choice's "logprobs" for these tokens. Chat: {"content": [{token, logprob,
+// bytes, top_logprobs}]}; completions, the legacy form: {tokens,
+// token_logprobs, top_logprobs: [{text: logprob}], text_offset}, where
+// text_offset counts bytes of the completion from `text_offset`, which is
+// advanced past these tokens.
+nlohmann::ordered_json logprobs_json(ApiKind kind, const std::vector<LogprobEntry>& entries, int64_t& text_offset);
+// A whole response: one choice with `text`, `finish` and `logprobs` (null when not asked).
+nlohmann::ordered_json response_json(const ResponseHead& h, const std::string& text, FinishReason finish, const Usage& u,
+                                     const nlohmann::ordered_json& logprobs = nullptr);
 // One streamed chunk. Chat: role_only sends {"role":"assistant"} (the first chunk).
-// finish == None: a text delta; otherwise the closing chunk with its finish_reason.
-nlohmann::ordered_json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only = false);
+// finish == None: a text delta with the logprobs of its tokens (null when not
+// asked); otherwise the closing chunk with its finish_reason.
+nlohmann::ordered_json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only = false,
+                                  const nlohmann::ordered_json& logprobs = nullptr);
 // The chunk after the last one when stream_options.include_usage is set: no choices, usage.
 nlohmann::ordered_json usage_chunk_json(const ResponseHead& h, const Usage& u);
 nlohmann::ordered_json error_json(const std::string& message, int status, const std::string& param = {});

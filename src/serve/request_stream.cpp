@@ -17,15 +17,14 @@ const char* finish_reason_name(FinishReason r) {
 
 RequestStream::Chunk RequestStream::next(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty(); });
-  Chunk c{std::exchange(text_, {}), done_, finish_, error_};
-  return c;
+  cv_.wait_for(lock, timeout, [&] { return done_ || !text_.empty() || !logprobs_.empty(); });
+  return Chunk{std::exchange(text_, {}), std::exchange(logprobs_, {}), done_, finish_, error_};
 }
 
 RequestStream::Chunk RequestStream::wait_all() {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] { return done_; });
-  return Chunk{std::exchange(text_, {}), true, finish_, error_};
+  return Chunk{std::exchange(text_, {}), std::exchange(logprobs_, {}), true, finish_, error_};
 }
 
 Usage RequestStream::usage() const {
@@ -33,10 +32,11 @@ Usage RequestStream::usage() const {
   return usage_;
 }
 
-void RequestStream::append(const std::string& text, int64_t completion_tokens) {
+void RequestStream::append(const std::string& text, int64_t completion_tokens, std::vector<LogprobEntry> logprobs) {
   {
     std::lock_guard lock(mu_);
     text_ += text;
+    for (LogprobEntry& e : logprobs) logprobs_.push_back(std::move(e));
     usage_.completion_tokens = completion_tokens;
   }
   cv_.notify_all();

@@ -9,11 +9,24 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace shardlm::serve {
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);  // OpenAI's "stop" / "length"; ours otherwise
+
+// A token as the response's log-probabilities show it.
+struct TokenChoice {
+  std::string token;  // its bytes (special tokens as their text)
+  float logprob = 0;
+};
+
+// One generated token's log-probabilities (SamplerParams::logprobs).
+struct LogprobEntry {
+  TokenChoice chosen;
+  std::vector<TokenChoice> top;  // most likely first
+};
 
 struct Usage {
   int64_t prompt_tokens = 0;
@@ -25,6 +38,7 @@ class RequestStream {
  public:
   struct Chunk {
     std::string text;
+    std::vector<LogprobEntry> logprobs;  // of the tokens whose text is in `text`, when asked
     bool done = false;
     FinishReason finish = FinishReason::None;
     std::string error;  // when finish == Error
@@ -38,7 +52,7 @@ class RequestStream {
   Usage usage() const;
 
   // Scheduler side.
-  void append(const std::string& text, int64_t completion_tokens);
+  void append(const std::string& text, int64_t completion_tokens, std::vector<LogprobEntry> logprobs = {});
   void set_prompt(int64_t prompt_tokens, int64_t cached_tokens);
   void finish(FinishReason reason, std::string error = {});
 
@@ -46,6 +60,7 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<LogprobEntry> logprobs_;
   Usage usage_;
   bool done_ = false;
   FinishReason finish_ = FinishReason::None;

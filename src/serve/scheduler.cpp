@@ -157,7 +157,7 @@ bool Scheduler::step() {
   }
   size_t k = 0;
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].sample) on_token(*entry_owner_[i], sampled.at(k++).token);
+    if (entries_[i].sample) on_token(*entry_owner_[i], sampled.at(k++));
   std::erase_if(running_, [](const auto& r) { return r->stream == nullptr; });
   if (metrics_) {
     const auto t_end = Clock::now();
@@ -169,7 +169,8 @@ bool Scheduler::step() {
   return true;
 }
 
-void Scheduler::on_token(Running& r, TokenId token) {
+void Scheduler::on_token(Running& r, const SampledToken& sampled) {
+  const TokenId token = sampled.token;
   const auto now = Clock::now();
   if (metrics_) {
     const double since = std::chrono::duration<double>(now - r.last_token).count();
@@ -178,21 +179,24 @@ void Scheduler::on_token(Running& r, TokenId token) {
   }
   r.last_token = now;
   ++r.generated;
-  if (tok_.is_end_of_generation(token)) {
-    r.stream->append(r.text.finish(), r.generated);
+  if (tok_.is_end_of_generation(token)) {  // not part of the text: neither are its log-probabilities
+    auto rest = r.text.finish();
+    r.stream->append(rest.text, r.generated, std::move(rest.logprobs));
     return end(r, FinishReason::Stop);
   }
-  const auto out = r.text.push(token);
+  auto out = r.text.push(token, sampled.logprobs ? &*sampled.logprobs : nullptr);
   if (out.stopped) {
-    r.stream->append(out.text, r.generated);
+    r.stream->append(out.text, r.generated, std::move(out.logprobs));
     return end(r, FinishReason::Stop);
   }
   const bool at_limit = r.request.max_tokens >= 0 && r.generated >= r.request.max_tokens;
   if (at_limit || r.n_past >= engine_.n_ctx()) {
-    r.stream->append(out.text + r.text.finish(), r.generated);
+    auto rest = r.text.finish();
+    for (auto& e : rest.logprobs) out.logprobs.push_back(std::move(e));
+    r.stream->append(out.text + rest.text, r.generated, std::move(out.logprobs));
     return end(r, FinishReason::Length);
   }
-  r.stream->append(out.text, r.generated);
+  r.stream->append(out.text, r.generated, std::move(out.logprobs));
   r.next = token;
 }
 

@@ -90,7 +90,7 @@ class Scheduler {
   void drop_cancelled();
   bool has_waiting() const;
   void admit();
-  void on_token(Running& r, TokenId token);
+  void on_token(Running& r, const SampledToken& sampled);
   void end(Running& r, FinishReason reason, std::string error = {});
   void loop();
 

@@ -16,10 +16,10 @@ parallel::StepMessage step_message(parallel::StepBuilder& builder, std::span<con
   return builder.take(parallel::StepKind::Step, to_batch(entries));
 }
 
-std::vector<SampledToken> sampled_tokens(const std::vector<parallel::SlotToken>& tokens) {
+std::vector<SampledToken> sampled_tokens(std::vector<parallel::SlotToken> tokens) {
   std::vector<SampledToken> out;
   out.reserve(tokens.size());
-  for (const auto& t : tokens) out.push_back({t.slot, t.token});
+  for (auto& t : tokens) out.push_back({t.slot, t.token, std::move(t.logprobs)});
   return out;
 }
 

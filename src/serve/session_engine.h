@@ -10,7 +10,7 @@ namespace shardlm::serve {
 
 // A serve::Engine step as the DistributedSession's Batch, and its tokens back.
 parallel::StepMessage step_message(parallel::StepBuilder& builder, std::span<const StepEntry> entries);
-std::vector<SampledToken> sampled_tokens(const std::vector<parallel::SlotToken>& tokens);
+std::vector<SampledToken> sampled_tokens(std::vector<parallel::SlotToken> tokens);
 
 class SessionEngine final : public Engine {
  public:

@@ -53,7 +53,11 @@ TEST(ApiRequest, WrongTypesNameTheField) {
   EXPECT_EQ(field_of(R"({"model": "m"})"), "messages");
   EXPECT_EQ(field_of(R"({"messages": [], "temperature": "hot"})"), "temperature");
   EXPECT_EQ(field_of(R"({"messages": [], "n": 3})"), "n");
-  EXPECT_EQ(field_of(R"({"messages": [], "logprobs": true})"), "logprobs");
+  EXPECT_EQ(field_of(R"({"messages": [], "logprobs": 1})"), "logprobs");
+  EXPECT_EQ(field_of(R"({"messages": [], "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(field_of(R"({"messages": [], "logprobs": false, "top_logprobs": 2})"), "top_logprobs");
+  EXPECT_EQ(field_of(R"({"messages": [], "logprobs": true, "top_logprobs": 21})"), "top_logprobs");
+  EXPECT_EQ(field_of(R"({"messages": [], "logprobs": true, "top_logprobs": -1})"), "top_logprobs");
   EXPECT_EQ(field_of(R"({"messages": [], "stop": [1]})"), "stop");
   EXPECT_EQ(field_of(R"({"messages": [], "chat_template_kwargs": 1})"), "chat_template_kwargs");
   EXPECT_EQ(field_of(R"({"messages": [], "whatever": {"x": 1}, "logprobs": false, "n": 1})"), "accepted");

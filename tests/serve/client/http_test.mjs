@@ -123,6 +123,71 @@ test('completions: text and token-id prompts, streamed, stop strings', async () 
   assert.equal(ids.usage.completion_tokens, 4);
 });
 
+// Checks one chat logprobs entry: bytes are the token's UTF-8, top list sorted, greedy pick first.
+function checkChatEntry(e, nTop) {
+  assert.equal(typeof e.token, 'string');
+  assert.ok(e.logprob <= 0, JSON.stringify(e));
+  if (!e.token.includes('\uFFFD')) assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+  assert.equal(e.top_logprobs.length, nTop);
+  for (let i = 1; i < e.top_logprobs.length; ++i) assert.ok(e.top_logprobs[i].logprob <= e.top_logprobs[i - 1].logprob);
+  if (nTop > 0) {
+    assert.equal(e.top_logprobs[0].token, e.token, 'a greedy pick is the most likely');
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+  }
+}
+
+async function chatLogprobs(c, stream) {
+  const body = { model: MODEL, messages: userMessages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 };
+  if (!stream) {
+    const r = await c.chat.completions.create(body);
+    return { text: r.choices[0].message.content, content: r.choices[0].logprobs.content, tokens: r.usage.completion_tokens };
+  }
+  let text = '';
+  const content = [];
+  for await (const chunk of await c.chat.completions.create({ ...body, stream: true })) {
+    for (const ch of chunk.choices) {
+      text += ch.delta.content ?? '';
+      if (ch.logprobs) content.push(...ch.logprobs.content);
+    }
+  }
+  return { text, content };
+}
+
+const closeLogprobs = (a, b, what) => {
+  assert.deepEqual(a.map((e) => e.token), b.map((e) => e.token), what);
+  a.forEach((e, i) => assert.ok(Math.abs(e.logprob - b[i].logprob) <= 1e-4, `${what}: ${e.logprob} vs ${b[i].logprob}`));
+};
+
+test('logprobs: chat whole and streamed, completions in the legacy form, greedy text unchanged', async () => {
+  const plain = await client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 12, temperature: 0 });
+  const whole = await chatLogprobs(client, false);
+  assert.equal(whole.text, plain.choices[0].message.content, 'logprobs changed the greedy text');
+  assert.equal(whole.content.length, whole.tokens);
+  for (const e of whole.content) checkChatEntry(e, 3);
+  assert.ok(whole.content.map((e) => e.token).join('').includes(whole.text.slice(1)));
+  const streamed = await chatLogprobs(client, true);
+  assert.equal(streamed.text, whole.text);
+  closeLogprobs(streamed.content, whole.content, 'streamed vs whole');
+
+  const body = { model: MODEL, prompt: 'The little dog', max_tokens: 10, temperature: 0, logprobs: 2 };
+  const c = await client.completions.create(body);
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, c.usage.completion_tokens);
+  assert.equal(lp.token_logprobs.length, lp.tokens.length);
+  assert.equal(lp.text_offset[0], 0);
+  for (let i = 0; i < lp.tokens.length; ++i) {
+    assert.ok(lp.token_logprobs[i] <= 0);
+    assert.ok(Object.keys(lp.top_logprobs[i]).length <= 2 && Object.keys(lp.top_logprobs[i]).length >= 1);
+    if (i > 0) assert.equal(lp.text_offset[i], lp.text_offset[i - 1] + Buffer.byteLength(lp.tokens[i - 1]));
+  }
+  let tokens = [];
+  for await (const chunk of await client.completions.create({ ...body, stream: true }))
+    for (const ch of chunk.choices) if (ch.logprobs) tokens.push(...ch.logprobs.tokens);
+  assert.deepEqual(tokens, lp.tokens);
+  await assert.rejects(client.completions.create({ ...body, logprobs: 30 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.message.includes('logprobs'));
+});
+
 test('concurrent greedy streams equal the same requests one at a time', async () => {
   const prompts = ['Lily went', 'The sun', 'Tom had a ball', 'A big bird', 'Mom said', 'The cat'];
   const one = (p) => client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: p }],
@@ -139,7 +204,8 @@ test('typed client errors', async () => {
   const cases = [
     [{ model: 'no-such-model' }, 'model'],
     [{ n: 2 }, 'n'],
-    [{ logprobs: true }, 'logprobs'],
+    [{ top_logprobs: 2 }, 'top_logprobs'],
+    [{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
     [{ temperature: 'hot' }, 'temperature'],
     [{ messages: [{ role: 'user', content: 'dog '.repeat(400) }] }, 'messages'],
   ];
@@ -246,6 +312,11 @@ if (layout) {
         assert.equal(a.choices[0].text, b.choices[0].text, prompt);
         greedyText[prompt] = b.choices[0].text;
       }
+      // Sampling sharded over the workers gives one node's log-probabilities (within 1e-4).
+      const [a, b] = await Promise.all([chatLogprobs(client, false), chatLogprobs(local, false)]);
+      assert.equal(a.text, b.text);
+      closeLogprobs(a.content, b.content, 'cluster vs single node');
+      a.content.forEach((e, i) => closeLogprobs(e.top_logprobs, b.content[i].top_logprobs, `top list of token ${i}`));
     } finally {
       single.child.kill('SIGTERM');
     }

@@ -16,6 +16,12 @@ nlohmann::json ask_worker(const std::string& address, const std::string& token) 
 parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::json& info) {
   parallel::NodeSpec n = parallel::default_node(address);
   try {
+    // Absent from the builds before the field: they spoke protocol 1.
+    const int64_t protocol = info.contains("protocol") ? info.at("protocol").get<int64_t>() : 1;
+    if (protocol != kProtocol)
+      throw Error(fmt::format("worker {} speaks cluster protocol {} (shardlm {}), this build {}: run the same shardlm "
+                              "build on every node",
+                              address, protocol, info.value("version", std::string("?")), kProtocol));
     n.memory_bytes = info.at("memory_bytes").get<int64_t>();
     n.cores = std::max(1, info.at("cores").get<int>());
     const double bw = info.at("bandwidth_gbs").get<double>();

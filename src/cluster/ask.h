@@ -13,7 +13,8 @@ namespace shardlm::cluster {
 
 // The worker's Info message. Throws Error naming "worker <address>".
 nlohmann::json ask_worker(const std::string& address, const std::string& token);
-// What the planner needs from an Info message.
+// What the planner needs from an Info message. Throws Error naming the
+// worker when it speaks another protocol (kProtocol) or the Info is malformed.
 parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::json& info);
 
 }  // namespace shardlm::cluster

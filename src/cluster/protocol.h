@@ -6,7 +6,7 @@
 // Frame = 16-byte header + payload:
 //   u32 magic "SLMW", u32 type, u64 length
 // Conversation (one job per connection):
-//   worker → Info {memory_bytes, cores, bandwidth_gbs, host, version, cpu,
+//   worker → Info {memory_bytes, cores, bandwidth_gbs, host, version, protocol, cpu,
 //                  state "idle"|"busy", serving, since, cached,
 //                  kernel_rates (optional: parallel/kernel_rates.h)}
 //            (busy: then Status error "worker busy (...)" and the worker closes;
@@ -47,6 +47,9 @@ namespace shardlm::cluster {
 constexpr const char* kClusterId = "shardlm-worker";
 
 constexpr const char* kVersion = "0.1.0";
+// The frames' formats: a coordinator refuses a worker that speaks another
+// (Info "protocol"; absent in builds before 2, which carried no log-probabilities).
+constexpr int64_t kProtocol = 2;
 
 enum class MsgType : uint32_t {
   Info = 1,

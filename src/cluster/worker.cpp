@@ -32,6 +32,10 @@ namespace {
 
 constexpr double kHandshakeSeconds = 5;
 constexpr double kJobWaitSeconds = 60;  // from the Info to the Job message
+// A job whose coordinator was told it is done may still be exiting (unmapping
+// its model): a coordinator that connects right after, as back-to-back runs
+// and scripts do, waits that out instead of being told the worker is busy.
+constexpr auto kBusyGrace = std::chrono::seconds(1);
 constexpr int kMaxConnections = 64;     // connections being handled at once
 
 void write_port_file(const std::string& path, uint16_t port) {
@@ -161,6 +165,7 @@ void Worker::serve() {
   }
   std::unique_lock lock(mu_);
   stopping_ = true;
+  cv_.notify_all();
   cv_.wait(lock, [this] { return connections_ == 0; });
 }
 
@@ -179,6 +184,7 @@ nlohmann::json Worker::info_json() {
                       {"cpu", info_.cpu},
                       {"kernel_rates", info_.kernel_rates.to_json()},
                       {"version", kVersion},
+                      {"protocol", kProtocol},
                       {"cached", cached},
                       {"cache_max_bytes", opt_.cache_max_bytes}};
   std::lock_guard lock(mu_);
@@ -202,6 +208,10 @@ void Worker::handle_connection(Fd fd) {
   }
   try {
     Channel ch(std::move(fd), peer);
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, kBusyGrace, [this] { return !busy_ || stopping_; });
+    }
     ch.send_json(MsgType::Info, info_json(), after_seconds(kHandshakeSeconds));
     const auto refuse_busy = [&] {
       std::string text;
@@ -269,6 +279,7 @@ void Worker::run_job(Fd conn, const std::string& peer) {
   std::lock_guard lock(mu_);
   busy_.reset();
   ++jobs_done_;
+  cv_.notify_all();
   spdlog::info("worker: idle");
 }
 

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+
 #include "core/memory_usage.h"
 #include "model_test_util.h"
 
@@ -11,8 +13,8 @@ namespace shardlm::test {
 namespace {
 
 bool inside(const void* p, const gguf::File& f) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  return b >= f.bytes() && b < f.bytes() + f.file_size();
+  const auto at = reinterpret_cast<uintptr_t>(p), begin = reinterpret_cast<uintptr_t>(f.bytes());
+  return at >= begin && at < begin + f.file_size();
 }
 
 // Bytes of the matrices the model still reads from the file, each rounded

@@ -83,6 +83,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
     next = argmax(model.logits(0));
   }
   if (o.gen > 0) r.decode_tps = double(o.gen) / seconds_since(t0);
+  r.weights = {mapped_resident_bytes(file.bytes(), file.file_size()), model.weights().owned_bytes()};
   return r;
 }
 

@@ -39,9 +39,17 @@ struct ModelBenchOptions {
   ClusterRunOptions cluster;
 };
 
+// What the weights take in memory after a run: the file's pages the process
+// maps (all of the file, header included) and the copies the model owns.
+struct WeightsResident {
+  int64_t file_mapped = -1;
+  size_t owned = 0;
+};
+
 struct Row {
   int threads;
   double prompt_tps, decode_tps, bandwidth_gbs;
+  WeightsResident weights;
 };
 
 Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int threads, DType kv_type) {
@@ -75,6 +83,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
     next = argmax(model.logits(0));
   }
   if (o.gen > 0) r.decode_tps = double(o.gen) / seconds_since(t0);
+  r.weights = {mapped_resident_bytes(file.bytes(), file.file_size()), model.weights().owned_bytes()};
   return r;
 }
 
@@ -108,6 +117,12 @@ void bench_model(const ModelBenchOptions& o) {
   }
   std::printf("\nmemory:  VmRSS %.1f MiB, VmHWM %.1f MiB (weights mapped + KV cache + scratch)\n",
               double(mem.rss_kib) / 1024, double(mem.hwm_kib) / 1024);
+  const WeightsResident& w = rows.back().weights;
+  if (w.file_mapped >= 0) {
+    const double total = double(w.file_mapped) + double(w.owned), file_bytes = double(file->file_size());
+    std::printf("weights: %.1f MiB resident = %.2f x the file (%.1f MiB of the file mapped + %.1f MiB of copies)\n",
+                total / (1 << 20), total / file_bytes, double(w.file_mapped) / (1 << 20), double(w.owned) / (1 << 20));
+  }
 }
 
 }  // namespace

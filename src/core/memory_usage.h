@@ -1,6 +1,7 @@
-// The resident memory of this process, as Linux reports it in /proc/self/status.
+// The resident memory of this process, as Linux reports it in /proc/self.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace shardlm {
@@ -10,5 +11,11 @@ struct MemoryUsage {
   int64_t hwm_kib = -1;  // VmHWM: the peak
 };
 MemoryUsage read_memory_usage();
+
+// Bytes of the pages of [p, p + n) this process has mapped now (the present
+// bit of /proc/self/pagemap): for a file mapping, what counts in its RSS,
+// whatever else the page cache keeps (which mincore would report). Whole
+// pages, so a partial first or last page counts whole. -1 when unavailable.
+int64_t mapped_resident_bytes(const void* p, size_t n);
 
 }  // namespace shardlm

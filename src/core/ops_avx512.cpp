@@ -3,7 +3,8 @@
 // sit in the lanes of one or two vectors, so each cached K and V row is read
 // once for the whole block, and no dot product needs a horizontal sum:
 //   scores: for 8 positions at a time, Σ_d Qᵀ[d] · broadcast(k_p[d]);
-//   softmax: per lane, over the positions (stored position-major);
+//   softmax: per lane, over the positions (stored position-major), the
+//   maximum taken as the scores are made;
 //   output: for 12 queries × 32 dimensions at a time, Σ_p broadcast(w_p) · v_p,
 //   over the positions in chunks whose V rows stay in L1/L2 while every
 //   query group and dimension slice reads them (the sums go on in the same
@@ -87,10 +88,14 @@ struct Block {
   int64_t positions() const { return n_pos + n_tok - 1; }
 };
 
+// Lane j of vector v sees the positions below lim[v]'s lane j.
+__mmask16 visible(const __m512i& lim, int64_t pos) { return _mm512_cmpgt_epi32_mask(lim, _mm512_set1_epi32(int32_t(pos))); }
+
 // st[p·kLanes + j] = scale · q_j·k_p for the kP positions from p0, lane j =
-// token·n_q + head, in kV vectors of lanes.
+// token·n_q + head, in kV vectors of lanes; mx[v] takes the maximum of the
+// scores its lanes see (exact in any order).
 template <int kV, int kP>
-void scores_at(const Block& b, const float* qt, int64_t p0, float* krows, float* st) {
+void scores_at(const Block& b, const float* qt, int64_t p0, float* krows, float* st, const __m512i* lim, __m512* mx) {
   const KvHead& kv = *b.kv;
   const float* k[kP];
   for (int i = 0; i < kP; ++i) k[i] = cache_row(kv.k, kv.k_stride, p0 + i, kv.dim_k, kv.f16, krows + i * kv.dim_k);
@@ -106,8 +111,11 @@ void scores_at(const Block& b, const float* qt, int64_t p0, float* krows, float*
     }
   }
   for (int i = 0; i < kP; ++i)
-    for (int v = 0; v < kV; ++v)
-      _mm512_store_ps(st + (p0 + i) * kLanes + v * kVec, _mm512_mul_ps(acc[i][v], _mm512_set1_ps(b.scale)));
+    for (int v = 0; v < kV; ++v) {
+      const __m512 sc = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(b.scale));
+      _mm512_store_ps(st + (p0 + i) * kLanes + v * kVec, sc);
+      mx[v] = _mm512_mask_max_ps(mx[v], visible(lim[v], p0 + i), mx[v], sc);
+    }
 }
 
 // ot_j[d0 .. d0 + 16·kC) += Σ_p w[p][j] · v_p[d0 .. d0 + 16·kC) over the
@@ -156,18 +164,20 @@ void attend_block_lanes(const Block& b, float* scratch) {
   float* qt = scratch;                   // dim_k × kLanes: the queries transposed
   float* krows = qt + kv.dim_k * kLanes;  // 8 K rows as f32
   float* st = krows + 8 * kv.dim_k;       // positions × kLanes scores, then weights
-  for (int64_t d = 0; d < kv.dim_k; ++d)
-    for (int64_t j = 0; j < kLanes; ++j)
-      qt[d * kLanes + j] = j < n_lanes ? b.q[(j / b.n_q) * b.q_stride + (j % b.n_q) * kv.dim_k + d] : 0.0f;
-  int64_t p = 0;
-  for (; p + 8 <= n_p; p += 8) scores_at<kV, 8>(b, qt, p, krows, st);
-  for (; p < n_p; ++p) scores_at<kV, 1>(b, qt, p, krows, st);
-  for (int v = kV; v < kLanes / kVec; ++v)  // lanes past the block: weight 0
-    for (p = 0; p < n_p; ++p) _mm512_store_ps(st + p * kLanes + v * kVec, _mm512_setzero_ps());
+  // Lane by lane, so no index needs a division in the inner loop.
+  for (int64_t j = 0; j < kLanes; ++j) {
+    const float* qj = j < n_lanes ? b.q + (j / b.n_q) * b.q_stride + (j % b.n_q) * kv.dim_k : nullptr;
+    for (int64_t d = 0; d < kv.dim_k; ++d) qt[d * kLanes + j] = qj ? qj[d] : 0.0f;
+  }
   // Softmax per lane over the positions it sees (lane j, token j / n_q, sees
-  // those below n_pos + token; every token sees the first n_pos). The kV
-  // vectors of lanes go through each pass together, so their dependency
-  // chains (the sums must stay in position order) overlap.
+  // those below n_pos + token; every token sees the first n_pos): the
+  // maximum as the scores are made (exact in any order), then passes for the
+  // exponentials and their sums, and for the normalized weights (normalized
+  // before they weigh the values, as the reference and llama.cpp do: scaling
+  // the outputs instead changes their last bits, which the activations'
+  // quantization can turn into visible differences). The kV vectors of lanes
+  // go through each pass together, so their dependency chains (the sums must
+  // stay in position order) overlap.
   __m512i lim[kV];
   for (int v = 0; v < kV; ++v) {
     alignas(64) int32_t limit[kVec];
@@ -177,27 +187,26 @@ void attend_block_lanes(const Block& b, float* scratch) {
     }
     lim[v] = _mm512_load_si512(limit);
   }
-  const auto visible = [&](int v, int64_t pos) { return _mm512_cmpgt_epi32_mask(lim[v], _mm512_set1_epi32(int32_t(pos))); };
-  // The maximum is exact in any order: two partial maxima per vector.
-  __m512 mx[kV][2];
-  for (int v = 0; v < kV; ++v)
-    mx[v][0] = mx[v][1] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  for (p = 0; p < n_p; ++p)
-    for (int v = 0; v < kV; ++v)
-      mx[v][p % 2] = _mm512_mask_max_ps(mx[v][p % 2], visible(v, p), mx[v][p % 2], _mm512_load_ps(st + p * kLanes + v * kVec));
-  __m512 m[kV], sum[kV], inv[kV];
+  __m512 mx[kV];
+  for (int v = 0; v < kV; ++v) mx[v] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t p = 0;
+  for (; p + 8 <= n_p; p += 8) scores_at<kV, 8>(b, qt, p, krows, st, lim, mx);
+  for (; p < n_p; ++p) scores_at<kV, 1>(b, qt, p, krows, st, lim, mx);
+  for (int v = kV; v < kLanes / kVec; ++v)  // lanes past the block: weight 0
+    for (p = 0; p < n_p; ++p) _mm512_store_ps(st + p * kLanes + v * kVec, _mm512_setzero_ps());
+  __m512 m[kV], sum[kV];
   for (int v = 0; v < kV; ++v) {
-    m[v] = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim[v], _mm512_setzero_si512()),  // unused lanes: 0
-                               _mm512_max_ps(mx[v][0], mx[v][1]));
+    m[v] = _mm512_maskz_mov_ps(_mm512_cmpgt_epi32_mask(lim[v], _mm512_setzero_si512()), mx[v]);  // unused lanes: 0
     sum[v] = _mm512_setzero_ps();
   }
   for (p = 0; p < n_p; ++p)
     for (int v = 0; v < kV; ++v) {
       float* sp = st + p * kLanes + v * kVec;
-      const __m512 e = _mm512_maskz_mov_ps(visible(v, p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(sp), m[v])));
+      const __m512 e = _mm512_maskz_mov_ps(visible(lim[v], p), exp_nonpositive(_mm512_sub_ps(_mm512_load_ps(sp), m[v])));
       sum[v] = _mm512_add_ps(sum[v], e);
       _mm512_store_ps(sp, e);
     }
+  __m512 inv[kV];
   for (int v = 0; v < kV; ++v) inv[v] = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_max_ps(sum[v], _mm512_set1_ps(1e-30f)));
   for (p = 0; p < n_p; ++p)
     for (int v = 0; v < kV; ++v) {

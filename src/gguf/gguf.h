@@ -60,6 +60,7 @@ class File {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }
+  const uint8_t* bytes() const { return base_; }  // the whole file, file_size() bytes
   // Whether the bytes are this object's own mapping of the file (open), not
   // a caller's buffer (parse): only then may a user drop pages it no longer
   // reads (madvise), since they come back from the file.

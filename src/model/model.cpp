@@ -35,11 +35,12 @@ Model::Model(const gguf::File& file, ModelOptions options)
     : config_(ModelConfig::from_gguf(file)),
       opt_(std::move(options)),
       plan_(opt_.plan.value_or(RankPlan::whole(config_))),
-      weights_(ModelWeights::map(file, config_, plan_)),
+      weights_(ModelWeights::map(file, config_, plan_, /*copy_vectors=*/true)),
       kv_(make_kv_cache(config_, plan_, opt_.kv_type, opt_.n_seq, opt_.n_ctx)) {
   const auto& c = config_;
   weights_.pack_column_slices();
   weights_.pack_panels(file.mapped());
+  weights_.release_unread_file_pages(file);
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
   opt_.n_outputs = std::min(opt_.n_outputs, opt_.n_batch);

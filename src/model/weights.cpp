@@ -19,7 +19,9 @@ namespace {
 
 class TensorMapper {
  public:
-  explicit TensorMapper(const gguf::File& f) : f_(f) {}
+  // With `vector_copies`, vector() returns copies kept there.
+  TensorMapper(const gguf::File& f, std::vector<std::vector<float>>* vector_copies)
+      : f_(f), vector_copies_(vector_copies) {}
 
   // A [cols, rows] matrix restricted to rows [r.begin, r.end).
   MatrixView row_slice(const std::string& name, int64_t cols, int64_t rows, Range r) const {
@@ -81,7 +83,12 @@ class TensorMapper {
     check_shape(t, n, 1, 1);
     if (t.type != DType::F32)
       throw Error(fmt::format("{}: tensor '{}' has type {}, expected F32", f_.path(), name, dtype_name(t.type)));
-    return reinterpret_cast<const float*>(t.data) + r.begin;
+    const uint8_t* view = t.data + size_t(r.begin) * sizeof(float);
+    if (!vector_copies_) return reinterpret_cast<const float*>(view);
+    std::vector<float> copy(size_t(r.size()));
+    std::memcpy(copy.data(), view, copy.size() * sizeof(float));
+    vector_copies_->push_back(std::move(copy));  // moving the outer vector keeps each copy's address
+    return vector_copies_->back().data();
   }
   const float* vector(const std::string& name, int64_t n) const { return vector(name, n, Range{0, n}); }
 
@@ -94,6 +101,7 @@ class TensorMapper {
                               t.shape_string(), ne0, ne1, ne2 > 1 ? fmt::format(", {}", ne2) : ""));
   }
   const gguf::File& f_;
+  std::vector<std::vector<float>>* vector_copies_;
 };
 
 Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
@@ -174,10 +182,11 @@ void map_experts(const TensorMapper& t, const std::string& p, const ModelConfig&
 
 }  // namespace
 
-ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan) {
+ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan,
+                               bool copy_vectors) {
   plan.validate(c);
-  const TensorMapper t(file);
   ModelWeights w;
+  const TensorMapper t(file, copy_vectors ? &w.derived : nullptr);
   w.token_embd = t.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (c.rope.has_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.rope.dims / 2);
 
@@ -263,6 +272,48 @@ size_t ModelWeights::matrix_bytes_resident() const {
   return n;
 }
 
+void ModelWeights::release_unread_file_pages(const gguf::File& file) const {
+  if (!file.mapped()) return;
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const auto file_begin = reinterpret_cast<uintptr_t>(file.bytes()), file_end = file_begin + file.file_size();
+  // The page ranges still read from the file, sorted.
+  std::vector<std::pair<uintptr_t, uintptr_t>> kept;
+  const auto keep = [&](const MatrixView& m) {
+    const auto p = reinterpret_cast<uintptr_t>(m.data);
+    if (!m.data || m.rows <= 0 || p < file_begin || p >= file_end) return;
+    const uintptr_t end = p + size_t(m.rows - 1) * m.row_stride + row_bytes(m.type, m.cols);
+    kept.emplace_back(p & ~(page - 1), (end + page - 1) & ~(page - 1));
+  };
+  keep(token_embd);
+  keep(output);
+  for (const auto& L : layers) {
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
+                                &L.latent.wq, &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate,
+                                &L.experts.shared_up, &L.experts.shared_down, &L.experts.gate.all,
+                                &L.experts.up.all, &L.experts.down.all})
+      keep(*m);
+    for (const auto* heads : {&L.latent.k_b, &L.latent.v_b})
+      for (const auto& m : *heads) keep(m);
+  }
+  std::sort(kept.begin(), kept.end());
+  uintptr_t at = file_begin & ~(page - 1);
+  const auto release_to = [&](uintptr_t end) {
+    if (end > at) madvise(reinterpret_cast<void*>(at), end - at, MADV_DONTNEED);
+  };
+  for (const auto& [lo, hi] : kept) {
+    release_to(lo);
+    at = std::max(at, hi);
+  }
+  release_to((file_end + page - 1) & ~(page - 1));
+}
+
+size_t ModelWeights::owned_bytes() const {
+  size_t n = 0;
+  for (const auto& c : packed) n += c.bytes;
+  for (const auto& d : derived) n += d.size() * sizeof(float);
+  return n;
+}
+
 void ModelWeights::pack_column_slices() {
   auto pack = [&](MatrixView& m) {
     const size_t row = row_bytes(m.type, m.cols);
@@ -271,7 +322,7 @@ void ModelWeights::pack_column_slices() {
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(copy.get() + size_t(r) * row, m.row(r), row);
     m.data = copy.get();
     m.row_stride = row;
-    packed.push_back(std::move(copy));
+    packed.push_back({std::move(copy), row * size_t(m.rows)});
   };
   for (auto& L : layers) {
     pack(L.wo);
@@ -294,7 +345,7 @@ void ModelWeights::pack_panels(bool release_file_pages) {
     const size_t bytes = m.row_stride * size_t(m.rows);
     std::shared_ptr<uint8_t[]> copy(new uint8_t[bytes]);
     const auto* source = static_cast<const uint8_t*>(m.data);
-    const auto owned = std::find_if(packed.begin(), packed.end(), [&](const auto& p) { return p.get() == source; });
+    const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
     // In slices of ~16 MiB, each released once copied, so a large matrix
     // (the output) is never resident twice.
     const int64_t slice = std::max<int64_t>(16, int64_t((16u << 20) / m.row_stride) / 16 * 16);
@@ -308,7 +359,7 @@ void ModelWeights::pack_panels(bool release_file_pages) {
     if (owned != packed.end()) packed.erase(owned);
     m.data = copy.get();
     m.layout = WeightLayout::Panels16;
-    packed.push_back(std::move(copy));
+    packed.push_back({std::move(copy), bytes});
   };
   for (auto& L : layers)
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);

@@ -74,12 +74,19 @@ struct ModelWeights {
   MatrixView output;                    // last stage: rows = plan.vocab_rows
   const float* rope_freq_factors = nullptr;  // [rope_dims / 2] or null
   // Matrices the file does not hold in the form the forward pass reads
-  // (attn_k_b made from an older file's attn_kv_b), owned here.
+  // (attn_k_b made from an older file's attn_kv_b), and the copied 1-D
+  // tensors (map's copy_vectors), owned here.
   std::vector<std::vector<float>> derived;
 
   // Throws Error("<path>: tensor '<name>' ...") for a missing tensor, a wrong
-  // shape or a type this engine cannot compute with.
-  static ModelWeights map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan);
+  // shape or a type this engine cannot compute with. With `copy_vectors`
+  // the 1-D tensors (norms, biases) are copies owned here, not views: the
+  // kernel maps a file's large folio (2 MiB here) whole on a fault, so a norm of a few
+  // KiB read from the mapping keeps the 2 MiB of the file around it resident
+  // in this process, for every norm of every layer (what a model runs with;
+  // the planner, which only counts bytes, keeps views).
+  static ModelWeights map(const gguf::File& file, const ModelConfig& c, const RankPlan& plan,
+                          bool copy_vectors = false);
 
   // Every weight matrix with the share of it a forward step of `tokens`
   // tokens reads: 1, except a rank's routed experts, of which the step is
@@ -113,7 +120,21 @@ struct ModelWeights {
   // file's pages behind each repacked matrix are dropped from this process
   // (the page cache keeps them), so memory stays the file's size.
   void pack_panels(bool release_file_pages);
-  std::vector<std::shared_ptr<const uint8_t[]>> packed;  // owners of the copies
+  // Drops from this process every page of `file`'s mapping (gguf::File::open)
+  // that no matrix still read from it covers: the header, the repacked
+  // matrices, the pages faults brought in around them. For weights mapped
+  // with copy_vectors (views of vectors would fault their pages back in).
+  // They stay in the page cache. Without a mapping of its own, nothing.
+  void release_unread_file_pages(const gguf::File& file) const;
+  // Bytes of the copies owned here (packed and derived matrices): with the
+  // file's pages this process maps, what the weights take in memory.
+  size_t owned_bytes() const;
+
+  struct OwnedCopy {
+    std::shared_ptr<const uint8_t[]> data;
+    size_t bytes = 0;
+  };
+  std::vector<OwnedCopy> packed;  // owners of the copies
 };
 
 }  // namespace shardlm

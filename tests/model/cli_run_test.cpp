@@ -274,6 +274,7 @@ TEST(CliBench, PrintsOneRowPerThreadCount) {
   EXPECT_NE(r.out.find("|       1 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("|       2 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VmHWM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" x the file ("), std::string::npos) << r.out;  // the weights' resident bytes
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   warm.add(0, 0, prompt.empty() ? 0 : prompt[0], true);
   model.forward(warm);
 
-  Row r{threads, 0, 0, 0};
+  Row r{threads, 0, 0, 0, {}};
   auto t0 = SteadyClock::now();
   if (!prompt.empty()) {
     eval_prompt(model, prompt, 0, 0);

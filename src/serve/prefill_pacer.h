@@ -7,12 +7,11 @@
 // - A decode-only step of d sequences is modelled as a + b·d, and what a
 //   step with p prompt tokens takes beyond it as f + c·p; both lines are
 //   fitted by least squares over the recent steps (older steps weigh less:
-//   attention grows with the context and the machine may be shared). The
-//   former estimate, (step - mean decode step) / p, folded the mixed step's
-//   fixed cost f into the per-token cost and took one mean over all batch
-//   sizes as the baseline: with small chunks it shrank the next chunk and it
-//   wandered between runs. While the chunks seen all had one size, f and c
-//   are not told apart and c is that ratio (f = 0).
+//   attention grows with the context and the machine may be shared). A
+//   mean of (step - decode step) / p would fold the fixed cost f into the
+//   per-token cost: small chunks would make the next chunk smaller still.
+//   While the chunks seen all had one size, f and c are not told apart and
+//   c is that ratio (f = 0).
 // - The room for prompt tokens is (ratio - 1) × the predicted decode step:
 //   a step takes (room - f) / c tokens, but at least kMinTokens, also while
 //   the costs are unknown. The floor matters on a shared machine: a step's

@@ -7,9 +7,11 @@
 // Q4_K/Q5_K/Q6_K chunk with 4 tokens at a time (same per-token arithmetic).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_kquants_avx2_rowgroups.h"
 #include "core/matmul_kquants_decode.h"
 #include "core/quant_blocks.h"
 
@@ -78,6 +80,7 @@ struct PerToken {
 template <class Block, class D>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= 3) return decode_k<Block, D>(a, r0, r1);
+  if constexpr (std::is_same_v<Block, block_q4_K>) return prefill_q4_k_rowgroups(a, r0, r1);
   constexpr int64_t kRowBlock = 16;
   constexpr int kTokens = 4;
   const MatrixView& m = *a.w;

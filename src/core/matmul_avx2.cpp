@@ -1,15 +1,16 @@
 // AVX2 kernels for float weights and 32-element quantized blocks.
 // Decode (one token) streams each row once with two accumulators. Float
 // prefill walks blocks of 16 rows in tiles of 2 rows × 4 tokens. Quantized
-// prefill (prefill32 below) unpacks each weight block once into registers,
-// multiplies it with the blocks of 8 tokens, and folds the 8 token sums of a
-// row into 2 vectors (hadd), so the per-block scaling costs one convert and one
-// FMA per 4 tokens instead of per token.
+// prefill (prefill32 below): interleaved rows for Q4_0/Q5_0/Q8_0
+// (matmul_avx2_rowgroups.h), folded tiles for Q4_1/Q5_1.
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "core/matmul_avx2_common.h"
+#include "core/matmul_avx2_rowgroups.h"
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
 
@@ -42,7 +43,7 @@ constexpr int64_t kRowBlock = 16;  // divides kRowAlign
 // their f32 arithmetic are the same in every case (integer sums are exact),
 // so results do not depend on how tokens were grouped.
 constexpr int kPRows = 2, kPMaxGroups = 2;
-constexpr int64_t kPRowBlock = 64;  // ≤ 280 KB of Q8_0 weights at 4096 columns: fits L2
+constexpr int64_t kFoldedRowBlock = 64;  // ≤ 280 KB of Q8_0 weights at 4096 columns: fits L2
 
 // Activation scales of one block for one group of 4 tokens, laid out so that
 // a 128-bit broadcast covers both halves of the folded sums.
@@ -120,19 +121,14 @@ void token_tile(const KernelArgs& a, int64_t rb, int64_t rend, int64_t t, std::v
   }
 }
 
-// Rows [r0, r1) of every token: blocks of kPRowBlock rows (their weights stay
+// Rows [r0, r1) of every token: blocks of kFoldedRowBlock rows (their weights stay
 // in L2) × tiles of up to 8 tokens (their activations, ≤ 40 KB at 4096
 // columns, stay in L1/L2 while every row pair of the block passes).
 template <class W>
-void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
-  switch (a.n_tokens) {
-    case 2: return few_tokens<MaddubsDot, W, 2>(a, r0, r1);
-    case 3: return few_tokens<MaddubsDot, W, 3>(a, r0, r1);  // 4 and more: the tiles do better
-    default: break;
-  }
+void prefill_folded(const KernelArgs& a, int64_t r0, int64_t r1) {
   std::vector<GroupScales> scales(size_t(a.w->cols / 32) * kPMaxGroups);
-  for (int64_t rb = r0; rb < r1; rb += kPRowBlock) {
-    const int64_t rend = std::min(rb + kPRowBlock, r1);
+  for (int64_t rb = r0; rb < r1; rb += kFoldedRowBlock) {
+    const int64_t rend = std::min(rb + kFoldedRowBlock, r1);
     for (int64_t t = 0; t < a.n_tokens;) {
       const int64_t left = a.n_tokens - t;
       if (left > 4) {
@@ -146,6 +142,26 @@ void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
         t += 2;
       }
     }
+  }
+}
+
+// Prefill of the offset types (Q4_0, Q5_0) and Q8_0 runs on interleaved
+// rows (matmul_avx2_rowgroups.h: no horizontal folding). The minimum types
+// (Q4_1, Q5_1) keep the folded tiles: their minimum term nearly cancels the
+// code term, and the golden test (1e-4 of llama.cpp's logits) holds only with
+// the folded tiles' order of f32 additions (the row-group order moved
+// kq-mixed's logits by 0.016).
+template <class W>
+void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
+  switch (a.n_tokens) {
+    case 2: return few_tokens<MaddubsDot, W, 2>(a, r0, r1);
+    case 3: return few_tokens<MaddubsDot, W, 3>(a, r0, r1);  // 4 and more: the tiles do better
+    default: break;
+  }
+  if constexpr (std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_1W>) {
+    prefill_folded<W>(a, r0, r1);
+  } else {
+    prefill_rowgroups<W>(a, r0, r1);
   }
 }
 

@@ -70,5 +70,24 @@ inline __m256i unpack_nibbles(const uint8_t* qs) {
   return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
+// 8 vectors of 8 dwords, transposed: out[v] dword i = in[i] dword v.
+inline void transpose8x8_dwords(const __m256i in[8], __m256i out[8]) {
+  __m256i t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    out[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+    out[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+  }
+}
+
 }  // namespace
 }  // namespace shardlm::matmul_impl::avx2

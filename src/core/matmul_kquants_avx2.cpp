@@ -3,13 +3,16 @@
 // sub-block scales in madd), and are scaled in f32 exactly as the reference
 // does, so these kernels reproduce the reference bit for bit. Codes carrying
 // an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
-// the activation sub-block sums (bsums). Prefill multiplies each unpacked
-// Q4_K/Q5_K/Q6_K chunk with 4 tokens at a time (same per-token arithmetic).
+// the activation sub-block sums (bsums). Q4_K prefill runs on interleaved
+// rows (matmul_kquants_avx2_rowgroups.h); Q5_K/Q6_K prefill multiplies each
+// unpacked chunk with 4 tokens at a time (same per-token arithmetic).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_kquants_avx2_rowgroups.h"
 #include "core/matmul_kquants_decode.h"
 #include "core/quant_blocks.h"
 
@@ -71,13 +74,15 @@ struct PerToken {
   }
 };
 
-// Prefill walks blocks of 16 rows: a block's weights stay in L2 while the
-// activations of each group of kTokens tokens, in L1, meet all 16 rows.
+// Prefill other than Q4_K walks blocks of 16 rows: a block's weights stay in
+// L2 while the activations of each group of kTokens tokens, in L1, meet all
+// 16 rows.
 // Tokens left over after the groups take the one-token form, whose per-token
 // arithmetic is the same.
 template <class Block, class D>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= 3) return decode_k<Block, D>(a, r0, r1);
+  if constexpr (std::is_same_v<Block, block_q4_K>) return prefill_q4_k_rowgroups(a, r0, r1);
   constexpr int64_t kRowBlock = 16;
   constexpr int kTokens = 4;
   const MatrixView& m = *a.w;

@@ -61,8 +61,11 @@ TEST(MatmulGemm, MatchesReferenceForTokenCounts4To40) {
   struct Shape {
     int64_t rows, cols, n_tokens;
   };
-  // Rows: below, at and past one group of 16; tokens: every tile size with tails.
-  const Shape shapes[] = {{5, 256, 4}, {16, 512, 5}, {33, 256, 7}, {17, 512, 16}, {31, 256, 23}, {3, 768, 40}};
+  // Rows: below, at and past one group of 16, and 520 (a thread's 80-row chunk
+  // spans two of AVX2's 64-row blocks, the second partly filled); tokens:
+  // every tile size with tails.
+  const Shape shapes[] = {{5, 256, 4}, {16, 512, 5}, {33, 256, 7}, {17, 512, 16}, {31, 256, 23}, {3, 768, 40},
+                          {520, 256, 6}};
   for (Isa isa : kFastIsas) {
     if (!isa_available(isa)) continue;
     for (DType type : kQuantTypes) {

@@ -1,0 +1,141 @@
+// AVX2 prefill (>= 4 tokens) for Q4_0, Q5_0 and Q8_0 weights × Q8_32
+// activations on rows interleaved 8 at a time. Included only from
+// matmul_avx2.cpp (compiled with -mavx2 -mfma -mf16c); internal linkage (see
+// matmul_avx2_common.h).
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "core/matmul_avx2_common.h"
+#include "core/matmul_decode32.h"
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+using namespace avx2;
+
+// A block of kPRowBlock rows is first unpacked once into codes interleaved 8
+// rows at a time (RowGroupBlock): vector v of a block holds elements
+// 4v..4v+3 of each of the 8 rows in its dword lanes. Multiplied with the
+// token's dword v broadcast to every lane, maddubs then gives each row's
+// products in its own lane, so after the 8 vectors of a block lane i holds
+// row i's exact integer sum: no horizontal folding, and the per-block f32
+// scaling is one convert and one or two FMAs for 8 rows. Each unpacked
+// vector serves kPTokens tokens, each broadcast serves 8 rows; unpacking is
+// paid once per row block instead of once per token tile.
+// Every output element takes the same lane arithmetic whatever tile, thread
+// or batch computes it: tails are padded by repeating the last row/token.
+constexpr int kPGroupRows = 8, kPTokens = 4;
+constexpr int64_t kPRowBlock = 64;  // a multiple of kPGroupRows
+
+struct RowGroupBlock {
+  uint8_t codes[8][32];       // [v][4·row + e]: element 4v + e of the row
+  float d[kPGroupRows];       // the rows' block scales
+  float bias[kPGroupRows];    // their offset/minimum term (W::bias)
+};
+
+// How many maddubs results (pairs of code · activation, |activation| ≤ 128)
+// int16 lanes can add before they could overflow: 8 for 4-bit codes, 4 for
+// 5-bit, 1 for Q8_0's |q| ≤ 128. (Q4_1/Q5_1 do not come here: matmul_avx2.cpp.)
+template <class W>
+constexpr int kSum16 = W::kSigned ? 1 : std::is_same_v<W, Q5_0W> ? 4 : 8;
+
+// Rows [rb, rend) as groups of 8 (the last row repeated past rend), group g's
+// block b at out[g · nb + b].
+template <class W>
+void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, RowGroupBlock* out) {
+  for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
+    const typename W::Block* w[kPGroupRows];
+    for (int i = 0; i < kPGroupRows; ++i)
+      w[i] = reinterpret_cast<const typename W::Block*>(m.row(std::min<int64_t>(r + i, rend - 1)));
+    for (int64_t b = 0; b < nb; ++b) {
+      RowGroupBlock& dst = out[g * nb + b];
+      __m256i codes[kPGroupRows], by_v[8];
+      for (int i = 0; i < kPGroupRows; ++i) {
+        codes[i] = W::codes(w[i][b]);
+        dst.d[i] = half_to_float(w[i][b].d);
+        dst.bias[i] = W::bias(w[i][b], dst.d[i]);
+      }
+      transpose8x8_dwords(codes, by_v);
+      for (int v = 0; v < 8; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[v]), by_v[v]);
+    }
+  }
+}
+
+// 8 interleaved rows × kPTokens tokens over nb blocks: out[t] lane i is row
+// i's sum for token t.
+template <class W>
+void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256 out[kPTokens]) {
+  constexpr int S = kSum16<W>;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[kPTokens];
+  for (auto& v : acc) v = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const RowGroupBlock& p = wb[b];
+    __m256i s16[kPTokens], s32[kPTokens];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) {
+      const __m256i q = load32(p.codes[v]);
+      const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
+#pragma GCC unroll 4
+      for (int t = 0; t < kPTokens; ++t) {
+        int32_t a4;
+        std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
+        const __m256i act = _mm256_set1_epi32(a4);
+        const __m256i prod = _mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act);
+        s16[t] = v % S == 0 ? prod : _mm256_add_epi16(s16[t], prod);
+        if (v % S == S - 1) {
+          const __m256i wide = _mm256_madd_epi16(s16[t], ones);
+          s32[t] = v == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);
+        }
+      }
+    }
+    const __m256 dw = _mm256_loadu_ps(p.d);
+#pragma GCC unroll 4
+    for (int t = 0; t < kPTokens; ++t) {
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[t]);
+      if constexpr (W::kBias)
+        acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps(p.bias), _mm256_set1_ps(W::act_sum(x[t][b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];
+}
+
+// Rows [r0, r1) of every token: blocks of kPRowBlock rows, interleaved once
+// (≤ 320 KB at 4096 columns: stays in L2) × tiles of kPTokens tokens (their
+// activations stay in L1 while every row group of the block passes).
+template <class W>
+void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / 32, n = a.n_tokens;
+  // Per thread and reused: a fresh buffer of this size per call would be
+  // mapped and faulted in again each time.
+  thread_local std::vector<RowGroupBlock> interleaved;
+  interleaved.resize(size_t(kPRowBlock / kPGroupRows * nb));
+  for (int64_t rb = r0; rb < r1; rb += kPRowBlock) {
+    const int64_t rend = std::min(rb + kPRowBlock, r1);
+    interleave_rows<W>(m, rb, rend, nb, interleaved.data());
+    for (int64_t t = 0; t < n; t += kPTokens) {
+      const block_q8_32* x[kPTokens];
+      for (int j = 0; j < kPTokens; ++j) x[j] = token_blocks(a, std::min(t + j, n - 1));
+      const int64_t kt = std::min<int64_t>(kPTokens, n - t);
+      for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
+        __m256 sums[kPTokens];
+        tile32<W>(interleaved.data() + g * nb, x, nb, sums);
+        const int64_t kr = std::min<int64_t>(kPGroupRows, rend - r);
+        for (int j = 0; j < kt; ++j) {
+          float lanes[kPGroupRows];
+          _mm256_storeu_ps(lanes, sums[j]);
+          std::memcpy(a.y + (t + j) * m.rows + r, lanes, size_t(kr) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shardlm::matmul_impl

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/matmul_avx2_common.h"
+#include "core/matmul_avx2_rowgroup_driver.h"
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
 
@@ -29,9 +30,6 @@ using namespace avx2;
 // paid once per row block instead of once per token tile.
 // Every output element takes the same lane arithmetic whatever tile, thread
 // or batch computes it: tails are padded by repeating the last row/token.
-constexpr int kPGroupRows = 8, kPTokens = 4;
-constexpr int64_t kPRowBlock = 64;  // a multiple of kPGroupRows
-
 struct RowGroupBlock {
   uint8_t codes[8][32];       // [v][4·row + e]: element 4v + e of the row
   float d[kPGroupRows];       // the rows' block scales
@@ -105,36 +103,12 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
   for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];
 }
 
-// Rows [r0, r1) of every token: blocks of kPRowBlock rows, interleaved once
-// (≤ 320 KB at 4096 columns: stays in L2) × tiles of kPTokens tokens (their
-// activations stay in L1 while every row group of the block passes).
+// Rows [r0, r1) of every token (matmul_avx2_rowgroup_driver.h).
 template <class W>
 void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  const MatrixView& m = *a.w;
-  const int64_t nb = m.cols / 32, n = a.n_tokens;
-  // Per thread and reused: a fresh buffer of this size per call would be
-  // mapped and faulted in again each time.
-  thread_local std::vector<RowGroupBlock> interleaved;
-  interleaved.resize(size_t(kPRowBlock / kPGroupRows * nb));
-  for (int64_t rb = r0; rb < r1; rb += kPRowBlock) {
-    const int64_t rend = std::min(rb + kPRowBlock, r1);
-    interleave_rows<W>(m, rb, rend, nb, interleaved.data());
-    for (int64_t t = 0; t < n; t += kPTokens) {
-      const block_q8_32* x[kPTokens];
-      for (int j = 0; j < kPTokens; ++j) x[j] = token_blocks(a, std::min(t + j, n - 1));
-      const int64_t kt = std::min<int64_t>(kPTokens, n - t);
-      for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
-        __m256 sums[kPTokens];
-        tile32<W>(interleaved.data() + g * nb, x, nb, sums);
-        const int64_t kr = std::min<int64_t>(kPGroupRows, rend - r);
-        for (int j = 0; j < kt; ++j) {
-          float lanes[kPGroupRows];
-          _mm256_storeu_ps(lanes, sums[j]);
-          std::memcpy(a.y + (t + j) * m.rows + r, lanes, size_t(kr) * sizeof(float));
-        }
-      }
-    }
-  }
+  prefill_row_groups<RowGroupBlock, block_q8_32>(
+      a, r0, r1, a.w->cols / 32, interleave_rows<W>, tile32<W>,
+      [](const KernelArgs& args, int64_t t) { return token_blocks(args, t); });
 }
 
 }  // namespace

@@ -150,7 +150,11 @@ void serve(const ServeOptions& o) {
     mo.n_seq = o.parallel;
     mo.n_batch = step_entries;
     mo.pool = pool.get();
-    engine_owner = std::make_unique<serve::LocalEngine>(*file, mo);
+    mo.commit_kv_cache = true;
+    auto local = std::make_unique<serve::LocalEngine>(*file, mo);
+    spdlog::info("serve: KV cache {} slots × {} positions, {:.0f} MiB resident", o.parallel, o.ctx,
+                 double(local->kv_cache_bytes()) / (1 << 20));
+    engine_owner = std::move(local);
   }
   serve_http(*engine_owner, *file, *tok, o, std::move(keys));
   if (mpi_job) mpi_job->finish();  // the other ranks stop following

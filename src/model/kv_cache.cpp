@@ -48,6 +48,12 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t n_head, 
   }
 }
 
+void KvCache::commit_pages() {
+  const size_t per = bytes_ / size_t(dim_k_ + (values_in_keys_ ? 0 : dim_v_));
+  std::memset(k_.get(), 0, per * size_t(dim_k_));
+  if (!values_in_keys_) std::memset(v_.get(), 0, per * size_t(dim_v_));
+}
+
 void KvCache::store(int64_t layer, int64_t seq, int64_t pos, const float* k, const float* v) {
   for (int64_t h = 0; h < n_head_; ++h) {
     convert(k + h * dim_k_, slot(k_.get(), layer, seq, h, pos, dim_k_), dim_k_, type_);

@@ -29,6 +29,9 @@ class KvCache {
   int64_t n_ctx() const { return n_ctx_; }
   int64_t n_seq() const { return n_seq_; }
   size_t bytes() const { return bytes_; }
+  // Writes zeros over the whole cache, so that every page is resident now
+  // rather than as positions are first written.
+  void commit_pages();
 
   // Converts the n_head · head_dim_k key and n_head · head_dim_v value floats
   // of one token (heads one after the other) into the slots of (layer, seq,

@@ -41,6 +41,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
   weights_.pack_column_slices();
   weights_.pack_panels(file.mapped());
   weights_.release_unread_file_pages(file);
+  if (opt_.commit_kv_cache) kv_.commit_pages();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
   opt_.n_outputs = std::min(opt_.n_outputs, opt_.n_batch);

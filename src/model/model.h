@@ -48,6 +48,10 @@ struct ModelOptions {
   int64_t n_batch = 512;   // most entries in one forward call
   int64_t n_outputs = 0;   // most entries wanting logits in one call (0: n_seq)
   DType kv_type = DType::F32;
+  // The KV cache resident from the start (a server's memory is then known when
+  // it starts and does not grow under load); otherwise pages are touched as
+  // positions are first written.
+  bool commit_kv_cache = false;
   ThreadPool* pool = nullptr;      // null: single thread
   std::optional<RankPlan> plan;    // null: the whole model
   ForwardHooks hooks;

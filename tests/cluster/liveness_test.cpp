@@ -239,17 +239,45 @@ TEST_F(ClusterTest, ThreeWorkersStoppedKilledRestarted) {
   workers_[2]->signal_group(SIGCONT);
 }
 
-// --comm-port: the workers connect back to the first free port of the range.
-TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
-  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+// A port the OS chose, held open (so taken) until the test closes it.
+int taken_port(uint16_t* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(taken, 1), 0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(listen(fd, 1), 0);
   socklen_t len = sizeof a;
-  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const std::string port = std::to_string(ntohs(a.sin_port)), next = std::to_string(ntohs(a.sin_port) + 1);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// Whether a listener could bind `port` now (it is released again at once).
+bool port_is_free(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  close(fd);
+  return free;
+}
+
+// --comm-port: the workers connect back to the first free port of the range.
+TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
   const std::string node = start_worker();
+  // A taken port whose next one is free (the worker and parallel tests hold ports too).
+  uint16_t taken_at = 0;
+  int taken = -1;
+  for (int attempt = 0; attempt < 50 && taken < 0; ++attempt) {
+    taken = taken_port(&taken_at);
+    if (!port_is_free(uint16_t(taken_at + 1))) {
+      close(taken);
+      taken = -1;
+    }
+  }
+  ASSERT_GE(taken, 0) << "no taken port with a free next one in 50 tries";
+  const std::string port = std::to_string(taken_at), next = std::to_string(taken_at + 1);
   auto run_debug = [&](const std::string& range) {
     Process p({shardlm::test_paths::shardlm_binary(), "--log-level", "debug", "run", "-m", kModel, "-p", "Once upon a time", "--temp", "0",
                "-t", "1", "-n", "40", "--nodes", node, "--comm-port", range},
@@ -266,19 +294,6 @@ TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
   EXPECT_NE(moved.err.find("the job's links from the workers come to port " + next), std::string::npos) << moved.err;
   EXPECT_EQ(moved.out, single_node());
   close(taken);
-}
-
-// A port the OS chose, held open (so taken) until the test closes it.
-int taken_port(uint16_t* port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  *port = ntohs(a.sin_port);
-  return fd;
 }
 
 // The port a worker's job listened on for the other workers ("... come to port N"), 0 if none.

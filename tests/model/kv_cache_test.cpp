@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/memory_usage.h"
 #include "model/kv_cache.h"
 
 namespace shardlm {
@@ -59,6 +60,31 @@ TEST(KvCache, ValuesInKeysAreTheKeyRows) {
   EXPECT_EQ(static_cast<const float*>(cache.k_rows(0, 1, 0))[2 * 6 + 5], 6.0f);
   EXPECT_THROW(KvCache(1, 1, 4, 1, 4, 6, DType::F32, true), Error);
   EXPECT_THROW(KvCache(1, 1, 4, 1, 4, 4, DType::Q8_0), Error);
+}
+
+// commit_pages makes every page of keys and values resident at once (a server's
+// memory does not grow as its slots reach new positions) and leaves zeros.
+TEST(KvCache, CommittedPagesAreResidentAndZero) {
+  for (const bool values_in_keys : {false, true}) {
+    // 40 MiB of keys: above any malloc mmap threshold, so fresh untouched pages.
+    KvCache cache(2, 10, 4096, 2, 64, 64, DType::F32, values_in_keys);
+    const size_t per_head = size_t(4096 * 64 * 4);
+    const auto* k_first = static_cast<const uint8_t*>(cache.k_rows(0, 0, 0));
+    const auto* v_first = static_cast<const uint8_t*>(cache.v_rows(0, 0, 0));
+    const size_t k_bytes = values_in_keys ? cache.bytes() : cache.bytes() / 2;
+    const int64_t before = mapped_resident_bytes(k_first, k_bytes);
+    if (before < 0) GTEST_SKIP() << "no /proc/self/pagemap";
+    EXPECT_LT(before, int64_t(k_bytes / 2));
+    cache.commit_pages();
+    // Whole pages count: the allocation's partial first and last pages make it a little more.
+    EXPECT_GE(mapped_resident_bytes(k_first, k_bytes), int64_t(k_bytes));
+    if (!values_in_keys) {
+      EXPECT_GE(mapped_resident_bytes(v_first, k_bytes), int64_t(k_bytes));
+    }
+    const auto* last_k = static_cast<const float*>(cache.k_rows(1, 9, 1));
+    EXPECT_EQ(last_k[per_head / 4 - 1], 0.0f);
+    EXPECT_EQ(static_cast<const float*>(cache.v_rows(1, 9, 1))[0], 0.0f);
+  }
 }
 
 }  // namespace

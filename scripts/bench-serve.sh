@@ -241,7 +241,7 @@ if [ "$SOAK" = 1 ] || [ "$SOAK" = only ]; then
   echo "soak: $SOAK_CLIENTS clients × $SOAK_SECONDS s: $(field "$r" requests) requests, $(field "$r" errors) errors" \
     "($(field "$r" first_error)), $(field "$r" tok_per_s) tok/s; RSS $((rss_minute / 1024)) MiB after 1 min," \
     "$((rss_end / 1024)) MiB at the end: $(ratio "$rss_end" "$rss_minute")× (target 0 errors, ≤ 1.05);" \
-    "of it anonymous (KV cache pages are touched as positions are first written, heap)" \
+    "of it anonymous (weights, the KV cache, resident from the start, and the heap)" \
     "$((anon_minute / 1024)) → $((anon_end / 1024)) MiB"
   [ "$(field "$r" errors)" = 0 ] || { echo "the server's log ends:"; tail -5 "$LOG"; }
 fi

@@ -223,14 +223,16 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
 }
 
 // The candidates --tune times at a size: the backend's own all-reduce, the
-// latency algorithms while they can win, ring and chain with three piece sizes.
+// latency algorithms while they can win, ring and chain with four piece sizes
+// (32 KiB: a 2-rank ring step of 128 KiB-1 MiB then runs as a pipeline of
+// pieces instead of one message per step).
 std::vector<comm::AllReduceChoice> tune_candidates(std::string_view backend, size_t bytes) {
   using comm::AllReduceAlgo;
   std::vector<comm::AllReduceChoice> out;
   if (backend != "tcp") out.push_back({AllReduceAlgo::Native, 0});
   if (bytes <= (size_t(1) << 20)) out.push_back({AllReduceAlgo::OneShot, 0});
   if (bytes <= (size_t(4) << 20)) out.push_back({AllReduceAlgo::RecursiveDoubling, 0});
-  for (size_t chunk : {size_t(128) << 10, size_t(512) << 10, size_t(2) << 20}) {
+  for (size_t chunk : {size_t(32) << 10, size_t(128) << 10, size_t(512) << 10, size_t(2) << 20}) {
     if (chunk > 2 * bytes) break;  // a larger piece would be the same run
     out.push_back({AllReduceAlgo::Ring, chunk});
     out.push_back({AllReduceAlgo::Chain, chunk});

@@ -15,6 +15,7 @@ void OneShotAllReduce::run() {
   const size_t bytes = count_ * reduce_elem_bytes(dtype_);
   uint8_t* others = links_.scratch(bytes * size_t(n - 1));
   std::vector<RequestPtr> reqs;
+  reqs.reserve(2 * size_t(n - 1));  // one allocation per call, not one per doubling
   std::vector<const void*> srcs(static_cast<size_t>(n));
   for (int k = 0, slot = 0; k < n; ++k) {
     if (k == me) {

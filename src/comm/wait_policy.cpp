@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +31,11 @@ int runnable_tasks() {
   static std::atomic<int64_t> sampled_at{0};
   static std::atomic<int> runnable{-1};
   constexpr int64_t kEvery = std::chrono::nanoseconds(kLoadSampleEvery).count();
-  const int64_t now = SteadyClock::now().time_since_epoch().count();
+  // Every wait asks: the coarse clock (the last tick, no TSC read) is precise
+  // enough for a once-a-second sample and costs a fraction of the fine one.
+  timespec coarse{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &coarse);
+  const int64_t now = int64_t(coarse.tv_sec) * 1'000'000'000 + coarse.tv_nsec;
   int64_t last = sampled_at.load(std::memory_order_relaxed);
   // One thread re-reads; the others use the last sample.
   if (now - last < kEvery || !sampled_at.compare_exchange_strong(last, now))

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/quant.h"
 
 namespace shardlm {
@@ -18,7 +19,7 @@ constexpr int64_t kDistinct = 8;  // divides 16: every 16-row group is the same 
 BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols) {
   const size_t stride = row_bytes(type, cols);
   BenchMatrix m;
-  m.bytes.reset(new uint8_t[stride * size_t(rows)]);
+  m.bytes = alloc_huge_page_buffer(stride * size_t(std::max<int64_t>(rows, 1)));
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> row(static_cast<size_t>(cols));

@@ -1,6 +1,9 @@
 // A weight matrix of real quantized rows for speed measurements (`bench
 // kernels`, the planner's kernel rates): a few random rows quantized with the
-// reference quantizer, repeated (speed does not depend on the values).
+// reference quantizer, repeated (speed does not depend on the values), on
+// 2 MiB pages where granted like a model's weights (the repacked copies:
+// alloc_huge_page_buffer; the file's mapping: its large folios), since 4 KiB
+// pages make streaming them slower.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +14,7 @@
 namespace shardlm {
 
 struct BenchMatrix {
-  std::unique_ptr<uint8_t[]> bytes;
+  std::shared_ptr<uint8_t[]> bytes;
   MatrixView view;
 };
 

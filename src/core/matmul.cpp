@@ -139,12 +139,19 @@ Kernel matmul_impl::own_kernel(Isa isa, DType type, int64_t n_tokens) {
 // panels). Up to kPanelOnePassTokens the VNNI one_pass reads each panel once
 // for all tokens and beats an AMX tile's fixed cost per block (measured
 // 1.3× faster at 8 tokens); AMX takes the longer batches.
+Isa matmul_impl::panel_isa(Isa isa, DType type, int64_t n_tokens) {
+  if (isa == Isa::Amx && n_tokens > kPanelOnePassTokens && isa_available(Isa::Amx) && amx_panel_kernel(type))
+    return Isa::Amx;
+  if (isa >= Isa::Avx512 && isa_available(Isa::Avx512) && avx512_panel_kernel(type)) return Isa::Avx512;
+  return Isa::Scalar;
+}
+
 Kernel matmul_impl::panel_kernel(Isa isa, DType type, int64_t n_tokens) {
-  if (isa == Isa::Amx && n_tokens > kPanelOnePassTokens && isa_available(Isa::Amx))
-    if (const Kernel k = amx_panel_kernel(type)) return k;
-  if (isa >= Isa::Avx512 && isa_available(Isa::Avx512))
-    if (const Kernel k = avx512_panel_kernel(type)) return k;
-  return scalar_panel_kernel(type);
+  switch (panel_isa(isa, type, n_tokens)) {
+    case Isa::Amx: return amx_panel_kernel(type);
+    case Isa::Avx512: return avx512_panel_kernel(type);
+    default: return scalar_panel_kernel(type);
+  }
 }
 
 Isa matmul_impl::newest_isa(Isa cap, DType type, int64_t n_tokens) {
@@ -244,9 +251,12 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   const int64_t n = x.n_tokens();
   if (w.layout == WeightLayout::Panels16) {
+    log_matmul_kernel(w, n, active_isa());
     return run_kernel(panel_kernel(active_isa(), w.type, n), w, x, y, pool);
   }
-  run_kernel(own_kernel(dispatch_isa(active_isa(), w.type, n), w.type, n), w, x, y, pool);
+  const Isa isa = dispatch_isa(active_isa(), w.type, n);
+  log_matmul_kernel(w, n, isa);
+  run_kernel(own_kernel(isa, w.type, n), w, x, y, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/matmul.h"
@@ -104,7 +105,9 @@ Kernel amx_panel_kernel(DType type);
 constexpr size_t kNoOddPiece = ~size_t(0);
 size_t panel_odd_piece(DType type);
 
-// The panel kernel matmul runs on a Panels16 matrix with the kernels of `isa`.
+// The ISA whose panel kernel matmul runs on a Panels16 matrix with the
+// kernels of `isa` (Scalar: the reference on panels), and that kernel.
+Isa panel_isa(Isa isa, DType type, int64_t n_tokens);
 Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
 // Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).
 constexpr int64_t kPanelOnePassTokens = 8;
@@ -120,6 +123,13 @@ Isa newest_isa(Isa cap, DType type, int64_t n_tokens);
 // CPU among those giving the same bits (matmul_dispatch.cpp), for prefill the
 // newest.
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens);
+// What decided dispatch_isa's answer, in words (the timings, or why none).
+std::string dispatch_reason(Isa cap, DType type, int64_t n_tokens);
+// With `--log-level debug` (spdlog), one line per matrix class (type,
+// layout, shape, token count) saying which kernel matmul() runs on it and
+// why: the first time it runs. `isa` is the kernels' ISA (for Panels16: the
+// cap panel_kernel got).
+void log_matmul_kernel(const MatrixView& w, int64_t n_tokens, Isa isa);
 // Whether every ISA's decode kernel for `type` gives the same bits (the
 // quantized types: exact integer sums), so the dispatcher may time them.
 bool decode_bits_match_across_isas(DType type);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 #include "core/matmul.h"
 #include "core/quant.h"
 #include "gguf/gguf.h"
@@ -317,8 +318,8 @@ size_t ModelWeights::owned_bytes() const {
 void ModelWeights::pack_column_slices() {
   auto pack = [&](MatrixView& m) {
     const size_t row = row_bytes(m.type, m.cols);
-    if (!m.data || row == m.row_stride) return;
-    std::shared_ptr<uint8_t[]> copy(new uint8_t[row * size_t(m.rows)]);
+    if (!m.data || m.rows == 0 || row == m.row_stride) return;
+    std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(row * size_t(m.rows));
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(copy.get() + size_t(r) * row, m.row(r), row);
     m.data = copy.get();
     m.row_stride = row;
@@ -343,7 +344,7 @@ void ModelWeights::pack_panels(bool release_file_pages) {
   auto pack = [&](MatrixView& m) {
     if (!m.data || !panels_pay(m)) return;
     const size_t bytes = m.row_stride * size_t(m.rows);
-    std::shared_ptr<uint8_t[]> copy(new uint8_t[bytes]);
+    std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(bytes);
     const auto* source = static_cast<const uint8_t*>(m.data);
     const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
     // In slices of ~16 MiB, each released once copied, so a large matrix

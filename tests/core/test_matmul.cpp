@@ -146,6 +146,21 @@ TEST(MatmulIsa, StridedViewsMatchReference) {
   }
 }
 
+// The dispatcher says what decided: the timings where it had a choice.
+TEST(MatmulDispatch, SaysWhyItChose) {
+  using namespace matmul_impl;
+  const Isa cap = active_isa();
+  EXPECT_EQ(dispatch_reason(cap, DType::F16, 1), "not timed: the newest ISA");
+  EXPECT_EQ(dispatch_reason(cap, DType::Q4_K, 64), "prefill: the newest ISA");
+  const std::string why = dispatch_reason(cap, DType::Q4_K, 1);
+  if (cap >= Isa::Avx512 && isa_has_kernel(Isa::Avx2, DType::Q4_K, 1) && isa_has_kernel(Isa::Avx512, DType::Q4_K, 1)) {
+    EXPECT_NE(why.find("flushed from the caches / hot: avx2 "), std::string::npos) << why;
+    EXPECT_NE(why.find(" avx512 "), std::string::npos) << why;
+  } else {
+    EXPECT_EQ(why, "the only candidate");
+  }
+}
+
 // matmul() runs, per type and decode / batched-decode token count, the kernel
 // the dispatcher timed fastest: its results match the reference, and repeated calls (later
 // steps of a decode) give the same bits.

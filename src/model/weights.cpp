@@ -18,23 +18,6 @@
 namespace shardlm {
 namespace {
 
-// An owned copy of weight bytes. Decode reads every weight once per token,
-// so on 4 KiB pages a step misses the TLB once per 4 KiB of weights (on a VM
-// each miss walks two levels of page tables). A copy of 2 MiB or more starts
-// on a 2 MiB boundary and asks for transparent huge pages (MADV_HUGEPAGE:
-// THP's "madvise" mode, the common default), so each whole 2 MiB of it can
-// be one page; where THP is off the hint is ignored. Smaller copies start on
-// a cache line. Pages are still touched by the caller's first write.
-std::shared_ptr<uint8_t[]> allocate_copy(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
-  const bool huge = bytes >= kHuge;
-  void* p = nullptr;
-  if (posix_memalign(&p, huge ? kHuge : 64, std::max<size_t>(bytes, 1)) != 0)
-    throw Error(fmt::format("weights: cannot allocate a copy of {:.1f} MiB", double(bytes) / (1 << 20)));
-  if (huge) madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: refused (THP off) is fine
-  return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
-}
-
 class TensorMapper {
  public:
   // With `vector_copies`, vector() returns copies kept there.
@@ -325,6 +308,16 @@ void ModelWeights::release_unread_file_pages(const gguf::File& file) const {
   release_to((file_end + page - 1) & ~(page - 1));
 }
 
+std::shared_ptr<uint8_t[]> allocate_weight_copy(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const bool huge = bytes >= kHuge;
+  void* p = nullptr;
+  if (posix_memalign(&p, huge ? kHuge : 64, std::max<size_t>(bytes, 1)) != 0)
+    throw Error(fmt::format("weights: cannot allocate a copy of {:.1f} MiB", double(bytes) / (1 << 20)));
+  if (huge) madvise(p, bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: refused (THP off) is fine
+  return std::shared_ptr<uint8_t[]>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
 size_t ModelWeights::owned_bytes() const {
   size_t n = 0;
   for (const auto& c : packed) n += c.bytes;
@@ -336,7 +329,7 @@ void ModelWeights::pack_column_slices() {
   auto pack = [&](MatrixView& m) {
     const size_t row = row_bytes(m.type, m.cols);
     if (!m.data || row == m.row_stride) return;
-    std::shared_ptr<uint8_t[]> copy = allocate_copy(row * size_t(m.rows));
+    std::shared_ptr<uint8_t[]> copy = allocate_weight_copy(row * size_t(m.rows));
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(copy.get() + size_t(r) * row, m.row(r), row);
     m.data = copy.get();
     m.row_stride = row;
@@ -361,7 +354,7 @@ void ModelWeights::pack_panels(bool release_file_pages) {
   auto pack = [&](MatrixView& m) {
     if (!m.data || !panels_pay(m)) return;
     const size_t bytes = m.row_stride * size_t(m.rows);
-    std::shared_ptr<uint8_t[]> copy = allocate_copy(bytes);
+    std::shared_ptr<uint8_t[]> copy = allocate_weight_copy(bytes);
     const auto* source = static_cast<const uint8_t*>(m.data);
     const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
     // In slices of ~16 MiB, each released once copied, so a large matrix

@@ -67,6 +67,15 @@ struct LayerWeights {
   ExpertWeights experts;                           // MoE layers only
 };
 
+// An owned copy of weight bytes. Decode reads every weight once per token,
+// so on 4 KiB pages a step misses the TLB once per 4 KiB of weights (on a VM
+// each miss walks two levels of page tables). A copy of 2 MiB or more starts
+// on a 2 MiB boundary and asks for transparent huge pages (MADV_HUGEPAGE:
+// THP's "madvise" mode, the common default), so each whole 2 MiB of it can
+// be one page; where THP is off the hint is ignored. Smaller copies start on
+// a cache line. Pages are still touched by the caller's first write.
+std::shared_ptr<uint8_t[]> allocate_weight_copy(size_t bytes);
+
 struct ModelWeights {
   MatrixView token_embd;                // all rows: any rank may embed any token
   std::vector<LayerWeights> layers;     // plan.layers only

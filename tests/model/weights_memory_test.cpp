@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "core/memory_usage.h"
 #include "model_test_util.h"
@@ -51,6 +52,22 @@ TEST(WeightsMemory, OnlyPagesOfMatricesReadFromTheFileStayMapped) {
   expect_only_read_pages_resident("stories260K-Q4_0.gguf");
   expect_only_read_pages_resident("stories260K-Q8_0.gguf");
   expect_only_read_pages_resident("tiny-random-llama-kq-Q4_K_M.gguf");
+}
+
+
+// Copies of 2 MiB or more start on a 2 MiB boundary (so their whole 2 MiB
+// stretches can be huge pages), smaller ones on a cache line; both writable
+// to the last byte (ASan checks the bounds).
+TEST(WeightsMemory, CopiesAreAlignedForHugePagesAndCacheLines) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  for (const size_t bytes : {size_t(1), size_t(100) << 10, kHuge - 1, kHuge, 3 * kHuge + 4096 + 17}) {
+    SCOPED_TRACE(bytes);
+    const auto copy = allocate_weight_copy(bytes);
+    const auto at = reinterpret_cast<uintptr_t>(copy.get());
+    EXPECT_EQ(at % (bytes >= kHuge ? kHuge : 64), 0u);
+    std::memset(copy.get(), 7, bytes);
+    EXPECT_EQ(copy[bytes - 1], 7);
+  }
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 #      ratios 8 streams / 1 stream and shardlm / llama-server at 8;
 #   2. one stream through serve vs `shardlm bench -m` decode tok/s (same
 #      threads, prompt tokens and gen ONE_GEN), alternated ROUNDS times, best
-#      of each, and the server's own cost per token from its /metrics;
+#      of each, a new serve process each round as bench -m is, and the
+#      server's own cost per token from its /metrics;
 #   3. the running streams' p99 ITL while a long (LONG_TOKENS) prompt is read
 #      beside them, vs their median otherwise (chunked prefill);
 #   4. with SOAK=1 (SOAK=only: just this): SOAK_CLIENTS clients for
@@ -169,10 +170,15 @@ if [ -n "${TOKS[shardlm-8]:-}" ] && [ -n "${TOKS[llama-server-8]:-}" ]; then
 fi
 
 # 2. One stream through serve against the model benchmark: same threads, same
-# prompt length and gen, alternated ABBA over ROUNDS rounds, best of each. The
-# server's /metrics before and after each request give its own cost, which the
-# machine's load hardly moves: the client's wall time per token against the
-# engine's decode step in the same run, and the scheduler's time around steps.
+# prompt length and gen, alternated ABBA over ROUNDS rounds, best of each.
+# Each round starts a new server, as each bench -m is a new process: where a
+# process's weight copies land in memory moves its decode speed by several
+# per cent for its whole life, so one server measured ROUNDS times against
+# ROUNDS fresh bench -m processes would compare one draw with the best of
+# several. The server's /metrics before and after each request give its own
+# cost, which the machine's load hardly moves: the client's wall time per
+# token against the engine's decode step in the same run, and the
+# scheduler's time around steps.
 metric() { awk -v n="$2" '$1 == n {print $2}' <<<"$1"; }
 per_step() {  # per_step BEFORE AFTER NAME: the counter's increase per decode step, in ms
   python3 -c 'import sys; a, b, s0, s1 = map(float, sys.argv[1:]); print(f"{(b - a) / (s1 - s0) * 1e3:.3f}" if s1 > s0 else "-")' \
@@ -182,9 +188,12 @@ STEPS='shardlm_engine_steps_total{kind="decode"}'
 serve_tps=() model_tps=() wall_ms=() engine_ms=() sched_ms=()
 one_serve() {
   local before after r
-  before=$(curl -s "$SHARDLM_URL/metrics")
-  r=$(bench "$SHARDLM_URL" --clients 1 --prompt "$PROMPT" --gen "$ONE_GEN" --requests 1 --label one)
-  after=$(curl -s "$SHARDLM_URL/metrics")
+  start_shardlm "$MAX_CLIENTS" "$CTX"
+  bench "$URL" --clients 1 --prompt "$PROMPT" --gen 8 --requests 1 >/dev/null  # first decode steps pick kernels
+  before=$(curl -s "$URL/metrics")
+  r=$(bench "$URL" --clients 1 --prompt "$PROMPT" --gen "$ONE_GEN" --requests 1 --label one)
+  after=$(curl -s "$URL/metrics")
+  stop_server "$PID"
   ONE_PROMPT_TOKENS=$(field "$r" prompt_tokens)
   serve_tps+=("$(field "$r" stream_decode_tok_per_s)")
   wall_ms+=("$(python3 -c 'import sys; print(f"{1e3 / float(sys.argv[1]):.3f}")' "$(field "$r" stream_decode_tok_per_s)")")
@@ -198,12 +207,10 @@ one_model() {
   [ -n "$t" ] || die "shardlm bench -m printed no decode tok/s row for $THREADS threads"
   model_tps+=("$t")
 }
-one_serve >/dev/null  # the prompt's token count for bench -m; not counted
-serve_tps=() wall_ms=() engine_ms=() sched_ms=()
+stop_server "$SHARDLM_PID"
 for round in $(seq "$ROUNDS"); do
   if [ $((round % 2)) = 1 ]; then one_serve; one_model; else one_model; one_serve; fi
 done
-stop_server "$SHARDLM_PID"
 s=$(best "${serve_tps[@]}") m=$(best "${model_tps[@]}")
 echo "one stream ($ONE_PROMPT_TOKENS prompt tokens, gen $ONE_GEN), best of $ROUNDS alternated: serve $s tok/s" \
   "(${serve_tps[*]}), bench -m $m tok/s (${model_tps[*]}): $(ratio "$s" "$m") (target ≥ 0.97)"

@@ -9,6 +9,41 @@
 
 namespace shardlm {
 
+namespace {
+
+// Greedy straight from the logits: only the penalised recent tokens are
+// copied, not the whole vocabulary into the candidates (that copy was most
+// of a greedy sample's cost). The same choice as Sampler::pick at
+// temperature <= 0: penalties, then the first maximum.
+TokenId greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
+                    std::span<const float> logits) {
+  struct Penalised {
+    TokenId id;
+    float logit;
+  };
+  std::vector<Penalised> penalised;  // at most penalty_window: no allocation without penalties
+  // apply_penalties uses each reference before asking for the next one.
+  apply_penalties(p, recent, seen, 0, TokenId(logits.size()), [&](TokenId id) -> float& {
+    penalised.push_back({id, logits[size_t(id)]});
+    return penalised.back().logit;
+  });
+  std::sort(penalised.begin(), penalised.end(), [](const Penalised& a, const Penalised& b) { return a.id < b.id; });
+  size_t best = 0;
+  float best_logit = 0;
+  auto next = penalised.begin();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float l = logits[i];
+    if (next != penalised.end() && size_t(next->id) == i) l = (next++)->logit;
+    if (i == 0 || l > best_logit) {  // ties: the lowest id
+      best = i;
+      best_logit = l;
+    }
+  }
+  return TokenId(best);
+}
+
+}  // namespace
+
 Rng::Rng(uint64_t seed) {
   for (auto& s : s_) {  // splitmix64: any seed, including 0, gives a good state
     seed += 0x9e3779b97f4a7c15ull;
@@ -104,8 +139,13 @@ size_t Sampler::truncate() {
 TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs) {
   if (int64_t(logits.size()) != n_vocab_)
     throw Error(fmt::format("sampler: {} logits for a vocabulary of {}", logits.size(), n_vocab_));
-  for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
-  const TokenId picked = pick();
+  TokenId picked;
+  if (p_.temperature <= 0.0f) {
+    picked = greedy_pick(p_, recent_, seen_, logits);
+  } else {
+    for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
+    picked = pick();
+  }
   if (logprobs && p_.logprobs >= 0) {
     top_.resize(size_t(p_.logprobs));
     top_logits(logits, 0, top_.size(), top_.data());
@@ -116,12 +156,6 @@ TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs
 
 TokenId Sampler::pick() {
   apply_penalties();
-  if (p_.temperature <= 0.0f) {
-    size_t best = 0;
-    for (size_t i = 1; i < cand_.size(); ++i)
-      if (cand_[i].logit > cand_[best].logit) best = i;
-    return TokenId(best);
-  }
   const size_t n = truncate();
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {

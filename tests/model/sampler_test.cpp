@@ -165,6 +165,35 @@ TEST(Sampler, FrequencyPenaltyCountsOccurrences) {
   EXPECT_EQ(s.sample(logits), 1);  // 2 - 0.8 < 1.5
 }
 
+// The greedy path reads the logits in place; the reference penalises a full
+// copy and takes its first maximum. Ties (logits on a coarse grid) and
+// repeated recent tokens included.
+TEST(Sampler, GreedyMatchesPenalisedCopyArgmax) {
+  Rng rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    SamplerParams p = greedy();
+    p.repeat_penalty = trial % 3 == 0 ? 1.0f : 1.3f;
+    p.presence_penalty = trial % 2 ? 0.5f : 0.0f;
+    p.frequency_penalty = trial % 5 ? 0.25f : 0.0f;
+    p.penalty_window = 1 + int32_t(rng.next() % 16);
+    const int64_t n_vocab = 1 + int64_t(rng.next() % 300);
+    std::vector<float> logits(static_cast<size_t>(n_vocab));
+    for (float& l : logits) l = float(int(rng.next() % 9) - 4) * 0.5f;
+    Sampler s(p, n_vocab);
+    std::vector<TokenId> recent;
+    for (int i = 0, n = int(rng.next() % 24); i < n; ++i) {
+      const auto t = TokenId(rng.next() % uint64_t(n_vocab));
+      s.accept(t);
+      recent.push_back(t);
+    }
+    if (recent.size() > size_t(p.penalty_window)) recent.erase(recent.begin(), recent.end() - p.penalty_window);
+    std::vector<float> penalised = logits;
+    std::vector<TokenId> scratch;
+    apply_penalties(p, recent, scratch, 0, TokenId(n_vocab), [&](TokenId id) -> float& { return penalised[size_t(id)]; });
+    EXPECT_EQ(s.sample(logits), argmax(penalised)) << "trial " << trial;
+  }
+}
+
 TEST(Sampler, LowTemperatureIsAlmostGreedy) {
   Sampler s(plain(0.01f, 11), 4);
   const std::vector<float> logits{1.0f, 2.0f, 1.5f, 0.5f};

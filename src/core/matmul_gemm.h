@@ -452,6 +452,18 @@ struct Q5_KP {
 // Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
 // quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
 // qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales.
+// Bits 2q, 2q+1 of each byte moved to its bits 4, 5, the rest zero: one
+// shift (none for q = 2) and a mask, where shifting down, masking with 3 and
+// shifting up took three. A shift of at most 4 either way only brings bits
+// from a neighbouring byte into places the mask clears.
+SHARDLM_GEMM_INLINE __m512i qh_bits_to_bit4(__m512i qh, int q) {
+  const __m512i moved = q < 2 ? _mm512_slli_epi32(qh, unsigned(4 - 2 * q)) : q == 2 ? qh : _mm512_srli_epi32(qh, 2);
+  return _mm512_and_si512(moved, _mm512_set1_epi32(0x30303030));
+}
+// (low & 0x0F) | high per byte in one vpternlogd (0xEA: A·B + C).
+SHARDLM_GEMM_INLINE __m512i q6_code(__m512i low, __m512i high) {
+  return _mm512_ternarylogic_epi32(low, _mm512_set1_epi32(0x0F0F0F0F), high, 0xEA);
+}
 struct Q6_KP {
   using Block = block_q6_K;
   static constexpr int kSub = 16;
@@ -468,7 +480,6 @@ struct Q6_KP {
     for (int q = 0; q < 8; ++q)
       p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
                                          _mm512_slli_epi32(sc[2 * q + 1], 16));
-    const __m512i three = _mm512_set1_epi32(0x03030303);
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8], ql[2][8];
       for (int gi = 0; gi < 8; gi += 4) {
@@ -479,9 +490,8 @@ struct Q6_KP {
         for (int half = 0; half < 2; ++half) {
           for (int nib = 0; nib < 2; ++nib) {
             const int quarter = half + 2 * nib;
-            const __m512i low = nib ? nibbles_high(ql[half][gi]) : nibbles_low(ql[half][gi]);
-            const __m512i high = _mm512_and_si512(_mm512_srli_epi32(qh[gi], unsigned(2 * quarter)), three);
-            p.codes[32 * h + 8 * quarter + gi] = _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
+            const __m512i low = nib ? _mm512_srli_epi32(ql[half][gi], 4) : ql[half][gi];
+            p.codes[32 * h + 8 * quarter + gi] = q6_code(low, qh_bits_to_bit4(qh[gi], quarter));
           }
         }
       }

@@ -385,6 +385,22 @@ struct alignas(64) PanelK {
   __m512 pair_scale;       // what Σ factor·bsum is multiplied by
 };
 
+// Bits from..from+n-1 of each byte moved to bits to..to+n-1, every other bit
+// cleared by `keep` (those n bits in every byte): one shift and a mask, where
+// shifting down, masking and shifting up took three. With both ranges inside
+// a byte, the bits a shift brings in from a neighbouring byte all land where
+// `keep` clears them.
+SHARDLM_GEMM_INLINE __m512i byte_bits_moved(__m512i v, int from, int to, int keep) {
+  const __m512i moved = from < to   ? _mm512_slli_epi32(v, unsigned(to - from))
+                        : from > to ? _mm512_srli_epi32(v, unsigned(from - to))
+                                    : v;
+  return _mm512_and_si512(moved, _mm512_set1_epi32(keep));
+}
+// (low & 0x0F) | high per byte in one vpternlogd (0xEA: A·B + C).
+SHARDLM_GEMM_INLINE __m512i nibble_or(__m512i low, __m512i high) {
+  return _mm512_ternarylogic_epi32(low, _mm512_set1_epi32(0x0F0F0F0F), high, 0xEA);
+}
+
 // The 6-bit scale and min of sub-block j of Q4_K/Q5_K (quant_blocks.h,
 // get_scale_min_k4) from the 12 scale bytes as three dwords per row.
 void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
@@ -425,14 +441,12 @@ void unpack_q45_k(const G& g, PanelK& p) {
   }
   for (int gi = 0; gi < 8; ++gi) {
     for (int k = 0; k < 4; ++k) {
-      __m512i lo = nibbles_low(q[k][gi]), hi = nibbles_high(q[k][gi]);
-      if (kQ5) {
-        const __m512i ones = _mm512_set1_epi32(0x01010101), h = qh[gi];
-        lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k)), ones), 4));
-        hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, unsigned(2 * k + 1)), ones), 4));
+      const __m512i nibbles[2] = {q[k][gi], _mm512_srli_epi32(q[k][gi], 4)};
+      for (int half = 0; half < 2; ++half) {
+        const int sub = 2 * k + half;
+        p.codes[8 * sub + gi] = kQ5 ? nibble_or(nibbles[half], byte_bits_moved(qh[gi], sub, 4, 0x10101010))
+                                    : nibbles_low(nibbles[half]);
       }
-      p.codes[8 * (2 * k) + gi] = lo;
-      p.codes[8 * (2 * k + 1) + gi] = hi;
     }
   }
 }
@@ -468,7 +482,6 @@ struct Q6_KP {
     for (int q = 0; q < 8; ++q)
       p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
                                          _mm512_slli_epi32(sc[2 * q + 1], 16));
-    const __m512i three = _mm512_set1_epi32(0x03030303);
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8], ql[2][8];
       for (int gi = 0; gi < 8; gi += 4) {
@@ -479,9 +492,8 @@ struct Q6_KP {
         for (int half = 0; half < 2; ++half) {
           for (int nib = 0; nib < 2; ++nib) {
             const int quarter = half + 2 * nib;
-            const __m512i low = nib ? nibbles_high(ql[half][gi]) : nibbles_low(ql[half][gi]);
-            const __m512i high = _mm512_and_si512(_mm512_srli_epi32(qh[gi], unsigned(2 * quarter)), three);
-            p.codes[32 * h + 8 * quarter + gi] = _mm512_or_si512(low, _mm512_slli_epi32(high, 4));
+            const __m512i low = nib ? _mm512_srli_epi32(ql[half][gi], 4) : ql[half][gi];
+            p.codes[32 * h + 8 * quarter + gi] = nibble_or(low, byte_bits_moved(qh[gi], 2 * quarter, 4, 0x30303030));
           }
         }
       }

@@ -3,12 +3,11 @@
 // sub-block scales in madd), and are scaled in f32 exactly as the reference
 // does, so these kernels reproduce the reference bit for bit. Codes carrying
 // an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
-// the activation sub-block sums (bsums). Q4_K prefill runs on interleaved
-// rows (matmul_kquants_avx2_rowgroups.h); Q5_K/Q6_K prefill multiplies each
-// unpacked chunk with 4 tokens at a time (same per-token arithmetic).
+// the activation sub-block sums (bsums). Q4_K, Q5_K and Q6_K prefill runs
+// on interleaved rows (matmul_kquants_avx2_rowgroups.h); Q2_K/Q3_K prefill
+// multiplies each unpacked block with 4 tokens at a time.
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
@@ -74,7 +73,7 @@ struct PerToken {
   }
 };
 
-// Prefill other than Q4_K walks blocks of 16 rows: a block's weights stay in
+// Q2_K/Q3_K prefill walks blocks of 16 rows: a block's weights stay in
 // L2 while the activations of each group of kTokens tokens, in L1, meet all
 // 16 rows.
 // Tokens left over after the groups take the one-token form, whose per-token
@@ -82,7 +81,6 @@ struct PerToken {
 template <class Block, class D>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= 3) return decode_k<Block, D>(a, r0, r1);
-  if constexpr (std::is_same_v<Block, block_q4_K>) return prefill_q4_k_rowgroups(a, r0, r1);
   constexpr int64_t kRowBlock = 16;
   constexpr int kTokens = 4;
   const MatrixView& m = *a.w;
@@ -116,15 +114,22 @@ void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+// Q4_K, Q5_K, Q6_K: the shared decode, and interleaved row groups from 4 tokens.
+template <class Block, class D, class Rows>
+void rowgroup_kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens <= 3) return decode_k<Block, D>(a, r0, r1);
+  prefill_k_rowgroups<Rows>(a, r0, r1);
+}
+
 }  // namespace
 
 Kernel avx2_kquant_kernel(DType type) {
   switch (type) {
     case DType::Q2_K: return kernel<block_q2_K, PerToken<block_q2_K, dot_q2_k>>;
     case DType::Q3_K: return kernel<block_q3_K, PerToken<block_q3_K, dot_q3_k>>;
-    case DType::Q4_K: return kernel<block_q4_K, Q4K<MaddubsScaled>>;
-    case DType::Q5_K: return kernel<block_q5_K, Q5K<MaddubsScaled>>;
-    case DType::Q6_K: return kernel<block_q6_K, Q6K<MaddubsScaled>>;
+    case DType::Q4_K: return rowgroup_kernel<block_q4_K, Q4K<MaddubsScaled>, Q4KRows>;
+    case DType::Q5_K: return rowgroup_kernel<block_q5_K, Q5K<MaddubsScaled>, Q5KRows>;
+    case DType::Q6_K: return rowgroup_kernel<block_q6_K, Q6K<MaddubsScaled>, Q6KRows>;
     default: return nullptr;
   }
 }

@@ -85,7 +85,7 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
         std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
         const __m256i act = _mm256_set1_epi32(a4);
         const __m256i prod = _mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act);
-        s16[t] = v % S == 0 ? prod : _mm256_add_epi16(s16[t], prod);
+        s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         if (v % S == S - 1) {
           const __m256i wide = _mm256_madd_epi16(s16[t], ones);
           s32[t] = v == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);

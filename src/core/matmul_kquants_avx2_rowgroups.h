@@ -166,7 +166,7 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
           int32_t a4;
           std::memcpy(&a4, x[t][b].qs + 32 * j + 4 * v, 4);
           const __m256i prod = _mm256_maddubs_epi16(q, _mm256_set1_epi32(a4));
-          s16[t] = v % S == 0 ? prod : _mm256_add_epi16(s16[t], prod);
+          s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         }
         if (v % S == S - 1) {
           const __m256i sc = load32(p.scales[(32 * j + 4 * v) / K::kSubElems]);

@@ -1,4 +1,4 @@
-// AVX2 prefill (>= 4 tokens) for Q4_K, Q5_K and Q6_K weights × Q8_K
+// AVX2 prefill (>= 4 tokens) for the K-quant weights × Q8_K
 // activations on rows interleaved 8 at a time, as matmul_avx2_rowgroups.h
 // does for 32-element blocks: a vector's dword lanes are 8 rows, the token's
 // dword is broadcast, so each lane ends a sub-block with its row's exact sum,
@@ -26,15 +26,16 @@ using namespace avx2;
 
 // A policy K describes one type:
 //   Block; kSubElems: codes per scale (32 or 16); kSum16: how many maddubs
-//   results an int16 lane may add before it could overflow (pairs of
-//   code · activation, |activation| ≤ 128: 2·15·128 for 4-bit codes, ·31 for
-//   5-bit, ·63 for Q6_K's 6-bit code + 32);
+//   results an int16 lane may add before it could overflow (each is a pair
+//   of code · activation, |activation| ≤ 128: ≤ 2·15·128 for 4-bit codes,
+//   2·31·128 for 5-bit, 2·63·128 for 6-bit; a run stays in one sub-block);
 //   chunk(block, j): elements 32j .. 32j+31 as unsigned codes, in order;
 //   scales(block, sc, bias): the kSub integer scales and the kSub integer
-//   weights of the activation sums of the same sub-blocks (Q4_K/Q5_K: the
-//   mins; Q6_K: 32 · scale, the +32 of its codes);
-//   d(block), dmin(block); finish(d, dmin, isum, bsum): the super-block's
-//   f32 value before the activation scale, as the reference computes it.
+//   weights of the activation sums of the same sub-blocks (the mins, or for
+//   codes stored with an offset, offset · scale);
+//   finish(d, dmin, isum, bsum): the super-block's f32 value before the
+//   activation scale, as the reference computes it.
+// d and dmin (0 where the block has none) are the block's f16 fields.
 template <class K>
 constexpr int kSub = QK_K / K::kSubElems;
 
@@ -47,10 +48,53 @@ struct KRowGroup {
   float d[kPGroupRows], dmin[kPGroupRows];
 };
 
+// Types with a minimum per sub-block: d · isum − dmin · Σ min · (activation sum).
+struct SubtractMins {
+  static __m256 finish(__m256 d, __m256 dmin, __m256i isum, __m256i bsum) {
+    return _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(bsum)));
+  }
+};
+// Codes stored + offset (unsigned): the reference's d · Σ scale · (code − offset) · a
+// is d · (isum − Σ offset · scale · (activation sum)), the same integer.
+struct SubtractOffset {
+  static __m256 finish(__m256 d, __m256, __m256i isum, __m256i bsum) {
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bsum)));
+  }
+};
+
+// Element 32j + l of a Q2_K/Q3_K block: bits 2(j % 4), 2(j % 4) + 1 of qs[32 (j / 4) + l].
+inline __m256i two_bits(const uint8_t* qs, int j) {
+  return _mm256_and_si256(_mm256_srli_epi16(load32(qs + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+struct Q2KRows : SubtractMins {
+  using Block = block_q2_K;
+  static constexpr int kSubElems = 16, kSum16 = 4;
+  static __m256i chunk(const Block& b, int j) { return two_bits(b.qs, j); }
+  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+    for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 15, bias[s] = b.scales[s] >> 4;
+  }
+};
+
+// Code + 4 (0..7): the two low bits, and 4 where bit j of hmask[l] is set.
+struct Q3KRows : SubtractOffset {
+  using Block = block_q3_K;
+  static constexpr int kSubElems = 16, kSum16 = 4;
+  static __m256i chunk(const Block& b, int j) {
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(b.hmask), j), _mm256_set1_epi8(1));
+    return _mm256_or_si256(two_bits(b.qs, j), _mm256_slli_epi16(high, 2));
+  }
+  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+    int8_t unpacked[16];
+    unpack_q3_k_scales(b.scales, unpacked);
+    for (int s = 0; s < 16; ++s) sc[s] = unpacked[s], bias[s] = int16_t(4 * unpacked[s]);
+  }
+};
+
 // Q4_K and Q5_K share the 12-byte scales and mins and the nibble layout:
 // element 32j + l is the low (j even) or high nibble of qs[32 (j / 2) + l].
 template <class B>
-struct Q4Q5KRows {
+struct Q4Q5KRows : SubtractMins {
   using Block = B;
   static constexpr int kSubElems = 32;
   static __m256i nibbles(const Block& b, int j) {
@@ -62,11 +106,6 @@ struct Q4Q5KRows {
     k4_scales_mins(b.scales, s, m);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(sc), s);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(bias), m);
-  }
-  static float d(const Block& b) { return half_to_float(b.d); }
-  static float dmin(const Block& b) { return half_to_float(b.dmin); }
-  static __m256 finish(__m256 d, __m256 dmin, __m256i isum, __m256i bsum) {
-    return _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(bsum)));
   }
 };
 
@@ -81,9 +120,8 @@ struct Q5KRows : Q4Q5KRows<block_q5_K> {
   static __m256i chunk(const Block& b, int j) { return or_high_bits<1>(nibbles(b, j), load32(b.qh), j); }
 };
 
-// Codes are stored + 32 (0..63); the reference's d · Σ scale · (code − 32) · a
-// is d · (isum − Σ 32 · scale · bsum), the same integer.
-struct Q6KRows {
+// Code + 32 (0..63): a nibble of ql and two bits of qh.
+struct Q6KRows : SubtractOffset {
   using Block = block_q6_K;
   static constexpr int kSubElems = 16, kSum16 = 2;
   static __m256i chunk(const Block& b, int j) {
@@ -94,11 +132,6 @@ struct Q6KRows {
   }
   static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
     for (int s = 0; s < 16; ++s) sc[s] = b.scales[s], bias[s] = int16_t(32 * b.scales[s]);
-  }
-  static float d(const Block& b) { return half_to_float(b.d); }
-  static float dmin(const Block&) { return 0.0f; }
-  static __m256 finish(__m256 d, __m256, __m256i isum, __m256i bsum) {
-    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bsum)));
   }
 };
 
@@ -118,8 +151,11 @@ void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRo
         K::scales(w[i][b], sc, bias);
         for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[s];
         for (int p = 0; p < kSub<K> / 2; ++p) dst.bias[p][2 * i] = bias[2 * p], dst.bias[p][2 * i + 1] = bias[2 * p + 1];
-        dst.d[i] = K::d(w[i][b]);
-        dst.dmin[i] = K::dmin(w[i][b]);
+        dst.d[i] = half_to_float(w[i][b].d);
+        if constexpr (requires { w[i][b].dmin; })
+          dst.dmin[i] = half_to_float(w[i][b].dmin);
+        else
+          dst.dmin[i] = 0.0f;
       }
       for (int j = 0; j < 8; ++j) {
         __m256i codes[kPGroupRows], by_v[8];

@@ -1,13 +1,10 @@
 // AVX2 kernels for float weights and 32-element quantized blocks.
 // Decode (one token) streams each row once with two accumulators. Float
 // prefill walks blocks of 16 rows in tiles of 2 rows × 4 tokens. Quantized
-// prefill (prefill32 below): interleaved rows for Q4_0/Q5_0/Q8_0
-// (matmul_avx2_rowgroups.h), folded tiles for Q4_1/Q5_1.
+// prefill runs on interleaved rows (matmul_avx2_rowgroups.h).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <type_traits>
-#include <vector>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_avx2_rowgroups.h"
@@ -27,141 +24,14 @@ struct MaddubsDot {
 constexpr int kTileRows = 2, kTileTokens = 4;
 constexpr int64_t kRowBlock = 16;  // divides kRowAlign
 
-// ---- 32-element blocks, prefill ----------------------------------------------
-// A tile is kPRows rows × G groups of 4 tokens. For one row and one
-// group, the 4 tokens' int32 products (8 lanes each) are folded by two levels
-// of hadd into one vector: lane k < 4 holds token k's sum over block elements
-// 0-15, lane 4 + k over elements 16-31. Integer sums are exact, so only the
-// f32 scaling is per group: acc += sum · (d_w · d_x[k]) (+ bias · ds[k] in
-// lanes 0-3 for the offset/minimum types). Each output element takes the same
-// lane path whatever tile or thread computes it: tails are padded by
-// repeating the last row/token, never by another code path.
-// Tiles take G = 2 groups (8 tokens), or G = 1 when at most 4 tokens are
-// left: batched decode of a few sequences must not pay for 8. With at most 2
-// left, a group holds D = 2 distinct tokens, each twice (lanes t0 t1 t0 t1),
-// and the products of the copies are not computed again. A token's lanes and
-// their f32 arithmetic are the same in every case (integer sums are exact),
-// so results do not depend on how tokens were grouped.
-constexpr int kPRows = 2, kPMaxGroups = 2;
-constexpr int64_t kFoldedRowBlock = 64;  // ≤ 280 KB of Q8_0 weights at 4096 columns: fits L2
-
-// Activation scales of one block for one group of 4 tokens, laid out so that
-// a 128-bit broadcast covers both halves of the folded sums.
-struct GroupScales {
-  float d[4];
-  float ds[4];
-};
-
-template <class W, int G, int D>
-void tile32(const typename W::Block* const* w, const block_q8_32* const* x, const GroupScales* sc, int64_t nb,
-            float out[kPRows][4 * G]) {
-  static_assert(D == 4 || (D == 2 && G == 1));
-  __m256 acc[kPRows][G];
-  for (auto& row : acc)
-    for (auto& v : row) v = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  // Fully unrolled so that acc stays in registers (GCC otherwise kept it on
-  // the stack: a store-to-load chain per block that halved prefill speed).
-  for (int64_t b = 0; b < nb; ++b) {
-#pragma GCC unroll 4
-    for (int i = 0; i < kPRows; ++i) {
-      const typename W::Block& blk = w[i][b];
-      const __m256i q = W::codes(blk);
-      const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
-      const float d = half_to_float(blk.d);
-      const __m256 dw = _mm256_set1_ps(d);
-      const __m256 bias = _mm256_set1_ps(W::bias(blk, d));
-#pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) {
-        __m256i p[D];
-#pragma GCC unroll 4
-        for (int k = 0; k < D; ++k) {
-          const __m256i act = load32(x[4 * g + k][b].qs);
-          p[k] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act), ones);
-        }
-        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
-        const __m256i sum = _mm256_hadd_epi32(h01, D == 4 ? _mm256_hadd_epi32(p[D - 2], p[D - 1]) : h01);
-        const GroupScales& gs = sc[b * kPMaxGroups + g];
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_broadcast_ps(reinterpret_cast<const __m128*>(gs.d)));
-        acc[i][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[i][g]);
-        if constexpr (W::kBias)  // upper lanes get 0: the 128-bit load zero-extends
-          acc[i][g] = _mm256_fmadd_ps(bias, _mm256_zextps128_ps256(_mm_loadu_ps(gs.ds)), acc[i][g]);
-      }
-    }
-  }
-  for (int i = 0; i < kPRows; ++i)
-    for (int g = 0; g < G; ++g)
-      _mm_storeu_ps(&out[i][4 * g],
-                    _mm_add_ps(_mm256_castps256_ps128(acc[i][g]), _mm256_extractf128_ps(acc[i][g], 1)));
-}
-
-// Rows [rb, rend) × the 4·G tokens from t: D distinct ones per group, the
-// last one repeated past n.
-template <class W, int G, int D = 4>
-void token_tile(const KernelArgs& a, int64_t rb, int64_t rend, int64_t t, std::vector<GroupScales>& scales) {
-  const MatrixView& m = *a.w;
-  const int64_t nb = m.cols / 32, n = a.n_tokens;
-  constexpr int kTokens = 4 * G;
-  const block_q8_32* x[kTokens];
-  for (int j = 0; j < kTokens; ++j) x[j] = token_blocks(a, std::min(t + (j / 4) * 4 + j % D, n - 1));
-  for (int64_t b = 0; b < nb; ++b)
-    for (int j = 0; j < kTokens; ++j) {
-      GroupScales& gs = scales[size_t(b * kPMaxGroups + j / 4)];
-      gs.d[j % 4] = x[j][b].d;
-      gs.ds[j % 4] = W::act_sum(x[j][b]);
-    }
-  const int64_t kt = std::min<int64_t>(kTokens, n - t);
-  for (int64_t r = rb; r < rend; r += kPRows) {
-    const typename W::Block* w[kPRows];
-    for (int i = 0; i < kPRows; ++i) w[i] = reinterpret_cast<const typename W::Block*>(m.row(std::min(r + i, rend - 1)));
-    float out[kPRows][kTokens];
-    tile32<W, G, D>(w, x, scales.data(), nb, out);
-    for (int i = 0; i < kPRows && r + i < rend; ++i)
-      for (int j = 0; j < kt; ++j) a.y[(t + j) * m.rows + r + i] = out[i][j];
-  }
-}
-
-// Rows [r0, r1) of every token: blocks of kFoldedRowBlock rows (their weights stay
-// in L2) × tiles of up to 8 tokens (their activations, ≤ 40 KB at 4096
-// columns, stay in L1/L2 while every row pair of the block passes).
-template <class W>
-void prefill_folded(const KernelArgs& a, int64_t r0, int64_t r1) {
-  std::vector<GroupScales> scales(size_t(a.w->cols / 32) * kPMaxGroups);
-  for (int64_t rb = r0; rb < r1; rb += kFoldedRowBlock) {
-    const int64_t rend = std::min(rb + kFoldedRowBlock, r1);
-    for (int64_t t = 0; t < a.n_tokens;) {
-      const int64_t left = a.n_tokens - t;
-      if (left > 4) {
-        token_tile<W, 2>(a, rb, rend, t, scales);
-        t += 8;
-      } else if (left > 2) {
-        token_tile<W, 1>(a, rb, rend, t, scales);
-        t += 4;
-      } else {
-        token_tile<W, 1, 2>(a, rb, rend, t, scales);
-        t += 2;
-      }
-    }
-  }
-}
-
-// Prefill of the offset types (Q4_0, Q5_0) and Q8_0 runs on interleaved
-// rows (matmul_avx2_rowgroups.h: no horizontal folding). The minimum types
-// (Q4_1, Q5_1) keep the folded tiles: their minimum term nearly cancels the
-// code term, and the golden test (1e-4 of llama.cpp's logits) holds only with
-// the folded tiles' order of f32 additions (the row-group order moved
-// kq-mixed's logits by 0.016).
+// Prefill of the 32-element block types runs on interleaved rows
+// (matmul_avx2_rowgroups.h).
 template <class W>
 void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
   switch (a.n_tokens) {
     case 2: return few_tokens<MaddubsDot, W, 2>(a, r0, r1);
-    case 3: return few_tokens<MaddubsDot, W, 3>(a, r0, r1);  // 4 and more: the tiles do better
-    default: break;
-  }
-  if constexpr (std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_1W>) {
-    prefill_folded<W>(a, r0, r1);
-  } else {
-    prefill_rowgroups<W>(a, r0, r1);
+    case 3: return few_tokens<MaddubsDot, W, 3>(a, r0, r1);  // 4 and more: the row groups do better
+    default: return prefill_rowgroups<W>(a, r0, r1);
   }
 }
 

@@ -59,6 +59,15 @@ inline __m256i bits_to_bytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
+// v, unseen by the optimiser: a running int16/int32 sum passed through this
+// after each add stays a chain. Otherwise GCC reassociates the adds of a
+// tile into a tree, which holds every product of the tile at once: they
+// spill to the stack, a store and a load for each maddubs.
+inline __m256i in_order(__m256i v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
 // 16 packed bytes → 32 nibbles: low nibbles are elements 0-15, high 16-31.

@@ -1,7 +1,7 @@
 // The loop both AVX2 row-group prefill kernels share (matmul_avx2_rowgroups.h
-// for 32-element blocks, matmul_kquants_avx2_rowgroups.h for Q4_K): rows in
+// for 32-element blocks, matmul_kquants_avx2_rowgroups.h for K-quants): rows in
 // blocks of kPRowBlock, each interleaved once into groups of kPGroupRows
-// (≤ 320 KB at 4096 columns: stays in L2), × tiles of kPTokens tokens (their
+// (≤ 370 KB at 4096 columns: stays in L2), × tiles of kPTokens tokens (their
 // activations stay in L1 while every row group of the block passes).
 // Included only from AVX2 kernel files; internal linkage (see
 // matmul_avx2_common.h).

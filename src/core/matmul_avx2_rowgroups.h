@@ -1,4 +1,4 @@
-// AVX2 prefill (>= 4 tokens) for Q4_0, Q5_0 and Q8_0 weights × Q8_32
+// AVX2 prefill (>= 4 tokens) for the 32-element block types × Q8_32
 // activations on rows interleaved 8 at a time. Included only from
 // matmul_avx2.cpp (compiled with -mavx2 -mfma -mf16c); internal linkage (see
 // matmul_avx2_common.h).
@@ -36,11 +36,20 @@ struct RowGroupBlock {
   float bias[kPGroupRows];    // their offset/minimum term (W::bias)
 };
 
+// Q4_1/Q5_1 sum each half block (elements 0-15, 16-31) into an f32
+// accumulator of its own, the minimum term into the first, and add the two
+// at the end: the order of f32 additions of the folded tiles they ran on
+// before. Their minimum term nearly cancels the code term, and the kq-mixed
+// golden test (1e-4 of llama.cpp's logits) holds with that order (the
+// one-accumulator order moved its logits by 0.016).
+template <class W>
+constexpr bool kHalves = std::is_same_v<W, Q4_1W> || std::is_same_v<W, Q5_1W>;
+
 // How many maddubs results (pairs of code · activation, |activation| ≤ 128)
 // int16 lanes can add before they could overflow: 8 for 4-bit codes, 4 for
-// 5-bit, 1 for Q8_0's |q| ≤ 128. (Q4_1/Q5_1 do not come here: matmul_avx2.cpp.)
+// 5-bit, 1 for Q8_0's |q| ≤ 128; a run stays in one half block with kHalves.
 template <class W>
-constexpr int kSum16 = W::kSigned ? 1 : std::is_same_v<W, Q5_0W> ? 4 : 8;
+constexpr int kSum16 = W::kSigned ? 1 : std::is_same_v<W, Q5_0W> || kHalves<W> ? 4 : 8;
 
 // Rows [rb, rend) as groups of 8 (the last row repeated past rend), group g's
 // block b at out[g · nb + b].
@@ -68,12 +77,14 @@ void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, 
 // i's sum for token t.
 template <class W>
 void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256 out[kPTokens]) {
-  constexpr int S = kSum16<W>;
+  constexpr int S = kSum16<W>, H = kHalves<W> ? 2 : 1, kHalfVectors = 8 / H;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[kPTokens];
-  for (auto& v : acc) v = _mm256_setzero_ps();
+  __m256 acc[H][kPTokens];
+  for (auto& half : acc)
+    for (auto& v : half) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const RowGroupBlock& p = wb[b];
+    const __m256 dw = _mm256_loadu_ps(p.d);
     __m256i s16[kPTokens], s32[kPTokens];
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v) {
@@ -85,22 +96,24 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
         std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
         const __m256i act = _mm256_set1_epi32(a4);
         const __m256i prod = _mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act);
-        s16[t] = v % S == 0 ? prod : _mm256_add_epi16(s16[t], prod);
+        s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         if (v % S == S - 1) {
           const __m256i wide = _mm256_madd_epi16(s16[t], ones);
-          s32[t] = v == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);
+          s32[t] = v % kHalfVectors == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);
+        }
+      }
+      if (v % kHalfVectors == kHalfVectors - 1) {
+        const int h = v / kHalfVectors;
+#pragma GCC unroll 4
+        for (int t = 0; t < kPTokens; ++t) {
+          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[h][t]);
+          if (W::kBias && h == 0)
+            acc[0][t] = _mm256_fmadd_ps(_mm256_loadu_ps(p.bias), _mm256_set1_ps(W::act_sum(x[t][b])), acc[0][t]);
         }
       }
     }
-    const __m256 dw = _mm256_loadu_ps(p.d);
-#pragma GCC unroll 4
-    for (int t = 0; t < kPTokens; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[t]);
-      if constexpr (W::kBias)
-        acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps(p.bias), _mm256_set1_ps(W::act_sum(x[t][b])), acc[t]);
-    }
   }
-  for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];
+  for (int t = 0; t < kPTokens; ++t) out[t] = H == 2 ? _mm256_add_ps(acc[0][t], acc[H - 1][t]) : acc[0][t];
 }
 
 // Rows [r0, r1) of every token (matmul_avx2_rowgroup_driver.h).

@@ -1,14 +1,12 @@
 // AVX2 kernels for the K-quants × Q8_K activations. Each super-block's sums
 // are exact integers (codes × activation codes, weighted by the integer
-// sub-block scales in madd), and are scaled in f32 exactly as the reference
-// does, so these kernels reproduce the reference bit for bit. Codes carrying
+// sub-block scales in madd), and are scaled in f32 by the reference's
+// formula (compiled with FMA, so a last bit may differ from it). Codes carrying
 // an offset (Q3_K: -4, Q6_K: -32) are multiplied unsigned and corrected with
-// the activation sub-block sums (bsums). Q4_K prefill runs on interleaved
-// rows (matmul_kquants_avx2_rowgroups.h); Q5_K/Q6_K prefill multiplies each
-// unpacked chunk with 4 tokens at a time (same per-token arithmetic).
+// the activation sub-block sums (bsums). Prefill runs on interleaved rows
+// (matmul_kquants_avx2_rowgroups.h).
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_kernels.h"
@@ -65,7 +63,7 @@ struct MaddubsScaled {
   }
 };
 
-// Q2_K/Q3_K unpack once per token.
+// Q2_K/Q3_K decode unpacks once per token.
 template <class Block, float (*F)(const Block&, const block_q8_K&)>
 struct PerToken {
   template <int KT>
@@ -74,57 +72,22 @@ struct PerToken {
   }
 };
 
-// Prefill other than Q4_K walks blocks of 16 rows: a block's weights stay in
-// L2 while the activations of each group of kTokens tokens, in L1, meet all
-// 16 rows.
-// Tokens left over after the groups take the one-token form, whose per-token
-// arithmetic is the same.
-template <class Block, class D>
+// The decode of 1-3 tokens, and interleaved row groups from 4 tokens.
+template <class Block, class D, class Rows>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= 3) return decode_k<Block, D>(a, r0, r1);
-  if constexpr (std::is_same_v<Block, block_q4_K>) return prefill_q4_k_rowgroups(a, r0, r1);
-  constexpr int64_t kRowBlock = 16;
-  constexpr int kTokens = 4;
-  const MatrixView& m = *a.w;
-  const int64_t nb = m.cols / QK_K;
-  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-    const int64_t rend = std::min(rb + kRowBlock, r1);
-    int64_t t = 0;
-    for (; t + kTokens <= a.n_tokens; t += kTokens) {
-      const block_q8_K* x[kTokens];
-      for (int64_t r = rb; r < rend; ++r) {
-        const auto* w = reinterpret_cast<const Block*>(m.row(r));
-        float sum[kTokens] = {};
-        for (int64_t b = 0; b < nb; ++b) {
-          for (int j = 0; j < kTokens; ++j) x[j] = token_blocks_k(a, t + j) + b;
-          D::template run<kTokens>(w[b], x, sum);
-        }
-        for (int j = 0; j < kTokens; ++j) a.y[(t + j) * m.rows + r] = sum[j];
-      }
-    }
-    for (; t < a.n_tokens; ++t) {
-      for (int64_t r = rb; r < rend; ++r) {
-        const auto* w = reinterpret_cast<const Block*>(m.row(r));
-        float sum = 0.0f;
-        for (int64_t b = 0; b < nb; ++b) {
-          const block_q8_K* x = token_blocks_k(a, t) + b;
-          D::template run<1>(w[b], &x, &sum);
-        }
-        a.y[t * m.rows + r] = sum;
-      }
-    }
-  }
+  prefill_k_rowgroups<Rows>(a, r0, r1);
 }
 
 }  // namespace
 
 Kernel avx2_kquant_kernel(DType type) {
   switch (type) {
-    case DType::Q2_K: return kernel<block_q2_K, PerToken<block_q2_K, dot_q2_k>>;
-    case DType::Q3_K: return kernel<block_q3_K, PerToken<block_q3_K, dot_q3_k>>;
-    case DType::Q4_K: return kernel<block_q4_K, Q4K<MaddubsScaled>>;
-    case DType::Q5_K: return kernel<block_q5_K, Q5K<MaddubsScaled>>;
-    case DType::Q6_K: return kernel<block_q6_K, Q6K<MaddubsScaled>>;
+    case DType::Q2_K: return kernel<block_q2_K, PerToken<block_q2_K, dot_q2_k>, Q2KRows>;
+    case DType::Q3_K: return kernel<block_q3_K, PerToken<block_q3_K, dot_q3_k>, Q3KRows>;
+    case DType::Q4_K: return kernel<block_q4_K, Q4K<MaddubsScaled>, Q4KRows>;
+    case DType::Q5_K: return kernel<block_q5_K, Q5K<MaddubsScaled>, Q5KRows>;
+    case DType::Q6_K: return kernel<block_q6_K, Q6K<MaddubsScaled>, Q6KRows>;
     default: return nullptr;
   }
 }

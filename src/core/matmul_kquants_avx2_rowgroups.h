@@ -1,10 +1,12 @@
-// AVX2 prefill (>= 4 tokens) for Q4_K weights × Q8_K activations on rows
-// interleaved 8 at a time, as matmul_avx2_rowgroups.h does for 32-element
-// blocks: a vector's dword lanes are 8 rows, the token's dword is broadcast,
-// so each lane ends a sub-block with its row's exact sum, which madd weights
-// by that row's sub-block scale. The integer sums and the f32 finishing per
-// super-block are the reference's. Included only from
-// matmul_kquants_avx2.cpp; internal linkage (see matmul_avx2_common.h).
+// AVX2 prefill (>= 4 tokens) for the K-quant weights × Q8_K
+// activations on rows interleaved 8 at a time, as matmul_avx2_rowgroups.h
+// does for 32-element blocks: a vector's dword lanes are 8 rows, the token's
+// dword is broadcast, so each lane ends a sub-block with its row's exact sum,
+// which madd weights by that row's sub-block scale. The integer sums and the
+// f32 finishing per super-block are the reference's. The types differ only
+// in how a block unpacks (codes, scales, the bias term): a small policy each.
+// Included only from matmul_kquants_avx2.cpp; internal linkage (see
+// matmul_avx2_common.h).
 #pragma once
 
 #include <algorithm>
@@ -22,41 +24,142 @@ namespace {
 
 using namespace avx2;
 
+// A policy K describes one type:
+//   Block; kSubElems: codes per scale (32 or 16); kSum16: how many maddubs
+//   results an int16 lane may add before it could overflow (each is a pair
+//   of code · activation, |activation| ≤ 128: ≤ 2·15·128 for 4-bit codes,
+//   2·31·128 for 5-bit, 2·63·128 for 6-bit; a run stays in one sub-block);
+//   chunk(block, j): elements 32j .. 32j+31 as unsigned codes, in order;
+//   scales(block, sc, bias): the kSub integer scales and the kSub integer
+//   weights of the activation sums of the same sub-blocks (the mins, or for
+//   codes stored with an offset, offset · scale);
+//   finish(d, dmin, isum, bsum): the super-block's f32 value before the
+//   activation scale, as the reference computes it.
+// d and dmin (0 where the block has none) are the block's f16 fields.
+template <class K>
+constexpr int kSub = QK_K / K::kSubElems;
+
 // One super-block of 8 rows.
-struct Q4KRowGroup {
-  uint8_t codes[8][8][32];  // [sub-block j][v][4·row + e]: element 32j + 4v + e
-  int16_t scales[8][16];    // [j]: row i's scale of sub-block j in lanes 2i, 2i+1
-  int16_t mins[4][16];      // [p]: row i's mins of sub-blocks 2p, 2p+1 in lanes 2i, 2i+1
+template <class K>
+struct KRowGroup {
+  uint8_t codes[8][8][32];         // [j][v][4·row + e]: element 32j + 4v + e
+  int16_t scales[kSub<K>][16];     // [s]: row i's scale of sub-block s in lanes 2i, 2i+1
+  int16_t bias[kSub<K> / 2][16];   // [p]: row i's bias weights of sub-blocks 2p, 2p+1 in lanes 2i, 2i+1
   float d[kPGroupRows], dmin[kPGroupRows];
+};
+
+// Types with a minimum per sub-block: d · isum − dmin · Σ min · (activation sum).
+struct SubtractMins {
+  static __m256 finish(__m256 d, __m256 dmin, __m256i isum, __m256i bsum) {
+    return _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(bsum)));
+  }
+};
+// Codes stored + offset (unsigned): the reference's d · Σ scale · (code − offset) · a
+// is d · (isum − Σ offset · scale · (activation sum)), the same integer.
+struct SubtractOffset {
+  static __m256 finish(__m256 d, __m256, __m256i isum, __m256i bsum) {
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bsum)));
+  }
+};
+
+// Element 32j + l of a Q2_K/Q3_K block: bits 2(j % 4), 2(j % 4) + 1 of qs[32 (j / 4) + l].
+inline __m256i two_bits(const uint8_t* qs, int j) {
+  return _mm256_and_si256(_mm256_srli_epi16(load32(qs + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+struct Q2KRows : SubtractMins {
+  using Block = block_q2_K;
+  static constexpr int kSubElems = 16, kSum16 = 4;
+  static __m256i chunk(const Block& b, int j) { return two_bits(b.qs, j); }
+  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+    for (int s = 0; s < 16; ++s) sc[s] = b.scales[s] & 15, bias[s] = b.scales[s] >> 4;
+  }
+};
+
+// Code + 4 (0..7): the two low bits, and 4 where bit j of hmask[l] is set.
+struct Q3KRows : SubtractOffset {
+  using Block = block_q3_K;
+  static constexpr int kSubElems = 16, kSum16 = 4;
+  static __m256i chunk(const Block& b, int j) {
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(b.hmask), j), _mm256_set1_epi8(1));
+    return _mm256_or_si256(two_bits(b.qs, j), _mm256_slli_epi16(high, 2));
+  }
+  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+    int8_t unpacked[16];
+    unpack_q3_k_scales(b.scales, unpacked);
+    for (int s = 0; s < 16; ++s) sc[s] = unpacked[s], bias[s] = int16_t(4 * unpacked[s]);
+  }
+};
+
+// Q4_K and Q5_K share the 12-byte scales and mins and the nibble layout:
+// element 32j + l is the low (j even) or high nibble of qs[32 (j / 2) + l].
+template <class B>
+struct Q4Q5KRows : SubtractMins {
+  using Block = B;
+  static constexpr int kSubElems = 32;
+  static __m256i nibbles(const Block& b, int j) {
+    const __m256i raw = load32(b.qs + 32 * (j / 2));
+    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+  }
+  static void scales(const Block& b, int16_t sc[8], int16_t bias[8]) {
+    __m128i s, m;
+    k4_scales_mins(b.scales, s, m);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(sc), s);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bias), m);
+  }
+};
+
+struct Q4KRows : Q4Q5KRows<block_q4_K> {
+  static constexpr int kSum16 = 8;
+  static __m256i chunk(const Block& b, int j) { return nibbles(b, j); }
+};
+
+// A fifth bit per code: bit j of qh[l] for element 32j + l.
+struct Q5KRows : Q4Q5KRows<block_q5_K> {
+  static constexpr int kSum16 = 4;
+  static __m256i chunk(const Block& b, int j) { return or_high_bits<1>(nibbles(b, j), load32(b.qh), j); }
+};
+
+// Code + 32 (0..63): a nibble of ql and two bits of qh.
+struct Q6KRows : SubtractOffset {
+  using Block = block_q6_K;
+  static constexpr int kSubElems = 16, kSum16 = 2;
+  static __m256i chunk(const Block& b, int j) {
+    const int h = j / 4, quarter = j % 4;
+    const __m256i ql = load32(b.ql + 64 * h + 32 * (quarter & 1));
+    const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    return or_high_bits<2>(low, load32(b.qh + 32 * h), 2 * quarter);
+  }
+  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+    for (int s = 0; s < 16; ++s) sc[s] = b.scales[s], bias[s] = int16_t(32 * b.scales[s]);
+  }
 };
 
 // Rows [rb, rend) as groups of 8 (the last row repeated past rend), group g's
 // super-block b at out[g · nb + b].
-inline void interleave_q4_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, Q4KRowGroup* out) {
+template <class K>
+void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRowGroup<K>* out) {
+  using Block = typename K::Block;
   for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
-    const block_q4_K* w[kPGroupRows];
+    const Block* w[kPGroupRows];
     for (int i = 0; i < kPGroupRows; ++i)
-      w[i] = reinterpret_cast<const block_q4_K*>(m.row(std::min<int64_t>(r + i, rend - 1)));
+      w[i] = reinterpret_cast<const Block*>(m.row(std::min<int64_t>(r + i, rend - 1)));
     for (int64_t b = 0; b < nb; ++b) {
-      Q4KRowGroup& dst = out[g * nb + b];
+      KRowGroup<K>& dst = out[g * nb + b];
       for (int i = 0; i < kPGroupRows; ++i) {
-        const block_q4_K& blk = w[i][b];
-        __m128i sc, mn;
-        k4_scales_mins(blk.scales, sc, mn);
-        int16_t s[8], n[8];
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(s), sc);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(n), mn);
-        for (int j = 0; j < 8; ++j) dst.scales[j][2 * i] = dst.scales[j][2 * i + 1] = s[j];
-        for (int p = 0; p < 4; ++p) dst.mins[p][2 * i] = n[2 * p], dst.mins[p][2 * i + 1] = n[2 * p + 1];
-        dst.d[i] = half_to_float(blk.d);
-        dst.dmin[i] = half_to_float(blk.dmin);
+        int16_t sc[kSub<K>], bias[kSub<K>];
+        K::scales(w[i][b], sc, bias);
+        for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[s];
+        for (int p = 0; p < kSub<K> / 2; ++p) dst.bias[p][2 * i] = bias[2 * p], dst.bias[p][2 * i + 1] = bias[2 * p + 1];
+        dst.d[i] = half_to_float(w[i][b].d);
+        if constexpr (requires { w[i][b].dmin; })
+          dst.dmin[i] = half_to_float(w[i][b].dmin);
+        else
+          dst.dmin[i] = 0.0f;
       }
       for (int j = 0; j < 8; ++j) {
         __m256i codes[kPGroupRows], by_v[8];
-        for (int i = 0; i < kPGroupRows; ++i) {
-          const __m256i raw = load32(w[i][b].qs + 32 * (j / 2));
-          codes[i] = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
-        }
+        for (int i = 0; i < kPGroupRows; ++i) codes[i] = K::chunk(w[i][b], j);
         transpose8x8_dwords(codes, by_v);
         for (int v = 0; v < 8; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[j][v]), by_v[v]);
       }
@@ -64,16 +167,32 @@ inline void interleave_q4_k(const MatrixView& m, int64_t rb, int64_t rend, int64
   }
 }
 
+// The activation sums of each sub-block, as int16: bsums are per 16 codes,
+// so 32-code sub-blocks add neighbours.
+template <class K>
+void activation_sums(const block_q8_K& x, int16_t out[kSub<K>]) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8));
+  if constexpr (K::kSubElems == 32) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_hadd_epi16(lo, hi));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), lo);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), hi);
+  }
+}
+
 // 8 interleaved rows × kPTokens tokens over nb super-blocks: out[t] lane i is
 // row i's sum for token t.
-inline void tile_q4_k(const Q4KRowGroup* wb, const block_q8_K* const* x, int64_t nb, __m256 out[kPTokens]) {
+template <class K>
+void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m256 out[kPTokens]) {
+  constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
+  static_assert(kSubVectors % S == 0, "an int16 run must not cross a sub-block");
   __m256 acc[kPTokens];
   for (auto& v : acc) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const Q4KRowGroup& p = wb[b];
+    const KRowGroup<K>& p = wb[b];
     __m256i isum[kPTokens];
     for (int j = 0; j < 8; ++j) {
-      const __m256i sc = load32(p.scales[j]);
       __m256i s16[kPTokens];
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
@@ -82,41 +201,39 @@ inline void tile_q4_k(const Q4KRowGroup* wb, const block_q8_K* const* x, int64_t
         for (int t = 0; t < kPTokens; ++t) {
           int32_t a4;
           std::memcpy(&a4, x[t][b].qs + 32 * j + 4 * v, 4);
-          // 8 products of ≤ 2·15·128 fit int16
           const __m256i prod = _mm256_maddubs_epi16(q, _mm256_set1_epi32(a4));
-          s16[t] = v == 0 ? prod : _mm256_add_epi16(s16[t], prod);
+          s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         }
-      }
-      for (int t = 0; t < kPTokens; ++t) {
-        const __m256i scaled = _mm256_madd_epi16(s16[t], sc);
-        isum[t] = j == 0 ? scaled : _mm256_add_epi32(isum[t], scaled);
+        if (v % S == S - 1) {
+          const __m256i sc = load32(p.scales[(32 * j + 4 * v) / K::kSubElems]);
+          for (int t = 0; t < kPTokens; ++t) {
+            const __m256i scaled = _mm256_madd_epi16(s16[t], sc);
+            isum[t] = j == 0 && v == S - 1 ? scaled : _mm256_add_epi32(isum[t], scaled);
+          }
+        }
       }
     }
     const __m256 d = _mm256_loadu_ps(p.d), dmin = _mm256_loadu_ps(p.dmin);
     for (int t = 0; t < kPTokens; ++t) {
-      // bsums are per 16 codes, a min covers 32: neighbours added, as pairs of sub-blocks
-      int16_t pairs[8];
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(pairs),
-                       _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t][b].bsums)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t][b].bsums + 8))));
-      __m256i msum = _mm256_setzero_si256();
-      for (int q = 0; q < 4; ++q) {
+      int16_t sums[kSub<K>];
+      activation_sums<K>(x[t][b], sums);
+      __m256i bsum = _mm256_setzero_si256();
+      for (int q = 0; q < kSub<K> / 2; ++q) {
         int32_t pair;
-        std::memcpy(&pair, pairs + 2 * q, 4);
-        msum = _mm256_add_epi32(msum, _mm256_madd_epi16(load32(p.mins[q]), _mm256_set1_epi32(pair)));
+        std::memcpy(&pair, sums + 2 * q, 4);
+        bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(load32(p.bias[q]), _mm256_set1_epi32(pair)));
       }
-      const __m256 inner = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])),
-                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(msum)));
-      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_set1_ps(x[t][b].d), inner));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_set1_ps(x[t][b].d), K::finish(d, dmin, isum[t], bsum)));
     }
   }
   for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];
 }
 
 // Rows [r0, r1) of every token (n_tokens >= 4; matmul_avx2_rowgroup_driver.h).
-inline void prefill_q4_k_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  prefill_row_groups<Q4KRowGroup, block_q8_K>(
-      a, r0, r1, a.w->cols / QK_K, interleave_q4_k, tile_q4_k,
+template <class K>
+void prefill_k_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
+  prefill_row_groups<KRowGroup<K>, block_q8_K>(
+      a, r0, r1, a.w->cols / QK_K, interleave_k<K>, tile_k<K>,
       [](const KernelArgs& args, int64_t t) { return token_blocks_k(args, t); });
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,38 @@ TEST(MatmulGemm, MatchesReferenceForTokenCounts4To40) {
             const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
             ASSERT_NEAR(fast[i], ref[i], tol) << "row " << r << " token " << t;
           }
+      }
+    }
+  }
+}
+
+// Every code at its largest against activations at ±127: the int16 sums
+// of the AVX2 tiles are closest to overflowing here (e.g. Q6_K: two maddubs
+// results of 2·63·127 each per lane).
+TEST(MatmulGemm, LargestCodesDoNotOverflow) {
+  const int64_t rows = 19, n_tokens = 6;
+  for (Isa isa : kFastIsas) {
+    if (!isa_available(isa)) continue;
+    for (DType type : kQuantTypes) {
+      const int64_t cols = cols_for(type, 1024);
+      auto m = random_matrix(type, rows, cols, 3);
+      std::mt19937 rng(4);
+      const size_t block = traits(type).block_bytes;
+      for (size_t off = 0; off < m.bytes.size(); off += block) {
+        std::memset(m.bytes.data() + off, 0xFF, block);  // all code bits set (Q8_0: -1)
+        test::fix_scales(type, m.bytes.data() + off, rng);
+      }
+      m.dequantized.resize(size_t(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) dequantize_row(type, m.view.row(r), m.dequantized.data() + r * cols, cols);
+      std::vector<float> x(size_t(n_tokens * cols));
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t k = 0; k < cols; ++k) x[size_t(t * cols + k)] = t % 2 ? -1.0f : 1.0f;
+      const auto ref = run(Isa::Scalar, m.view, x.data(), n_tokens, nullptr);
+      const auto fast = run(isa, m.view, x.data(), n_tokens, nullptr);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        const int64_t t = int64_t(i) / rows, r = int64_t(i) % rows;
+        const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
+        ASSERT_NEAR(fast[i], ref[i], tol) << isa_name(isa) << " " << dtype_name(type) << " row " << r << " token " << t;
       }
     }
   }

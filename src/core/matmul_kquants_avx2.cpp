@@ -22,9 +22,8 @@ using namespace avx2;
 float dot_q2_k(const block_q2_K& w, const block_q8_K& x) {
   __m256i acc = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
-    const __m256i raw = load32(w.qs + 32 * h);
     for (int j = 0; j < 4; ++j) {
-      const __m256i q = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3));
+      const __m256i q = Q2KRows::chunk(w, 4 * h + j);
       const int s = 8 * h + 2 * j;
       acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * j), w.scales[s] & 15,
                                                    w.scales[s + 1] & 15));
@@ -38,15 +37,10 @@ float dot_q2_k(const block_q2_K& w, const block_q8_K& x) {
 float dot_q3_k(const block_q3_K& w, const block_q8_K& x) {
   int8_t sc[16];
   unpack_q3_k_scales(w.scales, sc);
-  const __m256i hm = load32(w.hmask);
   __m256i acc = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
-    const __m256i raw = load32(w.qs + 32 * h);
     for (int j = 0; j < 4; ++j) {
-      // code + 4: the two low bits plus 4 when the mask bit is set
-      const __m256i low = _mm256_and_si256(_mm256_srli_epi16(raw, 2 * j), _mm256_set1_epi8(3));
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), _mm256_set1_epi8(1));
-      const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+      const __m256i q = Q3KRows::chunk(w, 4 * h + j);  // code + 4
       const int s = 8 * h + 2 * j;
       acc = _mm256_add_epi32(acc, dot_u8_s8_scaled(q, load32(x.qs + 128 * h + 32 * j), sc[s], sc[s + 1]));
     }

@@ -22,12 +22,12 @@ TokenId greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std
     float logit;
   };
   std::vector<Penalised> penalised;  // at most penalty_window: no allocation without penalties
-  // apply_penalties uses each reference before asking for the next one.
+  // apply_penalties asks for each token once, in increasing id order, and uses
+  // each reference before asking for the next one.
   apply_penalties(p, recent, seen, 0, TokenId(logits.size()), [&](TokenId id) -> float& {
     penalised.push_back({id, logits[size_t(id)]});
     return penalised.back().logit;
   });
-  std::sort(penalised.begin(), penalised.end(), [](const Penalised& a, const Penalised& b) { return a.id < b.id; });
   size_t best = 0;
   float best_logit = 0;
   auto next = penalised.begin();

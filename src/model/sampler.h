@@ -39,9 +39,9 @@ struct SamplerParams {
 };
 
 // The penalties of `p` on the logits of the ids in [begin, end) among `recent`
-// (the last penalty_window tokens, in any order): each distinct id once, with
-// its count. logit(id) is that id's logit; `seen` is scratch. The one rule
-// every sampler (single node, vocabulary slices) applies.
+// (the last penalty_window tokens, in any order): each distinct id once, in
+// increasing order, with its count. logit(id) is that id's logit; `seen` is
+// scratch. The one rule every sampler (single node, vocabulary slices) applies.
 template <class LogitOf>
 void apply_penalties(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
                      TokenId begin, TokenId end, LogitOf&& logit) {

@@ -642,9 +642,8 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
       const auto* x = static_cast<const uint8_t*>(a.x);
       for (int64_t r = r0; r < r1; r += kRows) {
         const int valid = int(std::min<int64_t>(kRows, r1 - r));
-        F::unpack(Src(m, r, valid), m.cols, panel.data());
         __m512 acc[F::kTokens];
-        F::small_batch_tile(panel.data(), nb, x, a.x_stride, int(a.n_tokens), acc);
+        F::small_batch_tile(Src(m, r, valid), nb, x, a.x_stride, int(a.n_tokens), acc);
         for (int64_t t = 0; t < a.n_tokens; ++t)
           _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
       }

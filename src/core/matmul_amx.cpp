@@ -101,9 +101,10 @@ SHARDLM_AMX_INLINE void three_stages(int64_t steps, Panels panels, Issue issue, 
   scale(steps - 1, cur);
 }
 
-// Both tile kinds run `tokens` rows (the session's count): 16 in prefill
-// tiles, the whole batch below 16 (small_batch_tile). Each token's scaling is
-// the VNNI tile's sequence, so results are bit-identical to it.
+// Both tile kinds run T rows (the session's count): 16 in prefill tiles, the
+// whole batch below 16 (small_batch_tile, T a constant so that the
+// accumulators stay in registers). Each token's scaling is the VNNI tile's
+// sequence, so results are bit-identical to it.
 template <class P>
 struct AmxBlocks32 : Blocks32<P> {
   using Base = Blocks32<P>;
@@ -116,16 +117,15 @@ struct AmxBlocks32 : Blocks32<P> {
     if constexpr (T != 16) {
       Base::template tile<T>(panel, nb, x, x_stride, acc);
     } else {
-      run(nb, x, x_stride, T, acc, [&](int64_t b) { return panel + b; });
+      run<T>(nb, x, x_stride, acc, [&](int64_t b) { return panel + b; });
     }
   }
 
   // The row group's panels unpacked a step ahead into a ring, in L1.
-  template <class Src>
-  static void small_batch_tile(const Src& src, int64_t nb, const uint8_t* x, size_t x_stride, int tokens,
-                               __m512* acc) {
+  template <int T, class Src>
+  static void small_batch_tile(const Src& src, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
     Panel32 ring[3][kStepBlocks];
-    run(nb, x, x_stride, tokens, acc, [&](int64_t b) {
+    run<T>(nb, x, x_stride, acc, [&](int64_t b) {
       const int64_t step = b / kStepBlocks;
       Panel32* out = ring[step % 3];
       for (int64_t k = 0; k < kStepBlocks && b + k < nb; ++k) Base::unpack_block(src, b + k, out[k]);
@@ -135,10 +135,9 @@ struct AmxBlocks32 : Blocks32<P> {
 
   // panel_at(b) (b a multiple of kStepBlocks): the panels of blocks b.. of
   // that step, consecutive.
-  template <class PanelAt>
-  SHARDLM_AMX_INLINE static void run(int64_t nb, const uint8_t* x, size_t x_stride, int tokens, __m512* acc,
-                                     PanelAt panel_at) {
-    for (int t = 0; t < tokens; ++t) acc[t] = _mm512_setzero_ps();
+  template <int T, class PanelAt>
+  SHARDLM_AMX_INLINE static void run(int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc, PanelAt panel_at) {
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     alignas(64) int32_t c[2][kStepBlocks][16][16];
     const auto codes = [&](int64_t b) { return x + size_t(b) * sizeof(block_q8_32) + offsetof(block_q8_32, qs); };
     three_stages(
@@ -157,7 +156,7 @@ struct AmxBlocks32 : Blocks32<P> {
         [&](int64_t i, const Panel32* p) {
           const int64_t b0 = i * kStepBlocks;
           for (int k = 0; k < kStepBlocks && b0 + k < nb; ++k)
-            for (int t = 0; t < tokens; ++t) {
+            for (int t = 0; t < T; ++t) {
               const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b0 + k];
               acc[t] = Base::add_block(acc[t], _mm512_load_si512(c[i % 2][k][t]), p[k], xb);
             }
@@ -177,27 +176,25 @@ struct AmxKQuant : KQuant<P> {
     if constexpr (T != 16) {
       Base::template tile<T>(panel, nb, x, x_stride, acc);
     } else {
-      run(nb, x, x_stride, T, acc, [&](int64_t b) { return panel + b; });
+      run<T>(nb, x, x_stride, acc, [&](int64_t b) { return panel + b; });
     }
   }
 
   // The row group's super-blocks unpacked one ahead into a ring, in L1.
-  template <class Src>
-  static void small_batch_tile(const Src& src, int64_t nb, const uint8_t* x, size_t x_stride, int tokens,
-                               __m512* acc) {
+  template <int T, class Src>
+  static void small_batch_tile(const Src& src, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
     PanelK ring[3];
-    run(nb, x, x_stride, tokens, acc, [&](int64_t b) {
+    run<T>(nb, x, x_stride, acc, [&](int64_t b) {
       Base::unpack_block(src, b, ring[b % 3]);
       return static_cast<const PanelK*>(&ring[b % 3]);
     });
   }
 
   // One step per super-block: a product per sub-block.
-  template <class PanelAt>
-  SHARDLM_AMX_INLINE static void run(int64_t nb, const uint8_t* x, size_t x_stride, int tokens, __m512* acc,
-                                     PanelAt panel_at) {
+  template <int T, class PanelAt>
+  SHARDLM_AMX_INLINE static void run(int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc, PanelAt panel_at) {
     constexpr int kGroups = P::kSub / 4, kSubs = QK_K / P::kSub;
-    for (int t = 0; t < tokens; ++t) acc[t] = _mm512_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     alignas(64) int32_t c[2][kSubs][16][16];
     three_stages(
         nb, panel_at,
@@ -210,13 +207,16 @@ struct AmxKQuant : KQuant<P> {
             products4(a, x_stride, w, c[b % 2] + s);
           }
         },
+        // Token by token, so that one partial sum is live rather than T
+        // (with T accumulators as well, 16 of each spilled).
         [&](int64_t b, const PanelK* p) {
-          __m512 part[16];
-          for (int t = 0; t < tokens; ++t) part[t] = _mm512_setzero_ps();
-          for (int s = 0; s < kSubs; ++s)
-            for (int t = 0; t < tokens; ++t)
-              part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[b % 2][s][t])), p->sub_scale[s], part[t]);
-          Base::finish_block(*p, x + size_t(b) * sizeof(block_q8_K), x_stride, tokens, part, acc);
+          const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
+          for (int t = 0; t < T; ++t) {
+            __m512 part = _mm512_setzero_ps();
+            for (int s = 0; s < kSubs; ++s)
+              part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[b % 2][s][t])), p->sub_scale[s], part);
+            Base::finish_block(*p, xb + x_stride * size_t(t), x_stride, 1, &part, &acc[t]);
+          }
         });
   }
 };

@@ -137,8 +137,9 @@ Kernel matmul_impl::own_kernel(Isa isa, DType type, int64_t n_tokens) {
 
 // A Panels16 matrix has only the panel kernels (and the scalar reference on
 // panels). Up to kPanelOnePassTokens the VNNI one_pass reads each panel once
-// for all tokens and beats an AMX tile's fixed cost per block (measured
-// 1.3× faster at 8 tokens); AMX takes the longer batches.
+// for all tokens and beats the AMX tile's fixed cost per block (measured
+// faster at 4-8 tokens for every type with an AMX kernel, slower at 9 and
+// more: docs/bench/amx10.md), so a fixed rule, not a timing at load, picks.
 Isa matmul_impl::panel_isa(Isa isa, DType type, int64_t n_tokens) {
   if (isa == Isa::Amx && n_tokens > kPanelOnePassTokens && isa_available(Isa::Amx) && amx_panel_kernel(type))
     return Isa::Amx;

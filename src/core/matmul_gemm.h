@@ -605,6 +605,26 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+// A batch of T tokens (kGemmMinTokens <= T < F::kTokens) with F's batch
+// tile, one row group at a time.
+template <class F, class Src, int T>
+void batch_tile_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const auto* x = static_cast<const uint8_t*>(a.x);
+  const int64_t nb = F::panels(m.cols);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int valid = int(std::min<int64_t>(kRows, r1 - r));
+    __m512 acc[T];
+    F::template small_batch_tile<T>(Src(m, r, valid), nb, x, a.x_stride, acc);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
+  }
+}
+template <class F, class Src, int T = F::kTokens - 1>
+void batch_tile(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens == T) return batch_tile_rows<F, Src, T>(a, r0, r1);
+  if constexpr (T > kGemmMinTokens) batch_tile<F, Src, T - 1>(a, r0, r1);
+}
+
 // Row groups of 16 from r0 (a multiple of kRowAlign), tokens in chunks.
 // Src: GatheredGroup (GGUF rows, 4+ tokens) or PanelGroup (Panels16, any
 // count: 1-3 tokens, decode, take one_pass too, so a token's result is the
@@ -630,27 +650,19 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
       default: break;
     }
   }
-  const int64_t nb = F::panels(m.cols);
-  thread_local std::vector<typename F::Panel> panel;
-  panel.resize(size_t(nb));
-  [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
   // Batched decode (fewer tokens than a full tile): a kernel whose one tile
   // takes any such count (AMX: tile rows = tokens) does all of them in one
   // pass per row group, so each unpacked panel is used once for every token.
   if constexpr (F::kSmallBatchTile) {
-    if (a.n_tokens < F::kTokens) {
-      const auto* x = static_cast<const uint8_t*>(a.x);
-      for (int64_t r = r0; r < r1; r += kRows) {
-        const int valid = int(std::min<int64_t>(kRows, r1 - r));
-        F::unpack(Src(m, r, valid), m.cols, panel.data());
-        __m512 acc[F::kTokens];
-        F::small_batch_tile(panel.data(), nb, x, a.x_stride, int(a.n_tokens), acc);
-        for (int64_t t = 0; t < a.n_tokens; ++t)
-          _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
-      }
-      return;
+    if (a.n_tokens >= kGemmMinTokens && a.n_tokens < F::kTokens) {
+      [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
+      return batch_tile<F, Src>(a, r0, r1);
     }
   }
+  const int64_t nb = F::panels(m.cols);
+  thread_local std::vector<typename F::Panel> panel;
+  panel.resize(size_t(nb));
+  [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);

@@ -59,6 +59,7 @@ class ShardedSampler {
 
  private:
   void apply_penalties(Range mine);  // on scratch_, this slice's candidates
+  Candidate best_candidate(std::span<const float> slice_logits, Range mine);  // greedy
 
   SamplerParams params_;
   std::vector<Range> slices_;
@@ -68,6 +69,7 @@ class ShardedSampler {
   std::vector<TokenId> recent_;       // the last penalty_window tokens, oldest first
   std::vector<TokenId> seen_;         // scratch: recent_ sorted
   std::vector<Candidate> scratch_;
+  std::vector<float> penalised_;      // greedy: the slice's logits, penalised
   std::vector<float> merged_logits_;
 };
 

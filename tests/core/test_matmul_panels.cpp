@@ -1,7 +1,8 @@
 // Weights repacked as 16-row panels (WeightLayout::Panels16): the layout
 // round-trips, every ISA's kernel on panels matches the scalar reference for
 // 1 to 40 tokens, panels give the bits of the GGUF-row kernels for 4+ tokens,
-// and a token's result is the same bits alone (decode) as in any batch.
+// the AMX batch tile gives the VNNI one_pass's bits at batch sizes where
+// matmul() does not pick it, and a token's result is the same bits alone (decode) as in any batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/matmul_kernels.h"
 #include "core/thread_pool.h"
 #include "test_matmul_util.h"
 
@@ -111,6 +113,47 @@ TEST(MatmulPanels, EveryIsaMatchesReference) {
           const auto rows_layout = run(isa, m.view, x.data(), n, nullptr);
           ASSERT_EQ(0, std::memcmp(got.data(), rows_layout.data(), got.size() * 4));
         }
+      }
+    }
+  }
+}
+
+// The AMX panel kernel at every batch size it may be given (matmul() picks it
+// only above kPanelOnePassTokens), on rows whose blocks do not fill its
+// pipeline's last step: the scalar reference's values and the VNNI panel
+// kernel's bits.
+TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
+  if (!isa_available(Isa::Amx)) GTEST_SKIP() << "no AMX here";
+  const int64_t rows = 32;
+  for (DType type : kPanelTypes) {
+    const matmul_impl::Kernel amx = matmul_impl::amx_panel_kernel(type);
+    if (!amx) continue;
+    const int64_t block = traits(type).block_elems;
+    for (int64_t cols : {block * 5, block * 6, block * 17}) {
+      const auto m = random_matrix(type, rows, cols, 21);
+      const Panels p = repacked(m.view);
+      for (int64_t n : {4, 8, 12}) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + " cols " + std::to_string(cols) + " tokens " + std::to_string(n));
+        const auto x = random_activations(n, cols, uint32_t(n + cols));
+        const auto ref = run(Isa::Scalar, m.view, x.data(), n, nullptr);
+        std::vector<float> vnni(size_t(n * rows), NAN), got(size_t(n * rows), NAN);
+        PreparedInput prepared(x.data(), n, cols);
+        matmul_impl::KernelArgs args;
+        args.w = &p.view;
+        args.x = prepared.for_type(type, nullptr, &args.x_stride);
+        args.n_tokens = n;
+        args.y = got.data();
+        amx(args, 0, rows);
+        args.y = vnni.data();
+        matmul_impl::avx512_panel_kernel(type)(args, 0, rows);
+        for (size_t i = 0; i < got.size(); ++i) {
+          double mag = 0;
+          const size_t t = i / size_t(rows), r = i % size_t(rows);
+          for (int64_t k = 0; k < cols; ++k)
+            mag += std::fabs(double(m.dequantized[r * size_t(cols) + size_t(k)]) * double(x[t * size_t(cols) + size_t(k)]));
+          ASSERT_NEAR(got[i], ref[i], 4e-5 * mag + 1e-30) << "row " << r << " token " << t;
+        }
+        ASSERT_EQ(0, std::memcmp(got.data(), vnni.data(), got.size() * 4));
       }
     }
   }

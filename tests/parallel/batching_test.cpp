@@ -265,6 +265,9 @@ TEST(ShardedSamplerUnit, CandidatesAndChoice) {
   EXPECT_EQ(all[0].logit, 2.5f);  // 5 / 2: token 1 was seen
   EXPECT_EQ(c.choose(all), 3);    // so rank 1's token 3 (5.0) wins
   EXPECT_THROW(c.local_candidates(std::vector<float>{1, 2}, &all[0]), Error);
+  b.local_candidates(std::vector<float>{-1, -1}, &all[1]);
+  EXPECT_EQ(all[1].id, 3);  // equal logits inside a slice: the lowest id
+  EXPECT_EQ(all[1].logit, -1.0f);
 }
 
 }  // namespace

@@ -239,7 +239,8 @@ TEST(TcpFrames, GoodbyeThenCloseIsCleanUntilSomethingIsNeeded) {
 // irecv_reduce sums out of the receive stage as bytes arrive: a payload
 // dribbling in 1–7 bytes at a time (elements split across reads), shifted
 // off alignment in the stage by an odd-length frame ahead of it, or arriving
-// before its receive (buffered, combined when posted), must give the bits of
+// before its receive, wholly or in part (buffered, combined when the buffer
+// is complete and claimed), must give the bits of
 // receiving it whole and calling reduce_ordered with the same operand order.
 // Max on ±0 and equal values tells the two orders apart.
 TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
@@ -251,8 +252,9 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
   }
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
     for (bool message_first : {false, true}) {
-      for (int variant = 0; variant < 4; ++variant) {
-        const bool early = variant & 1, dribble = variant & 2;
+      for (int variant = 0; variant < 6; ++variant) {
+        const int post = variant % 3;  // the receive: before the frame, halfway, after it
+        const bool dribble = variant >= 3;
         auto p = make_pair();
         const int fd = p.peer.get();
         if (dribble) put_frame(fd, FrameHeader::kData, 1, 3, "odd", 3);
@@ -261,7 +263,10 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
         RequestPtr never = p.t->irecv(1, 3, &nothing, 1);  // test() reads only while one waits
         std::vector<float> acc = mine;
         RequestPtr r;
-        if (!early) r = p.t->irecv_reduce(1, 2, acc.data(), kCount, DType::F32, op, message_first);
+        auto post_reduce = [&] {
+          r = p.t->irecv_reduce(1, 2, acc.data(), kCount, DType::F32, op, message_first);
+        };
+        if (post == 0) post_reduce();
         FrameHeader h;
         h.tag = 2;
         h.length = kCount * 4;
@@ -284,10 +289,11 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
           ASSERT_EQ(::write(fd, wire.data() + at, n), ssize_t(n));
           at += n;
           p.t->test(never);
+          if (post == 1 && !r && at >= wire.size() / 2) post_reduce();
         }
-        if (early) {
+        if (!r) {
           EXPECT_TRUE(first->done());
-          r = p.t->irecv_reduce(1, 2, acc.data(), kCount, DType::F32, op, message_first);
+          post_reduce();
         }
         p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
         EXPECT_EQ(std::string(odd, 3), "odd");
@@ -297,7 +303,7 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
                                 message_first ? mine.data() : theirs.data()};
         reduce_ordered(want.data(), order, kCount, DType::F32, op);
         EXPECT_EQ(std::memcmp(acc.data(), want.data(), h.length), 0)
-            << reduce_op_name(op) << " message_first=" << message_first << " early=" << early
+            << reduce_op_name(op) << " message_first=" << message_first << " post=" << post
             << " dribble=" << dribble;
       }
     }

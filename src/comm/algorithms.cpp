@@ -10,10 +10,28 @@ OneShotAllReduce::OneShotAllReduce(Links& links, void* buf, size_t count, DType 
                                    ReduceOp op)
     : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
 
+void exchange_combine(Links& links, int partner, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype,
+                      ReduceOp op) {
+  const size_t bytes = count * reduce_elem_bytes(dtype);
+  const bool partner_first = partner < links.rank();
+  RequestPtr reqs[2] = {links.isend(partner, buf, bytes), nullptr};
+  if (reqs[0]->done()) reqs[1] = links.irecv_reduce(partner, buf, count, dtype, op, partner_first);
+  if (reqs[1]) {
+    links.wait(reqs);
+    return;
+  }
+  reqs[1] = links.irecv(partner, tmp, bytes);
+  links.wait(reqs);
+  const void* mine_first[2] = {buf, tmp};
+  const void* theirs_first[2] = {tmp, buf};
+  reduce_ordered(buf, partner_first ? theirs_first : mine_first, count, dtype, op);
+}
+
 void OneShotAllReduce::run() {
   const int n = links_.size(), me = links_.rank();
   const size_t bytes = count_ * reduce_elem_bytes(dtype_);
   uint8_t* others = links_.scratch(bytes * size_t(n - 1));
+  if (n == 2) return exchange_combine(links_, 1 - me, buf_, others, count_, dtype_, op_);
   std::vector<RequestPtr> reqs;
   reqs.reserve(2 * size_t(n - 1));  // one allocation per call, not one per doubling
   std::vector<const void*> srcs(static_cast<size_t>(n));
@@ -42,28 +60,21 @@ void RecursiveDoublingAllReduce::run() {
   while (p * 2 <= n) p *= 2;
   const int extra = n - p;
   uint8_t* tmp = links_.scratch(bytes);
-  // Combine with a partner so that the lower rank's data always comes first.
-  auto combine = [&](int partner) {
-    const void* lo_first[2] = {buf_, tmp};
-    const void* hi_first[2] = {tmp, buf_};
-    reduce_ordered(buf_, me < partner ? lo_first : hi_first, count_, dtype_, op_);
-  };
   if (me >= p) {  // fold in, then wait for the answer
     links_.wait(links_.isend(me - p, buf_, bytes));
     links_.wait(links_.irecv(me - p, buf_, bytes));
     return;
   }
-  if (me < extra) {
-    links_.wait(links_.irecv(me + p, tmp, bytes));
-    combine(me + p);
+  if (me < extra) {  // the folded (higher) rank's data comes second
+    if (RequestPtr r = links_.irecv_reduce(me + p, buf_, count_, dtype_, op_, false)) {
+      links_.wait(r);
+    } else {
+      links_.wait(links_.irecv(me + p, tmp, bytes));
+      reduce_into(buf_, tmp, count_, dtype_, op_);
+    }
   }
-  for (int mask = 1; mask < p; mask <<= 1) {
-    int partner = me ^ mask;
-    RequestPtr reqs[2] = {links_.irecv(partner, tmp, bytes),
-                          links_.isend(partner, buf_, bytes)};
-    links_.wait(reqs);
-    combine(partner);
-  }
+  for (int mask = 1; mask < p; mask <<= 1)
+    exchange_combine(links_, me ^ mask, buf_, tmp, count_, dtype_, op_);
   if (me < extra) links_.wait(links_.isend(me + p, buf_, bytes));
 }
 

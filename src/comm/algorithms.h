@@ -26,6 +26,11 @@ class Links {
   RequestPtr irecv(int peer, void* data, size_t bytes) {
     return t_.irecv(g_.ranks[size_t(peer)], tag_, data, bytes);
   }
+  // nullptr when the backend has no combining receive.
+  RequestPtr irecv_reduce(int peer, void* acc, size_t count, DType dtype, ReduceOp op,
+                          bool message_first) {
+    return t_.irecv_reduce(g_.ranks[size_t(peer)], tag_, acc, count, dtype, op, message_first);
+  }
   void wait(std::span<const RequestPtr> rs) { t_.wait_all(rs, deadline_); }
   void wait(const RequestPtr& r) { t_.wait_all(std::span<const RequestPtr>(&r, 1), deadline_); }
   uint8_t* scratch(size_t bytes) { return scratch_.take(bytes); }
@@ -38,8 +43,18 @@ class Links {
   Scratch& scratch_;
 };
 
+// Sends buf to `partner` and combines the partner's buf into it, the lower
+// rank's operand first, so both partners compute the same bits. When the
+// send has already left (buf is free again) and the backend can, the
+// partner's bytes are summed as they arrive (Transport::irecv_reduce);
+// otherwise they land in `tmp` (bytes of buf) and are summed after. Either
+// way the same bits.
+void exchange_combine(Links& links, int partner, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype,
+                      ReduceOp op);
+
 // Everyone sends its whole buffer to everyone and sums in rank order 0..n-1:
-// one round trip, (n-1)x the bytes. For small messages.
+// one round trip, (n-1)x the bytes. For small messages. At 2 ranks it is
+// one exchange_combine.
 class OneShotAllReduce {
  public:
   OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -10,10 +11,13 @@
 namespace shardlm::comm {
 
 struct Inbox::Recv : Request {
-  Recv(int peer, uint64_t tag, void* d, size_t cap)
-      : Request(peer, tag, false), data(static_cast<std::byte*>(d)), capacity(cap) {}
+  Recv(int peer, uint64_t tag, void* d, size_t cap, const Combine* c)
+      : Request(peer, tag, false), data(static_cast<std::byte*>(d)), capacity(cap) {
+    if (c) combine = *c;
+  }
   std::byte* data;
   size_t capacity;
+  std::optional<Combine> combine;
 };
 
 struct Inbox::Buffered {
@@ -26,24 +30,38 @@ struct Inbox::Buffered {
 
 std::byte* Inbox::Delivery::data() const { return target ? target->data : stash ? stash->data.get() : nullptr; }
 
-void Inbox::check_fits(uint64_t tag, size_t len, size_t capacity) const {
-  if (len > capacity)
-    throw Error(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes", peer_,
-                            len, tag, capacity));
+const Combine* Inbox::Delivery::combine() const {
+  return target && target->combine ? &*target->combine : nullptr;
 }
 
-RequestPtr Inbox::post(int peer, uint64_t tag, void* data, size_t capacity) {
-  auto r = std::make_shared<Recv>(peer, tag, data, capacity);
+void Inbox::check_fits(uint64_t tag, size_t len, const Recv& r) const {
+  if (len > r.capacity)
+    throw Error(fmt::format("{}: message of {} bytes (tag {:#x}) exceeds the receive buffer of {} bytes", peer_,
+                            len, tag, r.capacity));
+  if (r.combine && len != r.capacity)
+    throw Error(fmt::format("{}: message of {} bytes (tag {:#x}) to reduce into {} bytes: lengths differ",
+                            peer_, len, tag, r.capacity));
+}
+
+void Inbox::hand_over(Recv& r, const Buffered& b) {
+  if (r.combine) r.combine->apply(r.data, b.data.get(), b.len);
+  else if (b.len) std::memcpy(r.data, b.data.get(), b.len);
+  r.finish(b.len);
+}
+
+RequestPtr Inbox::post(int peer, uint64_t tag, void* data, size_t capacity, const Combine* combine) {
+  if (combine && capacity % combine->elem_bytes() != 0)
+    throw Error(fmt::format("{}: cannot reduce into {} bytes of {}", peer_, capacity, dtype_name(combine->dtype)));
+  auto r = std::make_shared<Recv>(peer, tag, data, capacity, combine);
   for (auto it = buffered_.begin(); it != buffered_.end(); ++it) {
     Buffered& b = **it;
     if (b.tag != tag || b.claimed) continue;
-    check_fits(tag, b.len, capacity);
+    check_fits(tag, b.len, *r);
     if (!b.complete) {
       b.claimed = r;
       return r;
     }
-    if (b.len) std::memcpy(r->data, b.data.get(), b.len);
-    r->finish(b.len);
+    hand_over(*r, b);
     buffered_bytes_ -= b.len;
     buffered_.erase(it);
     return r;
@@ -55,7 +73,7 @@ RequestPtr Inbox::post(int peer, uint64_t tag, void* data, size_t capacity) {
 Inbox::Delivery Inbox::arrive(uint64_t tag, size_t len, bool ignore_budget) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if ((*it)->tag() != tag) continue;
-    check_fits(tag, len, (*it)->capacity);
+    check_fits(tag, len, **it);
     Delivery d{*it, nullptr, len};
     posted_.erase(it);
     return d;
@@ -74,8 +92,7 @@ void Inbox::complete(Delivery& d) {
   if (d.target) {
     d.target->finish(d.len);
   } else if (d.stash->claimed) {
-    if (d.len) std::memcpy(d.stash->claimed->data, d.stash->data.get(), d.len);
-    d.stash->claimed->finish(d.len);
+    hand_over(*d.stash->claimed, *d.stash);
     buffered_bytes_ -= d.len;
     buffered_.erase(std::find(buffered_.begin(), buffered_.end(), d.stash));
   } else {

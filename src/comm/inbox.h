@@ -7,7 +7,10 @@
 // not fit the budget, and the backend stops reading from that peer until an
 // irecv is posted or buffered bytes are taken (back-pressure). A buffered
 // message that an irecv claims while it is still arriving is copied into the
-// irecv's buffer when it completes.
+// irecv's buffer when it completes. A combining irecv (Transport::irecv_reduce)
+// takes a message of exactly its size; a buffered one is combined into it
+// instead of copied, and a backend that delivers straight into it combines
+// what arrives (Delivery::combine()).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +20,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/reduce.h"
 #include "comm/transport.h"
 
 namespace shardlm::comm {
@@ -31,6 +35,8 @@ class Inbox {
     std::shared_ptr<Buffered> stash;
     size_t len = 0;
     std::byte* data() const;
+    // Non-null when the bytes must be combined into data(), not copied there.
+    const Combine* combine() const;
     explicit operator bool() const { return target || stash; }
   };
 
@@ -42,7 +48,10 @@ class Inbox {
 
   // An irecv: takes the oldest buffered message with `tag` (finished at once
   // when complete, claimed while it still arrives), else waits in order.
-  RequestPtr post(int peer, uint64_t tag, void* data, size_t capacity);
+  // With `combine`, the message must be `capacity` bytes and is combined
+  // into `data`.
+  RequestPtr post(int peer, uint64_t tag, void* data, size_t capacity,
+                  const Combine* combine = nullptr);
   // A message starts arriving: to the oldest posted irecv with `tag`, else to
   // a new buffer; empty when the buffer budget is exhausted, unless
   // `ignore_budget` (the message is already in hand and must go somewhere).
@@ -54,7 +63,9 @@ class Inbox {
   bool has_posted() const { return !posted_.empty(); }
 
  private:
-  void check_fits(uint64_t tag, size_t len, size_t capacity) const;
+  void check_fits(uint64_t tag, size_t len, const Recv& r) const;
+  // The buffered bytes into the receive that claimed them; finishes it.
+  static void hand_over(Recv& r, const Buffered& b);
 
   std::string peer_;
   size_t& buffered_bytes_;

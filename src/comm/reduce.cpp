@@ -138,4 +138,10 @@ void reduce_ordered(void* out, std::span<const void* const> srcs, size_t count, 
   }
 }
 
+void Combine::apply(void* acc, const void* msg, size_t bytes) const {
+  const void* const acc_first[2] = {acc, msg};
+  const void* const msg_first[2] = {msg, acc};
+  reduce_ordered(acc, message_first ? msg_first : acc_first, bytes / elem_bytes(), dtype, op);
+}
+
 }  // namespace shardlm::comm

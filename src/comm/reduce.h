@@ -26,4 +26,17 @@ void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp
 void reduce_ordered(void* out, std::span<const void* const> srcs, size_t count, DType dtype,
                     ReduceOp op);
 
+// How a receive combines an arriving message into its destination instead of
+// landing it in a buffer (Transport::irecv_reduce): acc op msg, or msg op acc
+// when message_first, element by element as reduce_ordered computes it, so
+// applying it piece by piece gives the bits of one reduce_ordered call.
+struct Combine {
+  DType dtype = DType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  bool message_first = false;
+  size_t elem_bytes() const { return reduce_elem_bytes(dtype); }
+  // `bytes` of message (whole elements) at `msg` into the same bytes at `acc`.
+  void apply(void* acc, const void* msg, size_t bytes) const;
+};
+
 }  // namespace shardlm::comm

@@ -137,6 +137,17 @@ class Transport {
   // unchanged) until the request is done. peer != rank().
   virtual RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) = 0;
   virtual RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) = 0;
+  // Optional: a receive of exactly `count` elements that combines the message
+  // into `acc` as its bytes arrive (acc op msg, or msg op acc when
+  // message_first; the bits of an irecv into a buffer followed by
+  // reduce_ordered, comm/reduce.h), so no buffer and no second pass over it.
+  // `acc` is neither read nor written by anyone else until the request is
+  // done. Matched like an irecv. nullptr: the backend has none (the caller
+  // receives into a buffer and reduces).
+  virtual RequestPtr irecv_reduce(int /*peer*/, uint64_t /*tag*/, void* /*acc*/, size_t /*count*/,
+                                  DType, ReduceOp, bool /*message_first*/) {
+    return nullptr;
+  }
 
   // Make whatever progress is possible without blocking; true if `r` is done.
   virtual bool test(const RequestPtr& r) = 0;

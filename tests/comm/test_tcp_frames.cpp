@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/reduce.h"
 #include "comm/tcp/tcp_transport.h"
 #include "core/error.h"
 
@@ -233,6 +234,96 @@ TEST(TcpFrames, GoodbyeThenCloseIsCleanUntilSomethingIsNeeded) {
   EXPECT_EQ(std::string(buf, 2), "ok");
   std::string e = recv_error(*p.t, 1, 2);
   EXPECT_TRUE(contains(e, "shut down")) << e;
+}
+
+// irecv_reduce sums out of the receive stage as bytes arrive: a payload
+// dribbling in 1–7 bytes at a time (elements split across reads), shifted
+// off alignment in the stage by an odd-length frame ahead of it, or arriving
+// before its receive, wholly or in part (buffered, combined when the buffer
+// is complete and claimed), must give the bits of
+// receiving it whole and calling reduce_ordered with the same operand order.
+// Max on ±0 and equal values tells the two orders apart.
+TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
+  constexpr size_t kCount = 999;
+  std::vector<float> mine(kCount), theirs(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    mine[i] = i % 3 == 0 ? 0.0f : float(i % 17) * 0.37f - 2.0f;
+    theirs[i] = i % 3 == 0 ? -0.0f : float(i % 13) * 0.61f - 3.0f;
+  }
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+    for (bool message_first : {false, true}) {
+      for (int variant = 0; variant < 6; ++variant) {
+        const int post = variant % 3;  // the receive: before the frame, halfway, after it
+        const bool dribble = variant >= 3;
+        auto p = make_pair();
+        const int fd = p.peer.get();
+        if (dribble) put_frame(fd, FrameHeader::kData, 1, 3, "odd", 3);
+        char odd[3], nothing = 0;
+        RequestPtr first = p.t->irecv(1, 1, odd, sizeof odd);
+        RequestPtr never = p.t->irecv(1, 3, &nothing, 1);  // test() reads only while one waits
+        std::vector<float> acc = mine;
+        RequestPtr r;
+        auto post_reduce = [&] {
+          r = p.t->irecv_reduce(1, 2, acc.data(), kCount, DType::F32, op, message_first);
+        };
+        if (post == 0) post_reduce();
+        FrameHeader h;
+        h.tag = 2;
+        h.length = kCount * 4;
+        std::vector<uint8_t> wire(sizeof h + h.length);
+        std::memcpy(wire.data(), &h, sizeof h);
+        std::memcpy(wire.data() + sizeof h, theirs.data(), h.length);
+        if (!dribble) {
+          FrameHeader o;
+          o.tag = 1;
+          o.length = 3;
+          std::vector<uint8_t> lead(sizeof o + 3);
+          std::memcpy(lead.data(), &o, sizeof o);
+          std::memcpy(lead.data() + sizeof o, "odd", 3);
+          wire.insert(wire.begin(), lead.begin(), lead.end());
+        }
+        // Dribbled (elements split across reads), or at once: then the
+        // payload lands 3 bytes off alignment in the stage behind "odd".
+        for (size_t at = 0, step = 1; at < wire.size(); step = step % 7 + 1) {
+          const size_t n = dribble ? std::min(step, wire.size() - at) : wire.size();
+          ASSERT_EQ(::write(fd, wire.data() + at, n), ssize_t(n));
+          at += n;
+          p.t->test(never);
+          if (post == 1 && !r && at >= wire.size() / 2) post_reduce();
+        }
+        if (!r) {
+          EXPECT_TRUE(first->done());
+          post_reduce();
+        }
+        p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
+        EXPECT_EQ(std::string(odd, 3), "odd");
+        ASSERT_EQ(r->bytes(), kCount * 4);
+        std::vector<float> want(kCount);
+        const void* order[2] = {message_first ? theirs.data() : mine.data(),
+                                message_first ? mine.data() : theirs.data()};
+        reduce_ordered(want.data(), order, kCount, DType::F32, op);
+        EXPECT_EQ(std::memcmp(acc.data(), want.data(), h.length), 0)
+            << reduce_op_name(op) << " message_first=" << message_first << " post=" << post
+            << " dribble=" << dribble;
+      }
+    }
+  }
+}
+
+TEST(TcpFrames, CombiningReceiveRefusesAnotherLength) {
+  auto p = make_pair();
+  float twelve[3] = {1, 2, 3};
+  put_frame(p.peer.get(), FrameHeader::kData, 1, 8, twelve, 8);
+  float acc[3] = {};
+  std::string e;
+  try {
+    RequestPtr r = p.t->irecv_reduce(1, 1, acc, 3, DType::F32, ReduceOp::Sum, false);
+    p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 500ms);
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  EXPECT_TRUE(contains(e, "rank 1 (fake): message of 8 bytes")) << e;
+  EXPECT_TRUE(contains(e, "lengths differ")) << e;
 }
 
 }  // namespace

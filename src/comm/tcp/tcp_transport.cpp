@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 
@@ -57,6 +58,9 @@ struct TcpTransport::Peer {
   std::string control;  // payload of an abort frame
   std::unique_ptr<uint8_t[]> stage;  // read from the socket, not yet taken
   size_t staged_at = 0, staged_end = 0;
+  // Bytes at the stage's start short of a whole element of a combining
+  // receive: the next recv(2) appends to them.
+  size_t stage_kept = 0;
   bool has_staged() const { return staged_at < staged_end; }
 };
 
@@ -158,12 +162,23 @@ RequestPtr TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t 
 }
 
 RequestPtr TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t capacity) {
+  return post_recv(peer, tag, data, capacity, nullptr);
+}
+
+RequestPtr TcpTransport::irecv_reduce(int peer, uint64_t tag, void* acc, size_t count, DType dtype,
+                                      ReduceOp op, bool message_first) {
+  const Combine combine{dtype, op, message_first};
+  return post_recv(peer, tag, acc, count * combine.elem_bytes(), &combine);
+}
+
+RequestPtr TcpTransport::post_recv(int peer, uint64_t tag, void* data, size_t capacity,
+                                   const Combine* combine) {
   check_failed();
   check_peer(peer);
   Peer& p = *peers_[size_t(peer)];
   RequestPtr req;
   try {
-    req = p.inbox.post(peer, tag, data, capacity);
+    req = p.inbox.post(peer, tag, data, capacity, combine);
   } catch (const Error& e) {
     fail(e.what());
   }
@@ -274,8 +289,28 @@ bool TcpTransport::take_staged(Peer& p) {
     if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
     return false;
   }
-  const size_t n = std::min(avail, p.frame.length - p.target_got);
-  std::memcpy(p.target + p.target_got, src, n);
+  size_t n = std::min(avail, p.frame.length - p.target_got);
+  if (const Combine* c = p.delivery.combine()) {
+    // The sum takes whole elements from an aligned address (frames of
+    // other lengths ahead in the stage can shift it); the rest of an element
+    // waits at the stage's start for the next read.
+    const size_t elem = c->elem_bytes();
+    n -= n % elem;
+    if (n == 0 || reinterpret_cast<uintptr_t>(src) % elem != 0) {
+      std::memmove(p.stage.get(), src, avail);
+      src = p.stage.get();
+      p.staged_at = 0;
+      p.staged_end = avail;
+      if (n == 0) {
+        p.stage_kept = avail;
+        p.staged_end = 0;
+        return false;
+      }
+    }
+    c->apply(p.target + p.target_got, src, n);
+  } else {
+    std::memcpy(p.target + p.target_got, src, n);
+  }
   p.target_got += n;
   p.staged_at += n;
   return payload_done(p);
@@ -292,12 +327,12 @@ void TcpTransport::read_ready(Peer& p) {
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
     const bool header_alone = header && p.long_frames;
-    const bool direct = left >= kStageBytes;
+    const bool direct = left >= kStageBytes && !p.delivery.combine();
     if (!direct && !header_alone && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
     ssize_t r = header_alone
                     ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
                 : direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
-                         : ::recv(p.fd.get(), p.stage.get(), kStageBytes, 0);
+                         : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, kStageBytes - p.stage_kept, 0);
     if (r > 0 && header_alone) {
       p.header_got += size_t(r);
       if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
@@ -310,7 +345,8 @@ void TcpTransport::read_ready(Peer& p) {
     }
     if (r > 0) {
       p.staged_at = 0;
-      p.staged_end = size_t(r);
+      p.staged_end = p.stage_kept + size_t(r);
+      p.stage_kept = 0;
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;

@@ -5,7 +5,9 @@
 //   u32 magic "SLMF", u8 type (1 data, 2 abort, 3 bye), u8[3] zero, u64 tag, u64 length
 // A data frame is matched to the oldest posted irecv of its (peer, tag) and
 // read into that buffer (small frames, and the start of any frame, through a
-// per-peer stage, so one recv(2) takes header and payload together); if none
+// per-peer stage, so one recv(2) takes header and payload together; a
+// combining receive, irecv_reduce, is summed out of the stage as the bytes
+// arrive and never read into directly); if none
 // is posted yet it is buffered, up to
 // max_unexpected_bytes in all, after which that peer is not read until a
 // matching irecv is posted (back-pressure). An abort frame carries a short
@@ -64,6 +66,9 @@ class TcpTransport final : public Transport {
 
   RequestPtr isend(int peer, uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr irecv(int peer, uint64_t tag, void* data, size_t capacity) override;
+  // Sums straight out of the receive stage (see read_ready).
+  RequestPtr irecv_reduce(int peer, uint64_t tag, void* acc, size_t count, DType dtype, ReduceOp op,
+                          bool message_first) override;
   bool test(const RequestPtr& r) override;
   void wait_all(std::span<const RequestPtr> requests, Deadline deadline) override;
   void abort(const std::string& reason) noexcept override;
@@ -74,6 +79,7 @@ class TcpTransport final : public Transport {
 
   void check_peer(int peer) const;
   void check_failed() const;
+  RequestPtr post_recv(int peer, uint64_t tag, void* data, size_t capacity, const Combine* combine);
   // One poll(2) over all links with this timeout, then reads/writes what is ready.
   void progress(int timeout_ms);
   // Without poll(2): flushes sends, reads the peers `requests` wait for.

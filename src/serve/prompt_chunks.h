@@ -9,16 +9,16 @@
 //   cohort's last tokens fit in one step. A stream's decode window then holds
 //   only decode steps: if the prompts of a burst finished one by one, the
 //   first finishers would decode beside the later ones' chunks, each such
-//   step costing them the chunk's time (with 8 streams and ~76-token prompts
-//   most of a stream's window went to its neighbours' prompts), and the ends
-//   of their generations would stay staggered, so their next requests would
+//   step costing them the chunk's time (with many short prompts most of a
+//   stream's window can go to its neighbours' prompts), and the ends of
+//   their generations would stay staggered, so their next requests would
 //   again arrive one by one. Holding changes no total work: the cohort is
 //   read in as many steps as before, only the samples move to the last one.
 // - The cohort is bounded in steps, so holding costs the shortest member at
 //   most `cohort_steps` steps of time to first token: it is the shortest
 //   prompts whose remainders fit in cohort_steps × budget tokens (at the
-//   serve defaults 8 × 256, the 2048-token batch in which llama-server or
-//   vLLM would read such a burst in one step). A longer prompt is read after
+//   serve defaults 8 × 256 = 2048 tokens, the size of llama-server's default
+//   batch, in which it reads such a burst in one step). A longer prompt is read after
 //   it, shortest first, as before. Beside decoding sequences the budget is
 //   paced (PrefillPacer), so the same bound admits only a prompt or two.
 // - While holding, a step takes only what leaves exactly one full budget for

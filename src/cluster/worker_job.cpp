@@ -273,6 +273,10 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     slow_setup_for_tests();
     parallel::DistributedSessionOptions ro = job.runtime;
     if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    // As `serve` does on one machine: the job's memory is taken when it
+    // starts (a node short of it fails the job now, not mid-generation under
+    // load) and steps do not fault in pages of positions written first.
+    ro.commit_kv_cache = true;
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
     const std::vector<RequestStats> per_request =

@@ -37,6 +37,7 @@ struct DistributedSessionOptions {
   int64_t n_batch = 256;  // most entries in one step
   DType kv_type = DType::F32;
   int threads = 1;        // compute threads of this rank
+  bool commit_kv_cache = false;  // this rank's KV cache resident from the start (ModelOptions)
 };
 
 // Where this rank's time went, summed since construction or reset_stats().

@@ -1,5 +1,7 @@
 #include "serve/scheduler.h"
 
+#include "serve/prompt_chunks.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -50,9 +52,25 @@ void Scheduler::loop() {
     {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !waiting_.empty() || !running_.empty(); });
+      if (running_.empty()) gather_burst(lock);
       if (stopping_) return;
     }
     step();
+  }
+}
+
+// With mu_ held, on the stepping thread, while nothing runs: waits until no
+// request has arrived for burst_gap, at most burst_max, or the slots are taken.
+void Scheduler::gather_burst(std::unique_lock<std::mutex>& lock) {
+  const auto until = Clock::now() + opt_.burst_max;
+  size_t seen = waiting_.size();
+  while (!stopping_ && int64_t(seen) < engine_.n_slots()) {
+    const auto now = Clock::now();
+    if (now >= until) break;
+    if (!cv_.wait_until(lock, std::min(until, now + opt_.burst_gap),
+                        [&] { return stopping_ || waiting_.size() != seen; }))
+      break;
+    seen = waiting_.size();
   }
 }
 
@@ -79,11 +97,15 @@ void Scheduler::drop_cancelled() {
 
 void Scheduler::admit() {
   std::lock_guard lock(mu_);
+  int64_t admitted = 0;
+  Clock::time_point first{}, last{};
   while (!waiting_.empty()) {
     const auto choice = slots_.acquire(waiting_.front().request.prompt);
     if (!choice) break;
     Waiting w = std::move(waiting_.front());
     waiting_.pop_front();
+    if (admitted++ == 0) first = w.arrival;
+    last = w.arrival;
     engine_.add(choice->slot, w.request.sampling, std::span(w.request.prompt).first(size_t(choice->reused)));
     w.stream->set_prompt(int64_t(w.request.prompt.size()), choice->reused);
     auto stops = w.request.stop;
@@ -91,6 +113,9 @@ void Scheduler::admit() {
                                                          choice->reused, 0, -1, StopText(tok_, std::move(stops)),
                                                          w.arrival, w.arrival}));
   }
+  if (admitted > 0)
+    spdlog::debug("serve: admitted {} requests that arrived over {:.1f} ms beside {} running", admitted,
+                  std::chrono::duration<double, std::milli>(last - first).count(), int64_t(running_.size()) - admitted);
   n_running_ = int64_t(running_.size());
 }
 
@@ -115,24 +140,20 @@ bool Scheduler::step() {
     if (r->next >= 0) add(*r, std::exchange(r->next, -1), true);
   const int64_t n_decode = int64_t(entries_.size());
   const int64_t budget = pacer_.budget(n_decode, std::min(opt_.prefill_budget, engine_.max_step_entries() - n_decode));
-  // Shortest remainder first: a short prompt is read in a few steps instead
-  // of waiting behind a long one's chunks (stable: otherwise arrival order).
-  // A long prompt yields only to prompts already in slots, each read within
-  // a few steps, so it is delayed, never starved, unless the other slots'
-  // clients keep sending short prompts back to back.
+  // Shortest remainder first, prompts of a cohort finishing together (prompt_chunks.h).
   prefilling_.clear();
   for (auto& r : running_)
     if (r->generated == 0 && r->n_past < int64_t(r->request.prompt.size())) prefilling_.push_back(r.get());
   const auto remainder = [](const Running* r) { return int64_t(r->request.prompt.size()) - r->n_past; };
-  std::stable_sort(prefilling_.begin(), prefilling_.end(),
+  std::stable_sort(prefilling_.begin(), prefilling_.end(),  // stable: otherwise arrival order
                    [&](const Running* x, const Running* y) { return remainder(x) < remainder(y); });
-  int64_t left = budget;
-  for (Running* r : prefilling_) {
-    const int64_t prompt_len = int64_t(r->request.prompt.size());
-    const int64_t take = std::min(left, prompt_len - r->n_past);
-    for (int64_t i = 0; i < take; ++i) add(*r, r->request.prompt[size_t(r->n_past)], r->n_past + 1 == prompt_len);
-    left -= take;
-    if (left == 0) break;
+  remainders_.clear();
+  for (const Running* r : prefilling_) remainders_.push_back(remainder(r));
+  const auto chunks = plan_prompt_chunks(remainders_, budget, opt_.cohort_steps);
+  for (size_t j = 0; j < prefilling_.size(); ++j) {
+    Running& r = *prefilling_[j];
+    const int64_t prompt_len = int64_t(r.request.prompt.size());
+    for (int64_t i = 0; i < chunks[j]; ++i) add(r, r.request.prompt[size_t(r.n_past)], r.n_past + 1 == prompt_len);
   }
   last_step_ = {int64_t(entries_.size()) - n_decode, n_decode};
   if (entries_.empty()) return true;  // only sequences that ended this step

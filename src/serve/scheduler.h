@@ -1,11 +1,25 @@
 // Continuous batching over an Engine. Each step: drop cancelled requests,
 // admit waiting ones into free KV slots (prefix reuse: PrefixSlots), give
 // every decoding sequence one entry, then fill the step's prompt budget with
-// prompt chunks, shortest remainder first (chunked prefill, so running streams keep
-// producing tokens while a long prompt is read; the budget may be paced by
-// time, PrefillPacer), run the engine and hand each
-// sampled token to its request. A sequence ends on max tokens, the end of the
-// context, an end-of-generation token, a stop string or cancellation.
+// prompt chunks (chunked prefill, so running streams keep producing tokens
+// while a long prompt is read; beside decoding sequences the budget is paced
+// by time, PrefillPacer; shortest remainder first, and prompts read side by
+// side finish in the same step, prompt_chunks.h), run the engine and hand
+// each sampled token to its request. A sequence ends on max tokens, the end
+// of the context, an end-of-generation token, a stop string or cancellation.
+//
+// Why streams should start together: a decode step of 8 sequences costs
+// well under 8 steps of one, so each stream's rate depends mostly on what
+// else its steps carry. Prompt tokens read beside a stream lengthen its
+// steps; prompts that arrive together are therefore read together (nobody
+// is decoding yet, so the step is not paced) and start decoding in one step,
+// and a burst reaching an idle engine is gathered for a few milliseconds
+// first (burst_gap), since clients' requests of one burst arrive spread over
+// the HTTP threads. Streams started together with equal lengths also end
+// together, so their clients' next requests form the next burst. Prompts
+// arriving while streams decode are paced beside them as before: holding
+// them until the running streams end would cost their time to first token
+// a whole generation.
 #pragma once
 
 #include <chrono>
@@ -41,6 +55,13 @@ struct SchedulerOptions {
   // > 1: beside decoding sequences, a step's prompt tokens are also limited so
   // that it lasts at most this many times a decode-only step (PrefillPacer).
   double prefill_step_ratio = 0;
+  // Prompts read side by side finish in the same step when all of them fit
+  // in this many steps' budgets (prompt_chunks.h); 0: each as soon as it can.
+  int64_t cohort_steps = 8;
+  // A request reaching an idle engine waits until no other has arrived for
+  // burst_gap (at most burst_max), so a burst of requests starts as one
+  // cohort instead of its first one decoding beside the others' prompts.
+  std::chrono::microseconds burst_gap{std::chrono::milliseconds(5)}, burst_max{std::chrono::milliseconds(30)};
 };
 
 class QueueFull : public Error {
@@ -93,6 +114,7 @@ class Scheduler {
   void on_token(Running& r, const SampledToken& sampled);
   void end(Running& r, FinishReason reason, std::string error = {});
   void loop();
+  void gather_burst(std::unique_lock<std::mutex>& lock);
 
   Engine& engine_;
   const Tokenizer& tok_;
@@ -111,6 +133,7 @@ class Scheduler {
   std::vector<StepEntry> entries_;
   std::vector<Running*> entry_owner_;
   std::vector<Running*> prefilling_;  // this step's sequences still reading their prompt
+  std::vector<int64_t> remainders_;   // their prompt tokens left, shortest first
   std::pair<int64_t, int64_t> last_step_{0, 0};
   std::thread thread_;
 };

@@ -1,6 +1,7 @@
 // The scheduler over a LocalEngine on stories260K: batching does not change
 // greedy outputs, stop strings are held back, prompts are read in chunks
-// beside running streams, cancellation frees the slot, prefixes are reused.
+// beside running streams, cancellation frees the slot, prefixes are reused;
+// over a recording engine: a burst of requests starts decoding in one step.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -302,6 +303,120 @@ TEST(Scheduler, RecoveredEngineReusesNoPrefixOfTheOldCaches) {
     EXPECT_EQ(collect(*s).finish, FinishReason::Length);
     EXPECT_EQ(s->usage().cached_tokens, 0);  // the prompts were in the old engine's caches only
   }
+}
+
+}  // namespace
+}  // namespace shardlm::serve
+
+namespace shardlm::serve {
+namespace {
+
+// An engine that runs no model: it records each step's entries and samples a fixed ordinary token.
+class RecordingEngine final : public Engine {
+ public:
+  RecordingEngine(int slots, int64_t max_entries) : slots_(slots), max_entries_(max_entries) {}
+  int n_slots() const override { return slots_; }
+  int64_t n_ctx() const override { return 1024; }
+  int64_t max_step_entries() const override { return max_entries_; }
+  int64_t n_vocab() const override { return 512; }
+  void add(SlotId, const SamplerParams&, std::span<const TokenId>) override {}
+  void free(SlotId) override {}
+  std::vector<SampledToken> step(std::span<const StepEntry> entries) override {
+    steps.emplace_back(entries.begin(), entries.end());
+    std::vector<SampledToken> out;
+    for (const auto& e : entries)
+      if (e.sample) out.push_back({e.slot, kToken, std::nullopt});
+    return out;
+  }
+  static constexpr TokenId kToken = 300;  // an ordinary token of stories260K
+  std::vector<std::vector<StepEntry>> steps;
+
+ private:
+  int slots_;
+  int64_t max_entries_;
+};
+
+GenerationRequest prompt_of(int64_t length, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt.assign(size_t(length), 100);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+// Requests submitted together are read together: no step carries both prompt
+// and decode entries, every stream's first token comes from the same step and
+// they decode side by side to the end.
+TEST(Scheduler, ABurstOfRequestsStartsDecodingTogether) {
+  Fixture f(1);
+  RecordingEngine engine(8, 16 + 8);
+  SchedulerOptions so;
+  so.prefill_budget = 16;
+  so.prefill_step_ratio = 2;
+  Scheduler sched(engine, *f.tok, so);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int64_t length : {30, 5, 12, 21}) streams.push_back(sched.submit(prompt_of(length, 6)));
+  while (sched.step()) {
+  }
+  size_t first_sampling = engine.steps.size();
+  for (size_t i = 0; i < engine.steps.size(); ++i) {
+    int64_t prompt = 0, decode = 0, samples = 0;
+    for (const auto& e : engine.steps[i]) {
+      const bool is_decode = e.token == RecordingEngine::kToken;
+      (is_decode ? decode : prompt) += 1;
+      samples += e.sample;
+    }
+    EXPECT_FALSE(prompt > 0 && decode > 0) << "step " << i << " mixes prompt and decode entries";
+    if (samples > 0 && first_sampling == engine.steps.size()) {
+      first_sampling = i;
+      EXPECT_EQ(samples, 4) << "every prompt finishes in the first step that samples";
+    }
+    if (i > first_sampling) {
+      EXPECT_EQ(decode, i - first_sampling < 6 ? 4 : 0) << "step " << i;
+    }
+  }
+  EXPECT_EQ(first_sampling, size_t((30 + 5 + 12 + 21 + 15) / 16 - 1));
+  for (auto& s : streams) EXPECT_EQ(collect(*s).usage.completion_tokens, 6);
+}
+
+// Without the cohort (cohort_steps 0) the shortest prompt decodes beside the others' chunks.
+TEST(Scheduler, WithoutACohortTheFirstPromptDecodesBesideTheOthers) {
+  Fixture f(1);
+  RecordingEngine engine(8, 16 + 8);
+  SchedulerOptions so;
+  so.prefill_budget = 16;
+  so.cohort_steps = 0;
+  Scheduler sched(engine, *f.tok, so);
+  for (int64_t length : {30, 5, 12, 21}) sched.submit(prompt_of(length, 6));
+  ASSERT_TRUE(sched.step());
+  EXPECT_EQ(engine.steps[0].size(), 16u);
+  EXPECT_TRUE(engine.steps[0][4].sample) << "the 5-token prompt samples in the first step";
+  ASSERT_TRUE(sched.step());
+  EXPECT_EQ(sched.last_step_entries().second, 1) << "and decodes beside the others' chunks";
+  EXPECT_GT(sched.last_step_entries().first, 0);
+  while (sched.step()) {
+  }
+}
+
+// A burst reaching the scheduler's own thread while it is idle is gathered
+// into one first step (the requests arrive within burst_gap of each other).
+TEST(Scheduler, BurstOnAnIdleEngineIsGatheredIntoOneStep) {
+  Fixture f(1);
+  RecordingEngine engine(8, 64 + 8);
+  SchedulerOptions so;
+  so.prefill_budget = 64;
+  so.burst_gap = std::chrono::milliseconds(500);  // generous: a loaded CI machine may sleep long
+  so.burst_max = std::chrono::seconds(5);
+  Scheduler sched(engine, *f.tok, so);
+  sched.start();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    streams.push_back(sched.submit(prompt_of(10, 2)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& s : streams) EXPECT_EQ(s->wait_all().finish, FinishReason::Length);
+  ASSERT_FALSE(engine.steps.empty());
+  EXPECT_EQ(engine.steps[0].size(), 30u) << "the first step read all three prompts";
 }
 
 }  // namespace

@@ -56,11 +56,8 @@ start_layout() {
   port=$(free_port)
   case $1 in
     llama)
-      "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np "$MAX_CLIENTS" -cb -c $((MAX_CLIENTS * CTX)) \
-        -t "$THREADS" -tb "$THREADS" >"$log" 2>&1 &
-      PIDS+=("$!")
-      wait_healthy "http://127.0.0.1:$port" "$!" "$log"
-      printf -v "URL_$1" '%s' "http://127.0.0.1:$port"
+      start_llama "$MAX_CLIENTS" "$CTX"
+      printf -v "URL_$1" '%s' "$URL"
       return ;;
     tp2|pp2)
       local a b

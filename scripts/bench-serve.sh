@@ -45,41 +45,12 @@ SOAK_CLIENTS=${SOAK_CLIENTS:-32}
 SOAK_SECONDS=${SOAK_SECONDS:-300}
 LLAMA_SERVER=${LLAMA_SERVER:-$(dirname "$0")/../../shared/peers/llama.cpp/bin/llama-server}
 
-SHARDLM=$BUILD/shardlm
-die() { echo "bench-serve.sh: $*" >&2; exit 1; }
-[ -x "$SHARDLM" ] || die "$SHARDLM: not built (give the build directory as the first argument)"
-[ -f "$MODEL" ] || die "$MODEL: no such model (shardlm synth --preset llama3.2-1b --type q4_0 -o $MODEL)"
+. "$(dirname "$0")/serve-bench-lib.sh"
 if [ "$LLAMA_SERVER" != none ] && [ ! -x "$LLAMA_SERVER" ]; then
   die "LLAMA_SERVER=$LLAMA_SERVER: not an executable (LLAMA_SERVER=none skips llama-server)"
 fi
-command -v python3 >/dev/null || die "python3 is needed to pick free ports"
-command -v curl >/dev/null || die "curl is needed to wait for the servers"
 MAX_CLIENTS=0
 for n in $CLIENTS; do [ "$n" -gt "$MAX_CLIENTS" ] && MAX_CLIENTS=$n; done
-
-WORK=$(mktemp -d /tmp/bench-serve.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-# wait_healthy URL PID LOG: until GET URL/health answers 200, or the server died, or 300 s passed.
-wait_healthy() {
-  local url=$1 pid=$2 log=$3
-  for _ in $(seq 1500); do
-    kill -0 "$pid" 2>/dev/null || { tail -5 "$log" >&2; die "the server at $url exited (log above)"; }
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health" || true)" = 200 ] && return 0
-    sleep 0.2
-  done
-  die "the server at $url was not healthy after 300 s (log: $log)"
-}
 
 # start_shardlm SLOTS CTX: sets URL and PID.
 start_shardlm() {
@@ -94,29 +65,7 @@ start_shardlm() {
   wait_healthy "$URL" "$PID" "$LOG"
 }
 
-start_llama() {
-  local port log=$WORK/llama-$1-$2.log
-  port=$(free_port)
-  "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np "$1" -cb -c $(($1 * $2)) -t "$THREADS" \
-    -tb "$THREADS" >"$log" 2>&1 &
-  PID=$!
-  PIDS+=("$PID")
-  URL=http://127.0.0.1:$port
-  wait_healthy "$URL" "$PID" "$log"
-}
-
-stop_server() {
-  kill -TERM "$1" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
-
-# field JSON NAME: one field of a `bench serve` result line.
-field() { python3 -c 'import json, sys; v = json.loads(sys.argv[1]).get(sys.argv[2]); print("-" if v is None else v)' "$1" "$2"; }
-best() { python3 -c 'import sys; print(max(float(x) for x in sys.argv[1:]))' "$@"; }
-ratio() { python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f"{a / b:.2f}" if b else "-")' "$1" "$2"; }
 rss_kib() { awk -v f="$2" '$1 == f ":" {print $2}' "/proc/$1/status"; }
-bench() { "$SHARDLM" bench serve --url "$1" "${@:2}"; }
 
 echo "# bench-serve.sh: $(date -u '+%F %T') UTC, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# model $MODEL, $THREADS threads, prompt $PROMPT words, gen $GEN, ctx $CTX per slot"

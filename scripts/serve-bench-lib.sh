@@ -32,6 +32,19 @@ wait_healthy() {
   die "the server at $url was not healthy after 300 s (log: $log)"
 }
 
+# start_llama SLOTS CTX: llama.cpp's llama-server (LLAMA_SERVER) with SLOTS
+# slots of CTX positions and THREADS threads; sets URL and PID.
+start_llama() {
+  local port log=$WORK/llama-$1-$2.log
+  port=$(free_port)
+  "$LLAMA_SERVER" -m "$MODEL" --host 127.0.0.1 --port "$port" -np "$1" -cb -c $(($1 * $2)) -t "$THREADS" \
+    -tb "$THREADS" >"$log" 2>&1 &
+  PID=$!
+  PIDS+=("$PID")
+  URL=http://127.0.0.1:$port
+  wait_healthy "$URL" "$PID" "$log"
+}
+
 stop_server() {
   kill -TERM "$1" 2>/dev/null || true
   for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done

@@ -121,7 +121,7 @@ template <class W>
 void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
   prefill_row_groups<RowGroupBlock, block_q8_32>(
       a, r0, r1, a.w->cols / 32, interleave_rows<W>, tile32<W>,
-      [](const KernelArgs& args, int64_t t) { return token_blocks(args, t); });
+      [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }
 
 }  // namespace

@@ -197,32 +197,60 @@ void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRo
   }
 }
 
-// The activation sums of each sub-block, as int16: bsums are per 16 codes,
-// so 32-code sub-blocks add neighbours.
+// A token's super-block as the tile reads it (a copy per token tile, made
+// once for every row group of a row block): codes + 128 with kSignedCodes,
+// and the activation sums of each of the type's sub-blocks.
+struct TileTokenBlock {
+  float d;
+  int8_t qs[QK_K];
+  int16_t sub_sums[16];  // kSub<K> of them; bsums are per 16 codes, so 32-code sub-blocks add neighbours
+};
+
+// Token t's blocks for policy K, in tile place `slot`'s buffer. Slot 0 comes
+// first in a tile, so the buffer grows (and moves) only before the tile's
+// other places are filled.
 template <class K>
-void activation_sums(const block_q8_K& x, int16_t out[kSub<K>]) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8));
-  if constexpr (K::kSubElems == 32) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_hadd_epi16(lo, hi));
-  } else {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), lo);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), hi);
+const TileTokenBlock* tile_token_blocks(const KernelArgs& a, int64_t t, int slot) {
+  thread_local std::vector<TileTokenBlock> places;
+  const int64_t nb = a.w->cols / QK_K;
+  if (slot == 0 && places.size() < size_t(kPTokens * nb)) places.resize(size_t(kPTokens * nb));
+  const block_q8_K* src = token_blocks_k(a, t);
+  TileTokenBlock* dst = places.data() + slot * nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    dst[b].d = src[b].d;
+    for (int k = 0; k < QK_K; k += 32) {
+      __m256i q = load32(src[b].qs + k);
+      if constexpr (K::kSignedCodes) q = _mm256_xor_si256(q, _mm256_set1_epi8(int8_t(0x80)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs + k), q);
+    }
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[b].bsums));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[b].bsums + 8));
+    if constexpr (K::kSubElems == 32) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums), _mm_hadd_epi16(lo, hi));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums + 8), hi);
+    }
   }
+  return dst;
 }
 
 // 8 interleaved rows × kPTokens tokens over nb super-blocks: out[t] lane i is
 // row i's sum for token t.
 template <class K>
-void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m256 out[kPTokens]) {
+void tile_k(const KRowGroup<K>* wb, const TileTokenBlock* const* x, int64_t nb, __m256 out[kPTokens]) {
   constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
   static_assert(kSubVectors % S == 0, "an int16 run must not cross a sub-block");
   __m256 acc[kPTokens];
   for (auto& v : acc) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const KRowGroup<K>& p = wb[b];
+    // Each token's running sum is one chain (in_order), so the compiler does
+    // not hold every scaled product of the super-block at once and spill them.
     __m256i isum[kPTokens];
+    for (auto& sum : isum) sum = K::kSignedCodes ? load32(p.shift_term) : _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
+      const int16_t(*scales)[16] = p.scales + j * (32 / K::kSubElems);  // the chunk's sub-blocks
       __m256i s16[kPTokens];
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
@@ -236,14 +264,9 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
           s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         }
         if (v % S == S - 1) {
-          const __m256i sc = load32(p.scales[(32 * j + 4 * v) / K::kSubElems]);
-          for (int t = 0; t < kPTokens; ++t) {
-            const __m256i scaled = _mm256_madd_epi16(s16[t], sc);
-            if (j > 0 || v > S - 1)
-              isum[t] = _mm256_add_epi32(isum[t], scaled);
-            else
-              isum[t] = K::kSignedCodes ? _mm256_add_epi32(load32(p.shift_term), scaled) : scaled;
-          }
+          const __m256i sc = load32(scales[4 * v / K::kSubElems]);
+#pragma GCC unroll 4
+          for (int t = 0; t < kPTokens; ++t) isum[t] = in_order(_mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc)));
         }
       }
     }
@@ -251,11 +274,9 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
     for (int t = 0; t < kPTokens; ++t) {
       __m256i bsum = _mm256_setzero_si256();
       if constexpr (!K::kSignedCodes) {
-        int16_t sums[kSub<K>];
-        activation_sums<K>(x[t][b], sums);
         for (int q = 0; q < kSub<K> / 2; ++q) {
           int32_t pair;
-          std::memcpy(&pair, sums + 2 * q, 4);
+          std::memcpy(&pair, x[t][b].sub_sums + 2 * q, 4);
           bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(load32(p.bias[q]), _mm256_set1_epi32(pair)));
         }
       }
@@ -265,32 +286,11 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
   for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];
 }
 
-// Token t's activation blocks with 128 added to every code (so unsigned),
-// in tile place `slot`'s buffer (their scales only: kSignedCodes needs no
-// activation sums). Slot 0 comes first in a tile, so the buffer grows (and
-// moves) only before the tile's other places are filled.
-inline const block_q8_K* shifted_token_blocks(const KernelArgs& a, int64_t t, int slot) {
-  thread_local std::vector<block_q8_K> places;
-  const int64_t nb = a.w->cols / QK_K;
-  if (slot == 0 && places.size() < size_t(kPTokens * nb)) places.resize(size_t(kPTokens * nb));
-  const block_q8_K* src = token_blocks_k(a, t);
-  block_q8_K* dst = places.data() + slot * nb;
-  const __m256i sign = _mm256_set1_epi8(int8_t(0x80));
-  for (int64_t b = 0; b < nb; ++b) {
-    dst[b].d = src[b].d;
-    for (int k = 0; k < QK_K; k += 32)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs + k), _mm256_xor_si256(load32(src[b].qs + k), sign));
-  }
-  return dst;
-}
-
 // Rows [r0, r1) of every token (n_tokens >= 4; matmul_avx2_rowgroup_driver.h).
 template <class K>
 void prefill_k_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  prefill_row_groups<KRowGroup<K>, block_q8_K>(
-      a, r0, r1, a.w->cols / QK_K, interleave_k<K>, tile_k<K>, [](const KernelArgs& args, int64_t t, int slot) {
-        return K::kSignedCodes ? shifted_token_blocks(args, t, slot) : token_blocks_k(args, t);
-      });
+  prefill_row_groups<KRowGroup<K>, TileTokenBlock>(a, r0, r1, a.w->cols / QK_K, interleave_k<K>, tile_k<K>,
+                                                   tile_token_blocks<K>);
 }
 
 }  // namespace

@@ -249,6 +249,7 @@ void tile_k(const KRowGroup<K>* wb, const TileTokenBlock* const* x, int64_t nb, 
     // not hold every scaled product of the super-block at once and spill them.
     __m256i isum[kPTokens];
     for (auto& sum : isum) sum = K::kSignedCodes ? load32(p.shift_term) : _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       const int16_t(*scales)[16] = p.scales + j * (32 / K::kSubElems);  // the chunk's sub-blocks
       __m256i s16[kPTokens];

@@ -99,7 +99,7 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
         s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         if (v % S == S - 1) {
           const __m256i wide = _mm256_madd_epi16(s16[t], ones);
-          s32[t] = v % kHalfVectors == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);
+          s32[t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[t], wide));
         }
       }
       if (v % kHalfVectors == kHalfVectors - 1) {

@@ -25,7 +25,8 @@ constexpr int64_t kPRowBlock = 64;  // a multiple of kPGroupRows
 // interleave(m, rb, rend, nb, Group* out): rows [rb, rend) as groups, group
 // g's block b at out[g · nb + b]; tile(const Group*, const XBlock* const* x,
 // nb, __m256 sums[kPTokens]): lane i of sums[t] is row i's sum for token t;
-// x_of(a, t): token t's activation blocks.
+// x_of(a, t, slot): token t's activation blocks, for place `slot` of the
+// tile (called for slots 0, 1, ... in order).
 template <class Group, class XBlock, class Interleave, class Tile, class TokenBlocks>
 void prefill_row_groups(const KernelArgs& a, int64_t r0, int64_t r1, int64_t nb, Interleave interleave, Tile tile,
                         TokenBlocks x_of) {
@@ -40,7 +41,7 @@ void prefill_row_groups(const KernelArgs& a, int64_t r0, int64_t r1, int64_t nb,
     interleave(m, rb, rend, nb, interleaved.data());
     for (int64_t t = 0; t < n; t += kPTokens) {
       const XBlock* x[kPTokens];
-      for (int j = 0; j < kPTokens; ++j) x[j] = x_of(a, std::min(t + j, n - 1));
+      for (int j = 0; j < kPTokens; ++j) x[j] = x_of(a, std::min(t + j, n - 1), j);
       const int64_t kt = std::min<int64_t>(kPTokens, n - t);
       for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
         __m256 sums[kPTokens];

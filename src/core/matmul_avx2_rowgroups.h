@@ -99,7 +99,7 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
         s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         if (v % S == S - 1) {
           const __m256i wide = _mm256_madd_epi16(s16[t], ones);
-          s32[t] = v % kHalfVectors == S - 1 ? wide : _mm256_add_epi32(s32[t], wide);
+          s32[t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[t], wide));
         }
       }
       if (v % kHalfVectors == kHalfVectors - 1) {
@@ -121,7 +121,7 @@ template <class W>
 void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
   prefill_row_groups<RowGroupBlock, block_q8_32>(
       a, r0, r1, a.w->cols / 32, interleave_rows<W>, tile32<W>,
-      [](const KernelArgs& args, int64_t t) { return token_blocks(args, t); });
+      [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }
 
 }  // namespace

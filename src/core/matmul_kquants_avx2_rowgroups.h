@@ -34,7 +34,9 @@ using namespace avx2;
 //   weights of the activation sums of the same sub-blocks (the mins, or for
 //   codes stored with an offset, offset · scale);
 //   finish(d, dmin, isum, bsum): the super-block's f32 value before the
-//   activation scale, as the reference computes it.
+//   activation scale, as the reference computes it;
+//   kSignedCodes: see Q6KRows (false: chunk's codes are maddubs' unsigned
+//   operand against the activations).
 // d and dmin (0 where the block has none) are the block's f16 fields.
 template <class K>
 constexpr int kSub = QK_K / K::kSubElems;
@@ -44,12 +46,14 @@ template <class K>
 struct KRowGroup {
   uint8_t codes[8][8][32];         // [j][v][4·row + e]: element 32j + 4v + e
   int16_t scales[kSub<K>][16];     // [s]: row i's scale of sub-block s in lanes 2i, 2i+1
-  int16_t bias[kSub<K> / 2][16];   // [p]: row i's bias weights of sub-blocks 2p, 2p+1 in lanes 2i, 2i+1
+  int16_t bias[kSub<K> / 2][16];   // [p]: row i's bias weights of sub-blocks 2p, 2p+1 in lanes 2i, 2i+1 (not kSignedCodes)
   float d[kPGroupRows], dmin[kPGroupRows];
+  int32_t shift_term[kPGroupRows];  // kSignedCodes: −128 · Σ scale · Σ signed code, per row
 };
 
 // Types with a minimum per sub-block: d · isum − dmin · Σ min · (activation sum).
 struct SubtractMins {
+  static constexpr bool kSignedCodes = false;
   static __m256 finish(__m256 d, __m256 dmin, __m256i isum, __m256i bsum) {
     return _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(bsum)));
   }
@@ -57,6 +61,7 @@ struct SubtractMins {
 // Codes stored + offset (unsigned): the reference's d · Σ scale · (code − offset) · a
 // is d · (isum − Σ offset · scale · (activation sum)), the same integer.
 struct SubtractOffset {
+  static constexpr bool kSignedCodes = false;
   static __m256 finish(__m256 d, __m256, __m256i isum, __m256i bsum) {
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bsum)));
   }
@@ -77,9 +82,11 @@ struct Q2KRows : SubtractMins {
 };
 
 // Code + 4 (0..7): the two low bits, and 4 where bit j of hmask[l] is set.
+// Interleaved as signed codes, as Q6KRows.
 struct Q3KRows : SubtractOffset {
   using Block = block_q3_K;
-  static constexpr int kSubElems = 16, kSum16 = 4;
+  static constexpr bool kSignedCodes = true;
+  static constexpr int kSubElems = 16, kSum16 = 4, kCodeOffset = 4;
   static __m256i chunk(const Block& b, int j) {
     const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(b.hmask), j), _mm256_set1_epi8(1));
     return _mm256_or_si256(two_bits(b.qs, j), _mm256_slli_epi16(high, 2));
@@ -121,9 +128,16 @@ struct Q5KRows : Q4Q5KRows<block_q5_K> {
 };
 
 // Code + 32 (0..63): a nibble of ql and two bits of qh.
+// Interleaved as signed codes (−32..31), which multiply the activations + 128
+// (unsigned): Σ code · (a + 128) − 128 · Σ code is the reference's integer
+// Σ (code + 32) · a − 32 · Σ a, and its second term depends on the row alone,
+// so it is made once per interleaved super-block (shift_term) instead of a
+// product with the activation sums per token. Pairs of products stay within
+// ±2 · 255 · 32, so int16 lanes still add two maddubs results.
 struct Q6KRows : SubtractOffset {
   using Block = block_q6_K;
-  static constexpr int kSubElems = 16, kSum16 = 2;
+  static constexpr bool kSignedCodes = true;
+  static constexpr int kSubElems = 16, kSum16 = 2, kCodeOffset = 32;
   static __m256i chunk(const Block& b, int j) {
     const int h = j / 4, quarter = j % 4;
     const __m256i ql = load32(b.ql + 64 * h + 32 * (quarter & 1));
@@ -146,20 +160,36 @@ void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRo
       w[i] = reinterpret_cast<const Block*>(m.row(std::min<int64_t>(r + i, rend - 1)));
     for (int64_t b = 0; b < nb; ++b) {
       KRowGroup<K>& dst = out[g * nb + b];
+      int16_t sc[kPGroupRows][kSub<K>];
       for (int i = 0; i < kPGroupRows; ++i) {
-        int16_t sc[kSub<K>], bias[kSub<K>];
-        K::scales(w[i][b], sc, bias);
-        for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[s];
-        for (int p = 0; p < kSub<K> / 2; ++p) dst.bias[p][2 * i] = bias[2 * p], dst.bias[p][2 * i + 1] = bias[2 * p + 1];
+        int16_t bias[kSub<K>];
+        K::scales(w[i][b], sc[i], bias);
+        for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[i][s];
+        if constexpr (!K::kSignedCodes)
+          for (int p = 0; p < kSub<K> / 2; ++p) dst.bias[p][2 * i] = bias[2 * p], dst.bias[p][2 * i + 1] = bias[2 * p + 1];
         dst.d[i] = half_to_float(w[i][b].d);
         if constexpr (requires { w[i][b].dmin; })
           dst.dmin[i] = half_to_float(w[i][b].dmin);
         else
           dst.dmin[i] = 0.0f;
+        dst.shift_term[i] = 0;
       }
       for (int j = 0; j < 8; ++j) {
         __m256i codes[kPGroupRows], by_v[8];
-        for (int i = 0; i < kPGroupRows; ++i) codes[i] = K::chunk(w[i][b], j);
+        for (int i = 0; i < kPGroupRows; ++i) {
+          codes[i] = K::chunk(w[i][b], j);
+          if constexpr (K::kSignedCodes) {
+            static_assert(K::kSubElems == 16, "two sub-blocks per chunk");
+            // Sums of the 8-code quarters of the chunk: sub-blocks 2j and 2j + 1.
+            uint64_t quarter[4];
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(quarter), _mm256_sad_epu8(codes[i], _mm256_setzero_si256()));
+            for (int h = 0; h < 2; ++h) {
+              const int code_sum = int(quarter[2 * h] + quarter[2 * h + 1]) - 16 * K::kCodeOffset;
+              dst.shift_term[i] -= 128 * sc[i][2 * j + h] * code_sum;
+            }
+            codes[i] = _mm256_sub_epi8(codes[i], _mm256_set1_epi8(K::kCodeOffset));
+          }
+        }
         transpose8x8_dwords(codes, by_v);
         for (int v = 0; v < 8; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[j][v]), by_v[v]);
       }
@@ -167,32 +197,61 @@ void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRo
   }
 }
 
-// The activation sums of each sub-block, as int16: bsums are per 16 codes,
-// so 32-code sub-blocks add neighbours.
+// A token's super-block as the tile reads it (a copy per token tile, made
+// once for every row group of a row block): codes + 128 with kSignedCodes,
+// and the activation sums of each of the type's sub-blocks.
+struct TileTokenBlock {
+  float d;
+  int8_t qs[QK_K];
+  int16_t sub_sums[16];  // kSub<K> of them; bsums are per 16 codes, so 32-code sub-blocks add neighbours
+};
+
+// Token t's blocks for policy K, in tile place `slot`'s buffer. Slot 0 comes
+// first in a tile, so the buffer grows (and moves) only before the tile's
+// other places are filled.
 template <class K>
-void activation_sums(const block_q8_K& x, int16_t out[kSub<K>]) {
-  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums));
-  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8));
-  if constexpr (K::kSubElems == 32) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_hadd_epi16(lo, hi));
-  } else {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), lo);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 8), hi);
+const TileTokenBlock* tile_token_blocks(const KernelArgs& a, int64_t t, int slot) {
+  thread_local std::vector<TileTokenBlock> places;
+  const int64_t nb = a.w->cols / QK_K;
+  if (slot == 0 && places.size() < size_t(kPTokens * nb)) places.resize(size_t(kPTokens * nb));
+  const block_q8_K* src = token_blocks_k(a, t);
+  TileTokenBlock* dst = places.data() + slot * nb;
+  for (int64_t b = 0; b < nb; ++b) {
+    dst[b].d = src[b].d;
+    for (int k = 0; k < QK_K; k += 32) {
+      __m256i q = load32(src[b].qs + k);
+      if constexpr (K::kSignedCodes) q = _mm256_xor_si256(q, _mm256_set1_epi8(int8_t(0x80)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs + k), q);
+    }
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[b].bsums));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[b].bsums + 8));
+    if constexpr (K::kSubElems == 32) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums), _mm_hadd_epi16(lo, hi));
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums), lo);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[b].sub_sums + 8), hi);
+    }
   }
+  return dst;
 }
 
 // 8 interleaved rows × kPTokens tokens over nb super-blocks: out[t] lane i is
 // row i's sum for token t.
 template <class K>
-void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m256 out[kPTokens]) {
+void tile_k(const KRowGroup<K>* wb, const TileTokenBlock* const* x, int64_t nb, __m256 out[kPTokens]) {
   constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
   static_assert(kSubVectors % S == 0, "an int16 run must not cross a sub-block");
   __m256 acc[kPTokens];
   for (auto& v : acc) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const KRowGroup<K>& p = wb[b];
+    // Each token's running sum is one chain (in_order), so the compiler does
+    // not hold every scaled product of the super-block at once and spill them.
     __m256i isum[kPTokens];
+    for (auto& sum : isum) sum = K::kSignedCodes ? load32(p.shift_term) : _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
+      const int16_t(*scales)[16] = p.scales + j * (32 / K::kSubElems);  // the chunk's sub-blocks
       __m256i s16[kPTokens];
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
@@ -201,27 +260,26 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
         for (int t = 0; t < kPTokens; ++t) {
           int32_t a4;
           std::memcpy(&a4, x[t][b].qs + 32 * j + 4 * v, 4);
-          const __m256i prod = _mm256_maddubs_epi16(q, _mm256_set1_epi32(a4));
+          const __m256i act = _mm256_set1_epi32(a4);
+          const __m256i prod = K::kSignedCodes ? _mm256_maddubs_epi16(act, q) : _mm256_maddubs_epi16(q, act);
           s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
         }
         if (v % S == S - 1) {
-          const __m256i sc = load32(p.scales[(32 * j + 4 * v) / K::kSubElems]);
-          for (int t = 0; t < kPTokens; ++t) {
-            const __m256i scaled = _mm256_madd_epi16(s16[t], sc);
-            isum[t] = j == 0 && v == S - 1 ? scaled : _mm256_add_epi32(isum[t], scaled);
-          }
+          const __m256i sc = load32(scales[4 * v / K::kSubElems]);
+#pragma GCC unroll 4
+          for (int t = 0; t < kPTokens; ++t) isum[t] = in_order(_mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc)));
         }
       }
     }
     const __m256 d = _mm256_loadu_ps(p.d), dmin = _mm256_loadu_ps(p.dmin);
     for (int t = 0; t < kPTokens; ++t) {
-      int16_t sums[kSub<K>];
-      activation_sums<K>(x[t][b], sums);
       __m256i bsum = _mm256_setzero_si256();
-      for (int q = 0; q < kSub<K> / 2; ++q) {
-        int32_t pair;
-        std::memcpy(&pair, sums + 2 * q, 4);
-        bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(load32(p.bias[q]), _mm256_set1_epi32(pair)));
+      if constexpr (!K::kSignedCodes) {
+        for (int q = 0; q < kSub<K> / 2; ++q) {
+          int32_t pair;
+          std::memcpy(&pair, x[t][b].sub_sums + 2 * q, 4);
+          bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(load32(p.bias[q]), _mm256_set1_epi32(pair)));
+        }
       }
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_set1_ps(x[t][b].d), K::finish(d, dmin, isum[t], bsum)));
     }
@@ -232,9 +290,8 @@ void tile_k(const KRowGroup<K>* wb, const block_q8_K* const* x, int64_t nb, __m2
 // Rows [r0, r1) of every token (n_tokens >= 4; matmul_avx2_rowgroup_driver.h).
 template <class K>
 void prefill_k_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  prefill_row_groups<KRowGroup<K>, block_q8_K>(
-      a, r0, r1, a.w->cols / QK_K, interleave_k<K>, tile_k<K>,
-      [](const KernelArgs& args, int64_t t) { return token_blocks_k(args, t); });
+  prefill_row_groups<KRowGroup<K>, TileTokenBlock>(a, r0, r1, a.w->cols / QK_K, interleave_k<K>, tile_k<K>,
+                                                   tile_token_blocks<K>);
 }
 
 }  // namespace

@@ -183,48 +183,120 @@ __m256 load_part(const void* base, int64_t i, int64_t n) {
   }
 }
 
+// One cached K/V head's scores for positions p .. p + 3 of head q (dim_k
+// elements): lane i is position p + i's dot product times scale. Each lane
+// sums in the order of score_at (two accumulators, then the same halving
+// steps), so a position's score does not depend on its neighbours.
+template <bool F16>
+inline __attribute__((always_inline)) __m128 scores4(const float* q, const KvHead& kv, int64_t p, float scale) {
+  __m256 acc[4][2];
+  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= kv.dim_k; i += 16)
+    for (int j = 0; j < 2; ++j) {
+      const __m256 qv = _mm256_loadu_ps(q + i + 8 * j);
+      for (int r = 0; r < 4; ++r)
+        acc[r][j] = _mm256_fmadd_ps(qv, load8<F16>(kv.k, (p + r) * kv.k_stride + i + 8 * j), acc[r][j]);
+    }
+  for (; i < kv.dim_k; i += 8) {
+    const int64_t n = std::min<int64_t>(8, kv.dim_k - i);
+    const __m256 qv = _mm256_maskload_ps(q + i, tail_mask(n));
+    for (int r = 0; r < 4; ++r) acc[r][0] = _mm256_fmadd_ps(qv, load_part<F16>(kv.k, (p + r) * kv.k_stride + i, n), acc[r][0]);
+  }
+  __m256 v[4];
+  for (int r = 0; r < 4; ++r) v[r] = _mm256_add_ps(acc[r][0], acc[r][1]);
+  // horizontal_sum's steps on four vectors at once: halves added (s_k =
+  // v_k + v_k+4), then s_0 + s_2 and s_1 + s_3, then those two.
+  const __m256 s01 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
+  const __m256 s23 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+  const __m256 t = _mm256_add_ps(_mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(s01, s23, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(t, t, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(t, t, _MM_SHUFFLE(3, 1, 3, 1)));
+  // r: positions 0, 2 in the low half, 1, 3 in the high half.
+  const __m128 sums = _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+  return _mm_mul_ps(sums, _mm_set1_ps(scale));
+}
+
+template <bool F16>
+float score_at(const float* q, const KvHead& kv, int64_t p, float scale) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 16 <= kv.dim_k; i += 16)
+    for (int j = 0; j < 2; ++j)
+      acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8 * j), load8<F16>(kv.k, p * kv.k_stride + i + 8 * j), acc[j]);
+  for (; i < kv.dim_k; i += 8) {
+    const int64_t n = std::min<int64_t>(8, kv.dim_k - i);
+    acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(q + i, tail_mask(n)), load_part<F16>(kv.k, p * kv.k_stride + i, n), acc[0]);
+  }
+  return horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
+}
+
+// out_g[d0, d0 + 8·C) = Σ_p w_g[p] · v_p[d0, d0 + 8·C) for the G heads from
+// out (w_g at w + g·n_pos, out_g at out + g·dim_v), each V row read once for
+// all G; with kPartial the last vector has `tail` elements. G·C accumulator
+// chains run at once, so their FMA latencies overlap; each lane still adds its
+// positions in order from zero.
+template <bool F16, int G, int C, bool kPartial>
+void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t tail, float* out) {
+  __m256 acc[G][C];
+  for (auto& head : acc)
+    for (auto& a : head) a = _mm256_setzero_ps();
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const int64_t at = p * kv.v_stride + d0;
+    __m256 v[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c)
+      v[c] = kPartial && c == C - 1 ? load_part<F16>(kv.v, at + 8 * c, tail) : load8<F16>(kv.v, at + 8 * c);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      const __m256 wg = _mm256_broadcast_ss(w + g * n_pos + p);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[g][c] = _mm256_fmadd_ps(wg, v[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < C; ++c) {
+      float* o = out + g * kv.dim_v + d0 + 8 * c;
+      if (kPartial && c == C - 1)
+        _mm256_maskstore_ps(o, tail_mask(tail), acc[g][c]);
+      else
+        _mm256_storeu_ps(o, acc[g][c]);
+    }
+}
+
+// Every dimension of G heads: 8·C at a time (C = 2 keeps 8 accumulators
+// for 4 heads; fewer heads take wider slices), then 8, then the rest.
+template <bool F16, int G>
+void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, float* out) {
+  constexpr int C = G <= 2 ? 4 : 2;
+  int64_t d0 = 0;
+  for (; d0 + 8 * C <= kv.dim_v; d0 += 8 * C) weigh_values<F16, G, C, false>(w, n_pos, kv, d0, 0, out);
+  for (; d0 + 8 <= kv.dim_v; d0 += 8) weigh_values<F16, G, 1, false>(w, n_pos, kv, d0, 0, out);
+  if (d0 < kv.dim_v) weigh_values<F16, G, 1, true>(w, n_pos, kv, d0, kv.dim_v - d0, out);
+}
+
 // Decode attention is many short rows (head_dim 64-128) per position, so the
-// per-row work is what counts: each K row is loaded once for all n_q heads,
-// and each head's output is accumulated 32 dimensions at a time in registers
-// while the positions stream past (V rows stay in L1/L2 between heads).
+// per-row work is what counts: K rows are read four positions at a time for
+// each head (the four dot products are reduced together), and the weighted
+// values of up to four heads are accumulated in registers while the
+// positions stream past, each V row read once for them.
 template <bool F16>
 void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
                   float* out) {
-  for (int64_t p = 0; p < n_pos; ++p) {
-    const int64_t k0 = p * kv.k_stride;
-    for (int64_t g = 0; g < n_q; ++g) {
-      const float* qg = q + g * kv.dim_k;
-      __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      int64_t i = 0;
-      for (; i + 16 <= kv.dim_k; i += 16)
-        for (int j = 0; j < 2; ++j)
-          acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(qg + i + 8 * j), load8<F16>(kv.k, k0 + i + 8 * j), acc[j]);
-      for (; i < kv.dim_k; i += 8) {
-        const int64_t n = std::min<int64_t>(8, kv.dim_k - i);
-        acc[0] = _mm256_fmadd_ps(_mm256_maskload_ps(qg + i, tail_mask(n)), load_part<F16>(kv.k, k0 + i, n), acc[0]);
-      }
-      scores[g * n_pos + p] = horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
-    }
-  }
+  int64_t p = 0;
+  for (; p + 4 <= n_pos; p += 4)
+    for (int64_t g = 0; g < n_q; ++g) _mm_storeu_ps(scores + g * n_pos + p, scores4<F16>(q + g * kv.dim_k, kv, p, scale));
+  for (; p < n_pos; ++p)
+    for (int64_t g = 0; g < n_q; ++g) scores[g * n_pos + p] = score_at<F16>(q + g * kv.dim_k, kv, p, scale);
   for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
-  for (int64_t g = 0; g < n_q; ++g) {
-    const float* s = scores + g * n_pos;
+  for (int64_t g = 0; g < n_q; g += 4) {
+    const float* w = scores + g * n_pos;
     float* o = out + g * kv.dim_v;
-    int64_t i = 0;
-    for (; i + 32 <= kv.dim_v; i += 32) {
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const __m256 w = _mm256_broadcast_ss(s + p);
-        for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(w, load8<F16>(kv.v, p * kv.v_stride + i + 8 * j), acc[j]);
-      }
-      for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + i + 8 * j, acc[j]);
-    }
-    for (; i < kv.dim_v; i += 8) {
-      const int64_t n = std::min<int64_t>(8, kv.dim_v - i);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t p = 0; p < n_pos; ++p)
-        acc = _mm256_fmadd_ps(_mm256_broadcast_ss(s + p), load_part<F16>(kv.v, p * kv.v_stride + i, n), acc);
-      _mm256_maskstore_ps(o + i, tail_mask(n), acc);
+    switch (std::min<int64_t>(4, n_q - g)) {
+      case 1: weigh_heads<F16, 1>(w, n_pos, kv, o); break;
+      case 2: weigh_heads<F16, 2>(w, n_pos, kv, o); break;
+      case 3: weigh_heads<F16, 3>(w, n_pos, kv, o); break;
+      default: weigh_heads<F16, 4>(w, n_pos, kv, o); break;
     }
   }
 }

@@ -220,6 +220,56 @@ TEST(MatmulDispatch, TimedTypesGiveTheSameBitsOnEveryIsa) {
   }
 }
 
+// Every code of a K-quant block set to `fill`'s bits; with fill 0xFF the
+// sub-block scales too (a zero fill keeps the random ones: all-zero scales
+// would make every sum 0). The f16 scales stay.
+void fill_k_codes(DType type, uint8_t* block, uint8_t fill) {
+  const auto set = [&](auto& b, auto&... codes) {
+    std::memcpy(&b, block, sizeof(b));
+    (std::memset(codes, fill, sizeof(codes)), ...);
+    if (fill) std::memset(b.scales, fill, sizeof(b.scales));
+    std::memcpy(block, &b, sizeof(b));
+  };
+  switch (type) {
+    case DType::Q2_K: { block_q2_K b; set(b, b.qs); break; }
+    case DType::Q3_K: { block_q3_K b; set(b, b.hmask, b.qs); break; }
+    case DType::Q4_K: { block_q4_K b; set(b, b.qs); break; }
+    case DType::Q5_K: { block_q5_K b; set(b, b.qh, b.qs); break; }
+    case DType::Q6_K: { block_q6_K b; set(b, b.ql, b.qh); break; }
+    default: break;
+  }
+}
+
+// The K-quant AVX2 prefill adds maddubs results in int16 lanes as long as
+// they cannot overflow: every code at its extreme (all bits set, or none)
+// against activations that all quantize to the extreme of one sign, so the
+// sums are as large as they get. An overflow would be far outside 4e-5.
+TEST(MatmulIsa, Avx2KQuantPrefillHoldsExtremeCodes) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2: " << cpu_summary();
+  const int64_t rows = 9, cols = 512, n_tokens = 5;
+  for (DType type : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (const uint8_t fill : {uint8_t(0x00), uint8_t(0xFF)}) {
+      for (const float sign : {1.0f, -1.0f}) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + (fill ? " codes all ones" : " codes zero") +
+                     (sign > 0 ? ", x = +1" : ", x = -1"));
+        auto m = random_matrix(type, rows, cols, 5);
+        for (size_t off = 0; off < m.bytes.size(); off += traits(type).block_bytes)
+          fill_k_codes(type, m.bytes.data() + off, fill);
+        for (int64_t r = 0; r < rows; ++r) dequantize_row(type, m.view.row(r), m.dequantized.data() + r * cols, cols);
+        const std::vector<float> x(size_t(n_tokens * cols), sign);
+        const auto ref = run(Isa::Scalar, m.view, x, n_tokens, nullptr);
+        const auto fast = run(Isa::Avx2, m.view, x, n_tokens, nullptr);
+        for (int64_t t = 0; t < n_tokens; ++t)
+          for (int64_t r = 0; r < rows; ++r) {
+            const size_t k = size_t(t * rows + r);
+            const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
+            ASSERT_NEAR(fast[k], ref[k], tol) << "row " << r << " token " << t;
+          }
+      }
+    }
+  }
+}
+
 TEST(MatmulIsa, Avx2MatchesReference) { check_isa_against_reference(Isa::Avx2); }
 TEST(MatmulIsa, Avx512MatchesReference) { check_isa_against_reference(Isa::Avx512); }
 TEST(MatmulIsa, AmxMatchesReference) { check_isa_against_reference(Isa::Amx); }

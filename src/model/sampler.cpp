@@ -9,14 +9,12 @@
 
 namespace shardlm {
 
-namespace {
-
 // Greedy straight from the logits: only the penalised recent tokens are
 // copied, not the whole vocabulary into the candidates (that copy was most
 // of a greedy sample's cost). The same choice as Sampler::pick at
 // temperature <= 0: penalties, then the first maximum.
-TokenId greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
-                    std::span<const float> logits) {
+GreedyPick greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
+                       TokenId first, std::span<const float> logits) {
   struct Penalised {
     TokenId id;
     float logit;
@@ -24,8 +22,8 @@ TokenId greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std
   std::vector<Penalised> penalised;  // at most penalty_window: no allocation without penalties
   // apply_penalties asks for each token once, in increasing id order, and uses
   // each reference before asking for the next one.
-  apply_penalties(p, recent, seen, 0, TokenId(logits.size()), [&](TokenId id) -> float& {
-    penalised.push_back({id, logits[size_t(id)]});
+  apply_penalties(p, recent, seen, first, TokenId(first + int64_t(logits.size())), [&](TokenId id) -> float& {
+    penalised.push_back({id, logits[size_t(id - first)]});
     return penalised.back().logit;
   });
   size_t best = 0;
@@ -33,16 +31,14 @@ TokenId greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std
   auto next = penalised.begin();
   for (size_t i = 0; i < logits.size(); ++i) {
     float l = logits[i];
-    if (next != penalised.end() && size_t(next->id) == i) l = (next++)->logit;
+    if (next != penalised.end() && size_t(next->id - first) == i) l = (next++)->logit;
     if (i == 0 || l > best_logit) {  // ties: the lowest id
       best = i;
       best_logit = l;
     }
   }
-  return TokenId(best);
+  return {best, best_logit};
 }
-
-}  // namespace
 
 Rng::Rng(uint64_t seed) {
   for (auto& s : s_) {  // splitmix64: any seed, including 0, gives a good state
@@ -141,7 +137,7 @@ TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs
     throw Error(fmt::format("sampler: {} logits for a vocabulary of {}", logits.size(), n_vocab_));
   TokenId picked;
   if (p_.temperature <= 0.0f) {
-    picked = greedy_pick(p_, recent_, seen_, logits);
+    picked = TokenId(greedy_pick(p_, recent_, seen_, 0, logits).index);
   } else {
     for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
     picked = pick();

@@ -93,4 +93,15 @@ class Sampler {
 // Index of the largest value; ties go to the lowest index.
 TokenId argmax(std::span<const float> logits);
 
+// The greedy choice among the logits of ids [first, first + logits.size())
+// after p's penalties (recent as for apply_penalties, seen scratch): the
+// index of the highest penalised logit (the lowest among equals) and that
+// logit, read in place (only the penalised tokens are copied).
+struct GreedyPick {
+  size_t index;
+  float logit;
+};
+GreedyPick greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
+                       TokenId first, std::span<const float> logits);
+
 }  // namespace shardlm

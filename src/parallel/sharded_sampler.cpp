@@ -48,16 +48,13 @@ void ShardedSampler::local_candidates(std::span<const float> logits, Candidate* 
 }
 
 // Greedy keeps one candidate: the highest penalised logit, the lowest id
-// among equals (the order local_candidates sorts by), in one pass over a
-// copy of the logits: a candidate per vocabulary entry and a partial sort
-// over them cost ~10x that, per sequence and step.
+// among equals (the order local_candidates sorts by), read in place by the
+// single node's greedy rule: a candidate per vocabulary entry and a partial
+// sort over them cost ~10x that, per sequence and step.
 Candidate ShardedSampler::best_candidate(std::span<const float> logits, Range mine) {
   if (logits.empty()) return {};
-  penalised_.assign(logits.begin(), logits.end());
-  shardlm::apply_penalties(params_, recent_, seen_, TokenId(mine.begin), TokenId(mine.end),
-                           [&](TokenId id) -> float& { return penalised_[size_t(id - mine.begin)]; });
-  const TokenId best = argmax(penalised_);
-  return {TokenId(mine.begin + int64_t(best)), penalised_[size_t(best)]};
+  const GreedyPick best = greedy_pick(params_, recent_, seen_, TokenId(mine.begin), logits);
+  return {TokenId(mine.begin + int64_t(best.index)), best.logit};
 }
 
 TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {

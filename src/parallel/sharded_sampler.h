@@ -69,7 +69,6 @@ class ShardedSampler {
   std::vector<TokenId> recent_;       // the last penalty_window tokens, oldest first
   std::vector<TokenId> seen_;         // scratch: recent_ sorted
   std::vector<Candidate> scratch_;
-  std::vector<float> penalised_;      // greedy: the slice's logits, penalised
   std::vector<float> merged_logits_;
 };
 

@@ -31,12 +31,11 @@ using namespace avx2;
 //   2·31·128 for 5-bit, 2·63·128 for 6-bit; a run stays in one sub-block);
 //   chunk(block, j): elements 32j .. 32j+31 as unsigned codes, in order;
 //   scales(block, sc, bias): the kSub integer scales and the kSub integer
-//   weights of the activation sums of the same sub-blocks (the mins, or for
-//   codes stored with an offset, offset · scale);
+//   weights of the activation sums of the same sub-blocks (the mins);
+//   with kSignedCodes (codes stored with an offset, see Q6KRows) only
+//   scales(block, sc): their offset term is made at interleave time;
 //   finish(d, dmin, isum, bsum): the super-block's f32 value before the
-//   activation scale, as the reference computes it;
-//   kSignedCodes: see Q6KRows (false: chunk's codes are maddubs' unsigned
-//   operand against the activations).
+//   activation scale, as the reference computes it.
 // d and dmin (0 where the block has none) are the block's f16 fields.
 template <class K>
 constexpr int kSub = QK_K / K::kSubElems;
@@ -58,13 +57,12 @@ struct SubtractMins {
     return _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(bsum)));
   }
 };
-// Codes stored + offset (unsigned): the reference's d · Σ scale · (code − offset) · a
-// is d · (isum − Σ offset · scale · (activation sum)), the same integer.
-struct SubtractOffset {
-  static constexpr bool kSignedCodes = false;
-  static __m256 finish(__m256 d, __m256, __m256i isum, __m256i bsum) {
-    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, bsum)));
-  }
+// Codes stored + offset, interleaved as signed codes (Q6KRows): the tile's
+// integer sum starts from the offset term (shift_term), so it is the
+// reference's Σ scale · (code − offset) · a, and the value d · isum.
+struct SignedCodes {
+  static constexpr bool kSignedCodes = true;
+  static __m256 finish(__m256 d, __m256, __m256i isum, __m256i) { return _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)); }
 };
 
 // Element 32j + l of a Q2_K/Q3_K block: bits 2(j % 4), 2(j % 4) + 1 of qs[32 (j / 4) + l].
@@ -83,18 +81,17 @@ struct Q2KRows : SubtractMins {
 
 // Code + 4 (0..7): the two low bits, and 4 where bit j of hmask[l] is set.
 // Interleaved as signed codes, as Q6KRows.
-struct Q3KRows : SubtractOffset {
+struct Q3KRows : SignedCodes {
   using Block = block_q3_K;
-  static constexpr bool kSignedCodes = true;
   static constexpr int kSubElems = 16, kSum16 = 4, kCodeOffset = 4;
   static __m256i chunk(const Block& b, int j) {
     const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(b.hmask), j), _mm256_set1_epi8(1));
     return _mm256_or_si256(two_bits(b.qs, j), _mm256_slli_epi16(high, 2));
   }
-  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
+  static void scales(const Block& b, int16_t sc[16]) {
     int8_t unpacked[16];
     unpack_q3_k_scales(b.scales, unpacked);
-    for (int s = 0; s < 16; ++s) sc[s] = unpacked[s], bias[s] = int16_t(4 * unpacked[s]);
+    for (int s = 0; s < 16; ++s) sc[s] = unpacked[s];
   }
 };
 
@@ -134,9 +131,8 @@ struct Q5KRows : Q4Q5KRows<block_q5_K> {
 // so it is made once per interleaved super-block (shift_term) instead of a
 // product with the activation sums per token. Pairs of products stay within
 // ±2 · 255 · 32, so int16 lanes still add two maddubs results.
-struct Q6KRows : SubtractOffset {
+struct Q6KRows : SignedCodes {
   using Block = block_q6_K;
-  static constexpr bool kSignedCodes = true;
   static constexpr int kSubElems = 16, kSum16 = 2, kCodeOffset = 32;
   static __m256i chunk(const Block& b, int j) {
     const int h = j / 4, quarter = j % 4;
@@ -144,8 +140,8 @@ struct Q6KRows : SubtractOffset {
     const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
     return or_high_bits<2>(low, load32(b.qh + 32 * h), 2 * quarter);
   }
-  static void scales(const Block& b, int16_t sc[16], int16_t bias[16]) {
-    for (int s = 0; s < 16; ++s) sc[s] = b.scales[s], bias[s] = int16_t(32 * b.scales[s]);
+  static void scales(const Block& b, int16_t sc[16]) {
+    for (int s = 0; s < 16; ++s) sc[s] = b.scales[s];
   }
 };
 
@@ -162,11 +158,14 @@ void interleave_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRo
       KRowGroup<K>& dst = out[g * nb + b];
       int16_t sc[kPGroupRows][kSub<K>];
       for (int i = 0; i < kPGroupRows; ++i) {
-        int16_t bias[kSub<K>];
-        K::scales(w[i][b], sc[i], bias);
-        for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[i][s];
-        if constexpr (!K::kSignedCodes)
+        if constexpr (K::kSignedCodes) {
+          K::scales(w[i][b], sc[i]);
+        } else {
+          int16_t bias[kSub<K>];
+          K::scales(w[i][b], sc[i], bias);
           for (int p = 0; p < kSub<K> / 2; ++p) dst.bias[p][2 * i] = bias[2 * p], dst.bias[p][2 * i + 1] = bias[2 * p + 1];
+        }
+        for (int s = 0; s < kSub<K>; ++s) dst.scales[s][2 * i] = dst.scales[s][2 * i + 1] = sc[i][s];
         dst.d[i] = half_to_float(w[i][b].d);
         if constexpr (requires { w[i][b].dmin; })
           dst.dmin[i] = half_to_float(w[i][b].dmin);

@@ -15,6 +15,7 @@
 namespace shardlm {
 namespace {
 
+using test::abs_dot;
 using test::random_activations;
 using test::random_matrix;
 
@@ -31,13 +32,6 @@ std::vector<float> run(Isa isa, const MatrixView& w, const std::vector<float>& x
   PreparedInput prepared(x.data(), n_tokens, w.cols);
   matmul_with_isa(isa, w, prepared, y.data(), pool);
   return y;
-}
-
-// Σ|w·x| over a row: the scale of the rounding error of any summation order.
-double abs_dot(const float* w, const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(w[i]) * double(x[i]));
-  return s;
 }
 
 // The reference against the plain f32 definition: quantizing the activations

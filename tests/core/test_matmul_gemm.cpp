@@ -18,6 +18,7 @@
 namespace shardlm {
 namespace {
 
+using test::abs_dot;
 using test::random_activations;
 using test::random_matrix;
 
@@ -30,12 +31,6 @@ std::vector<float> run(Isa isa, const MatrixView& w, const float* x, int64_t n_t
   PreparedInput prepared(x, n_tokens, w.cols);
   matmul_with_isa(isa, w, prepared, y.data(), pool);
   return y;
-}
-
-double abs_dot(const float* w, const float* x, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(w[i]) * double(x[i]));
-  return s;
 }
 
 int64_t cols_for(DType type, int64_t want) { return traits(type).block_elems == QK_K ? (want + 255) / 256 * 256 : want; }

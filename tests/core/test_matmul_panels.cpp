@@ -21,6 +21,7 @@
 namespace shardlm {
 namespace {
 
+using test::abs_dot;
 using test::random_activations;
 using test::random_matrix;
 
@@ -102,9 +103,7 @@ TEST(MatmulPanels, EveryIsaMatchesReference) {
         const auto got = run(isa, p.view, x.data(), n, &pool);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t r = 0; r < rows; ++r) {
-            double mag = 0;
-            for (int64_t k = 0; k < cols; ++k)
-              mag += std::fabs(double(m.dequantized[size_t(r * cols + k)]) * double(x[size_t(t * cols + k)]));
+            const double mag = abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols);
             const size_t i = size_t(t * rows + r);
             ASSERT_NEAR(got[i], ref[i], 4e-5 * mag + 1e-30) << "row " << r << " token " << t;
           }
@@ -147,10 +146,8 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
         args.y = vnni.data();
         matmul_impl::avx512_panel_kernel(type)(args, 0, rows);
         for (size_t i = 0; i < got.size(); ++i) {
-          double mag = 0;
           const size_t t = i / size_t(rows), r = i % size_t(rows);
-          for (int64_t k = 0; k < cols; ++k)
-            mag += std::fabs(double(m.dequantized[r * size_t(cols) + size_t(k)]) * double(x[t * size_t(cols) + size_t(k)]));
+          const double mag = abs_dot(m.dequantized.data() + r * size_t(cols), x.data() + t * size_t(cols), cols);
           ASSERT_NEAR(got[i], ref[i], 4e-5 * mag + 1e-30) << "row " << r << " token " << t;
         }
         ASSERT_EQ(0, std::memcmp(got.data(), vnni.data(), got.size() * 4));

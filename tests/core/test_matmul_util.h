@@ -73,6 +73,13 @@ inline RandomMatrix random_matrix(DType type, int64_t rows, int64_t cols, uint32
   return m;
 }
 
+// Σ|w·x| over a row: the scale of the rounding error of any summation order.
+inline double abs_dot(const float* w, const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::fabs(double(w[i]) * double(x[i]));
+  return s;
+}
+
 // n_tokens × cols activations; one token (if there are 3 or more) is all
 // zeros and one block holds a single spike, to reach the edge cases of the
 // activation quantizer.

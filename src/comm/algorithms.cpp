@@ -22,9 +22,7 @@ void exchange_combine(Links& links, int partner, uint8_t* buf, uint8_t* tmp, siz
   }
   reqs[1] = links.irecv(partner, tmp, bytes);
   links.wait(reqs);
-  const void* mine_first[2] = {buf, tmp};
-  const void* theirs_first[2] = {tmp, buf};
-  reduce_ordered(buf, partner_first ? theirs_first : mine_first, count, dtype, op);
+  Combine{dtype, op, partner_first}.apply(buf, tmp, bytes);
 }
 
 void OneShotAllReduce::run() {

@@ -37,7 +37,7 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t n_head, 
                        double(head_dim_k + v_stored) * double(elem_);
   if (total > double(uint64_t(1) << 40))
     throw Error(fmt::format("KV cache of {:.1f} GiB is too large: lower --ctx", total / (1u << 30)));
-  const size_t per = size_t(n_layer * n_seq * n_head * n_ctx) * elem_;
+  const size_t per = bytes_per_dim();
   bytes_ = per * size_t(head_dim_k + v_stored);
   try {
     // Not value-initialised: pages are touched only as positions are written.
@@ -49,7 +49,7 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t n_head, 
 }
 
 void KvCache::commit_pages() {
-  const size_t per = bytes_ / size_t(dim_k_ + (values_in_keys_ ? 0 : dim_v_));
+  const size_t per = bytes_per_dim();
   std::memset(k_.get(), 0, per * size_t(dim_k_));
   if (!values_in_keys_) std::memset(v_.get(), 0, per * size_t(dim_v_));
 }

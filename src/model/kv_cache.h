@@ -51,6 +51,8 @@ class KvCache {
   uint8_t* slot(uint8_t* base, int64_t layer, int64_t seq, int64_t head, int64_t pos, int64_t dim) const {
     return base + size_t((((layer * n_seq_ + seq) * n_head_ + head) * n_ctx_ + pos) * dim) * elem_;
   }
+  // Bytes of keys (or values) per head dimension: every layer, sequence, head and position.
+  size_t bytes_per_dim() const { return size_t(n_layer_ * n_seq_ * n_head_ * n_ctx_) * elem_; }
   int64_t n_layer_, n_seq_, n_ctx_, n_head_, dim_k_, dim_v_;
   DType type_;
   bool values_in_keys_;

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/matmul.h"
 #include "core/membw.h"
+#include "core/peak_rate.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
 
@@ -152,15 +153,31 @@ void print_decode_table(const KernelBenchOptions& o, const std::vector<DType>& t
     for (const DecodeCase& c : cases) print_decode_rows(o, types, type, c, pools, bw, min_time);
 }
 
-void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& types, const Pools& pools, double ghz,
-                         double min_time) {
+// The measured rates of the instructions the active ISA's kernels use; with
+// AMX also AVX-512 VNNI's, which runs the 4–8-token batched decode.
+PeakRates print_peak_rates(double min_time) {
+  const Isa isa = active_isa();
+  const PeakRates p = measure_peak_rates(isa, min_time);
+  auto line = [](const PeakRates& r) {
+    fmt::print("peak per thread, measured: int8 {:.0f} G multiply-adds/s ({}), f32 {:.0f} GFLOP/s ({})\n",
+               r.int8_mac_per_s / 1e9, r.int8_instruction.empty() ? "none" : r.int8_instruction,
+               r.f32_flop_per_s / 1e9, r.f32_instruction.empty() ? "none" : r.f32_instruction);
+  };
+  line(p);
+  if (isa == Isa::Amx) {
+    const PeakRates vnni = measure_peak_rates(Isa::Avx512, min_time);
+    fmt::print("peak per thread, measured: int8 {:.0f} G multiply-adds/s ({}, the batched-decode tiles)\n",
+               vnni.int8_mac_per_s / 1e9, vnni.int8_instruction);
+  }
+  return p;
+}
+
+void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& types, const Pools& pools,
+                         const PeakRates& peak, double min_time) {
   const int64_t n_tokens = o.quick ? 64 : 512, dim = o.quick ? 2048 : 4096;
   const double ops = 2.0 * double(n_tokens) * double(dim) * double(dim);
   fmt::print("\nmatmul (prefill): {} tokens x {}x{} weights in a model's layout here, GOP/s (2 ops per multiply-add)\n",
              n_tokens, dim, dim);
-  fmt::print("peak estimate per thread at {:.2f} GHz: f32 FMA {:.0f} GFLOP/s (2 x 8-lane FMA/cycle), "
-             "int8 {:.0f} GOP/s (2 x 32-byte maddubs/cycle)\n",
-             ghz, ghz * 32, ghz * 128);
   fmt::print("| type | threads | ms | GOP/s | % of peak |\n|---|---:|---:|---:|---:|\n");
   std::vector<float> x(size_t(n_tokens * dim)), y(size_t(n_tokens * dim));
   std::mt19937 rng(2);
@@ -172,9 +189,9 @@ void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& 
     for (int n = 1; n <= o.threads; ++n) {
       ThreadPool* pool = pools[size_t(n - 1)].get();
       const double sec = best_seconds(min_time, [&] { matmul(m.view, x.data(), n_tokens, y.data(), pool); });
-      const double peak = ghz * n * (is_float ? 32 : 128);
-      fmt::print("| {} | {} | {:.1f} | {:.1f} | {:.0f}% |\n", dtype_name(type), n, sec * 1e3, ops / sec / 1e9,
-                 100.0 * ops / sec / 1e9 / peak);
+      const double peak_ops = n * (is_float ? peak.f32_flop_per_s : 2 * peak.int8_mac_per_s);
+      fmt::print("| {} | {} | {:.1f} | {:.1f} | {} |\n", dtype_name(type), n, sec * 1e3, ops / sec / 1e9,
+                 peak_ops > 0 ? fmt::format("{:.0f}%", 100.0 * ops / sec / peak_ops) : "-");
     }
   }
 }
@@ -185,12 +202,14 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const double min_time = o.quick ? 0.02 : 0.25;
   fmt::print("{}\n", cpu_summary());
   const double ghz = estimate_ghz(o.quick ? 0.05 : 0.3);
-  fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n\n", ghz);
+  fmt::print("core clock ~{:.2f} GHz (dependent-decrement loop)\n", ghz);
+  const PeakRates peak = print_peak_rates(o.quick ? 0.05 : 0.2);
+  fmt::print("\n");
   Pools pools;
   for (int n = 1; n <= o.threads; ++n) pools.push_back(std::make_unique<ThreadPool>(n));
   const std::vector<double> bw = print_bandwidth_table(o, pools);
   print_decode_table(o, types, pools, bw, min_time);
-  print_prefill_table(o, types, pools, ghz, min_time);
+  print_prefill_table(o, types, pools, peak, min_time);
 }
 
 }  // namespace

@@ -239,16 +239,16 @@ SHARDLM_GEMM_INLINE __m512i dot_groups(const __m512i* w, const int8_t* a) {
   for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
   return _mm512_add_epi32(s[0], s[1]);
 }
-
 // ---- 32-element blocks ------------------------------------------------------
-// y += d_w·d_x·Σ(u·a) + bias·act_sum, with u the unsigned codes: the offset
-// (Q4_0 −8, Q5_0 −16, Q8_0 −128 after shifting its signed codes up by 128)
-// or minimum (Q4_1, Q5_1) goes through the activation block's d·Σa.
+// u: the unsigned codes. Offset types (Q4_0 −8, Q5_0 −16, Q8_0 −128 after
+// shifting its signed codes up by 128): y += d_w·d_x·Σ(u − offset)·a, one
+// exact integer sum started from −offset·Σa (block_q8_32::minus8_sum).
+// Minimum types (Q4_1, Q5_1): y += d_w·d_x·Σu·a + m·s_f16.
 
 struct alignas(64) Panel32 {
   __m512i codes[8];
   __m512 scale;
-  __m512 bias;
+  __m512 bias;  // the minimum (Q4_1, Q5_1 only)
 };
 
 // Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
@@ -265,10 +265,10 @@ SHARDLM_GEMM_INLINE void unpack_nibbles(const G& g, size_t qs, Panel32& p) {
 struct Q4_0P {
   using Block = block_q4_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 0;  // offset 8 << kOffsetShift
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-8.0f));
     unpack_nibbles(g, 2, p);
   }
 };
@@ -297,10 +297,10 @@ SHARDLM_GEMM_INLINE void unpack_q5(const G& g, Panel32& p) {
 struct Q5_0P {
   using Block = block_q5_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 1;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-16.0f));
     unpack_q5<2, 6>(g, p);
   }
 };
@@ -318,10 +318,10 @@ struct Q5_1P {
 struct Q8_0P {
   using Block = block_q8_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 4;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
     p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
     g.at4(2, &p.codes[0]);
     g.at4(18, &p.codes[4]);
     for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
@@ -346,21 +346,62 @@ struct Blocks32 {
     for (int64_t b = 0; b < cols / 32; ++b) unpack_block(src, b, out[b]);
   }
 
-  // acc + the block's integer sums `isum` (16 rows of one token), scaled.
-  // Every tile (VNNI or AMX) scales with this same sequence.
+  // What a block's integer sum starts from: −offset·Σa (offset types), 0
+  // (minimum types).
+  SHARDLM_GEMM_INLINE static __m512i sum_start(const block_q8_32& xb) {
+    if constexpr (P::kMinimum) {
+      return _mm512_setzero_si512();
+    } else {
+      const __m512i s = _mm512_set1_epi32(xb.minus8_sum);
+      return P::kOffsetShift ? _mm512_slli_epi32(s, P::kOffsetShift) : s;
+    }
+  }
+
+  // acc + the block's integer sums `isum` (16 rows of one token, from
+  // sum_start), scaled. Every tile (VNNI or AMX) scales with this same
+  // sequence.
   SHARDLM_GEMM_INLINE static __m512 add_block(__m512 acc, __m512i isum, const Panel32& p, const block_q8_32& xb) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(p.scale, _mm512_set1_ps(xb.d)), acc);
-    return _mm512_fmadd_ps(p.bias, _mm512_set1_ps(P::kMinimum ? xb.s_f16 : xb.ds), acc);
+    if constexpr (P::kMinimum) acc = _mm512_fmadd_ps(p.bias, _mm512_set1_ps(xb.s_f16), acc);
+    return acc;
   }
 
   // acc[t] (16 rows of token t) += block b's products.
   template <int T>
   SHARDLM_GEMM_INLINE static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
+    // Tokens whose chains interleave: 8 code vectors + T accumulators + the
+    // chains must fit the 32 registers.
+    constexpr int kStep = T <= 8 ? T : 4;
+    static_assert(T % kStep == 0);
     __m512i w[8];
     for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
+    const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
+    for (int t = 0; t < T; t += kStep) block_tokens<kStep>(w, p, xb + x_stride * size_t(t), x_stride, acc + t);
+  }
+
+  // acc[t] += the block's products for tokens t < T, whose blocks are x_stride
+  // apart from xb. The vpdpbusd chains of the tokens are interleaved, so each
+  // waits on its latency while the others issue: with 4+ tokens one chain a
+  // token (a second cost a zeroing and an add, vector-ALU uops on the two
+  // ports vpdpbusd needs), below that two.
+  template <int T>
+  SHARDLM_GEMM_INLINE static void block_tokens(const __m512i* w, const Panel32& p, const uint8_t* xb, size_t x_stride,
+                                               __m512* acc) {
+    constexpr int kChains = T >= 4 ? 1 : 2;
+    const block_q8_32* xt[T];
+    __m512i s[T][kChains];
     for (int t = 0; t < T; ++t) {
-      const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
-      acc[t] = add_block(acc[t], dot_groups<8>(w, xb.qs), p, xb);
+      xt[t] = reinterpret_cast<const block_q8_32*>(xb + x_stride * size_t(t));
+      s[t][0] = sum_start(*xt[t]);
+      if constexpr (kChains == 2) s[t][1] = _mm512_setzero_si512();
+    }
+    for (int g = 0; g < 8; ++g)
+      for (int t = 0; t < T; ++t)
+        s[t][g % kChains] =
+            _mm512_dpbusd_epi32(s[t][g % kChains], w[g], _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+    for (int t = 0; t < T; ++t) {
+      const __m512i isum = kChains == 2 ? _mm512_add_epi32(s[t][0], s[t][kChains - 1]) : s[t][0];
+      acc[t] = add_block(acc[t], isum, p, *xt[t]);
     }
   }
 

@@ -102,9 +102,10 @@ class RowGather {
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
   }
-  // The f16 at `byte` (>= 2) of each row as floats; the dword read ends
-  // with it, so it may be a block's last two bytes.
+  // The f16 at `byte` of each row as floats. Past the block's first two
+  // bytes, the dword read ends with it, so it may be a block's last two bytes.
   SHARDLM_GEMM_INLINE __m512 half(size_t byte) const {
+    if (byte < 2) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(at(byte)));
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(at(byte - 2), 16)));
   }
   // The same rows, `bytes` further along.
@@ -194,12 +195,17 @@ class PanelGroup {
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)) {}
-  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
+  // `odd`: the type's panel_odd_piece, passed as a constant by callers that
+  // know the type at compile time, so that PanelBlock::at tests nothing at
+  // run time (GCC duplicated the unpacking on that test, with register
+  // copies in the token loop).
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
     for (size_t line = 0; line < block_bytes_; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-    return PanelBlock(p, odd_);
+    return PanelBlock(p, odd);
   }
 
  private:
@@ -268,7 +274,7 @@ struct Q4_0P {
   static constexpr int kOffsetShift = 0;  // offset 8 << kOffsetShift
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
+    p.scale = g.half(0);
     unpack_nibbles(g, 2, p);
   }
 };
@@ -300,7 +306,7 @@ struct Q5_0P {
   static constexpr int kOffsetShift = 1;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
+    p.scale = g.half(0);
     unpack_q5<2, 6>(g, p);
   }
 };
@@ -321,7 +327,7 @@ struct Q8_0P {
   static constexpr int kOffsetShift = 4;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
+    p.scale = g.half(0);
     g.at4(2, &p.codes[0]);
     g.at4(18, &p.codes[4]);
     for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
@@ -339,7 +345,11 @@ struct Blocks32 {
   static int64_t panels(int64_t cols) { return cols / 32; }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
-    P::unpack(src.block(b), out);
+    if constexpr (std::is_same_v<Src, PanelGroup>) {
+      P::unpack(src.block(b, panel_odd_piece(sizeof(typename P::Block), 32)), out);
+    } else {
+      P::unpack(src.block(b), out);
+    }
   }
   template <class Src>
   static void unpack(const Src& src, int64_t cols, Panel32* out) {
@@ -369,25 +379,30 @@ struct Blocks32 {
   // acc[t] (16 rows of token t) += block b's products.
   template <int T>
   SHARDLM_GEMM_INLINE static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
-    // Tokens whose chains interleave: 8 code vectors + T accumulators + the
-    // chains must fit the 32 registers.
-    constexpr int kStep = T <= 8 ? T : 4;
-    static_assert(T % kStep == 0);
     __m512i w[8];
     for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
-    for (int t = 0; t < T; t += kStep) block_tokens<kStep>(w, p, xb + x_stride * size_t(t), x_stride, acc + t);
+    // Tokens at a time and chains per token: as many chains as the 32
+    // registers hold next to the 8 code vectors and T accumulators.
+    if constexpr (T <= 6) {
+      block_tokens<T, 2>(w, p, xb, x_stride, acc);
+    } else if constexpr (T <= 8) {
+      block_tokens<T, 1>(w, p, xb, x_stride, acc);
+    } else {
+      static_assert(T % 4 == 0);
+      for (int t = 0; t < T; t += 4) block_tokens<4, 1>(w, p, xb + x_stride * size_t(t), x_stride, acc + t);
+    }
   }
 
   // acc[t] += the block's products for tokens t < T, whose blocks are x_stride
-  // apart from xb. The vpdpbusd chains of the tokens are interleaved, so each
-  // waits on its latency while the others issue: with 4+ tokens one chain a
-  // token (a second cost a zeroing and an add, vector-ALU uops on the two
-  // ports vpdpbusd needs), below that two.
-  template <int T>
+  // apart from xb, in kChains vpdpbusd chains a token. The chains of all the
+  // tokens are interleaved, so each waits on its latency while the others
+  // issue. Each chain past the first costs a zeroing and an add per token,
+  // vector-ALU uops on the two ports vpdpbusd needs.
+  template <int T, int kChains>
   SHARDLM_GEMM_INLINE static void block_tokens(const __m512i* w, const Panel32& p, const uint8_t* xb, size_t x_stride,
                                                __m512* acc) {
-    constexpr int kChains = T >= 4 ? 1 : 2;
+    static_assert(kChains == 1 || kChains == 2);
     const block_q8_32* xt[T];
     __m512i s[T][kChains];
     for (int t = 0; t < T; ++t) {

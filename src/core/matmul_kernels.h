@@ -111,6 +111,10 @@ Kernel amx_panel_kernel(DType type);
 // the group's panel block (matmul_panels.cpp).
 constexpr size_t kNoOddPiece = ~size_t(0);
 size_t panel_odd_piece(DType type);
+constexpr size_t panel_odd_piece(size_t block_bytes, int64_t block_elems) {
+  if (block_bytes % 4 != 2) return kNoOddPiece;
+  return block_elems == QK_K ? block_bytes - 2 : 0;
+}
 
 // The ISA whose panel kernel matmul runs on a Panels16 matrix with the
 // kernels of `isa` (Scalar: the reference on panels), and that kernel.

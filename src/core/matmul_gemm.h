@@ -245,6 +245,13 @@ SHARDLM_GEMM_INLINE __m512i dot_groups(const __m512i* w, const int8_t* a) {
   for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
   return _mm512_add_epi32(s[0], s[1]);
 }
+// acc + vpdpbusd(w, the 4 codes at a broadcast), the broadcast embedded
+// ({1to16}): one fused uop and no register for it.
+SHARDLM_GEMM_INLINE __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* a) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int8_t(*)[4]>(a)));
+  return acc;
+}
+
 // ---- 32-element blocks ------------------------------------------------------
 // u: the unsigned codes. Offset types (Q4_0 −8, Q5_0 −16, Q8_0 −128 after
 // shifting its signed codes up by 128): y += d_w·d_x·Σ(u − offset)·a, one
@@ -403,6 +410,9 @@ struct Blocks32 {
   SHARDLM_GEMM_INLINE static void block_tokens(const __m512i* w, const Panel32& p, const uint8_t* xb, size_t x_stride,
                                                __m512* acc) {
     static_assert(kChains == 1 || kChains == 2);
+    // 4-6 tokens with two chains each measured ~7 % faster with the
+    // broadcasts embedded; 1-3 tokens and one chain a token did not gain.
+    constexpr bool kEmbedBroadcast = T >= 4 && kChains == 2;
     const block_q8_32* xt[T];
     __m512i s[T][kChains];
     for (int t = 0; t < T; ++t) {
@@ -412,8 +422,9 @@ struct Blocks32 {
     }
     for (int g = 0; g < 8; ++g)
       for (int t = 0; t < T; ++t)
-        s[t][g % kChains] =
-            _mm512_dpbusd_epi32(s[t][g % kChains], w[g], _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+        s[t][g % kChains] = kEmbedBroadcast ? dpbusd_broadcast(s[t][g % kChains], w[g], xt[t]->qs + 4 * g)
+                                            : _mm512_dpbusd_epi32(s[t][g % kChains], w[g],
+                                                                  _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
     for (int t = 0; t < T; ++t) {
       const __m512i isum = kChains == 2 ? _mm512_add_epi32(s[t][0], s[t][kChains - 1]) : s[t][0];
       acc[t] = add_block(acc[t], isum, p, *xt[t]);

@@ -79,6 +79,7 @@ void quantize_act_q8_32(const float* x, block_q8_32* out, int64_t cols) {
     int sum = 0;
     for (int i = 0; i < 32; ++i) sum += blk.qs[i];
     blk.ds = blk.d * float(sum);  // exact: 11-bit scale × 12-bit sum
+    blk.minus8_sum = -8 * sum;
     blk.s_f16 = round_scale_to_f16(d * float(sum));
   }
 }

@@ -186,7 +186,8 @@ struct AmxBlocks32 : Blocks32<P> {
           for (int k = 0; k < kStepBlocks && b0 + k < nb; ++k)
             for (int t = 0; t < T; ++t) {
               const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b0 + k];
-              acc[t] = Base::add_block(acc[t], _mm512_load_si512(c[i % 2][k][t]), p[k], xb);
+              const __m512i isum = _mm512_add_epi32(_mm512_load_si512(c[i % 2][k][t]), Base::sum_start(xb));
+              acc[t] = Base::add_block(acc[t], isum, p[k], xb);
             }
         });
   }

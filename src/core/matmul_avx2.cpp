@@ -233,6 +233,7 @@ void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols) {
     const int sum = sum_codes(out[b].qs);
     out[b].d = round_scale_to_f16(d);
     out[b].ds = out[b].d * float(sum);
+    out[b].minus8_sum = -8 * sum;
     out[b].s_f16 = round_scale_to_f16(d * float(sum));
   }
 }

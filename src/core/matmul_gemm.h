@@ -102,9 +102,10 @@ class RowGather {
     out[2] = _mm512_unpacklo_epi64(t1, t3);
     out[3] = _mm512_unpackhi_epi64(t1, t3);
   }
-  // The f16 at `byte` (>= 2) of each row as floats; the dword read ends
-  // with it, so it may be a block's last two bytes.
+  // The f16 at `byte` of each row as floats. Past the block's first two
+  // bytes, the dword read ends with it, so it may be a block's last two bytes.
   SHARDLM_GEMM_INLINE __m512 half(size_t byte) const {
+    if (byte < 2) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(at(byte)));
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(at(byte - 2), 16)));
   }
   // The same rows, `bytes` further along.
@@ -194,12 +195,17 @@ class PanelGroup {
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)) {}
-  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
+  // `odd`: the type's panel_odd_piece, passed as a constant by callers that
+  // know the type at compile time, so that PanelBlock::at tests nothing at
+  // run time (GCC duplicated the unpacking on that test, with register
+  // copies in the token loop).
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
     for (size_t line = 0; line < block_bytes_; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-    return PanelBlock(p, odd_);
+    return PanelBlock(p, odd);
   }
 
  private:
@@ -239,16 +245,23 @@ SHARDLM_GEMM_INLINE __m512i dot_groups(const __m512i* w, const int8_t* a) {
   for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
   return _mm512_add_epi32(s[0], s[1]);
 }
+// acc + vpdpbusd(w, the 4 codes at a broadcast), the broadcast embedded
+// ({1to16}): one fused uop and no register for it.
+SHARDLM_GEMM_INLINE __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* a) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int8_t(*)[4]>(a)));
+  return acc;
+}
 
 // ---- 32-element blocks ------------------------------------------------------
-// y += d_w·d_x·Σ(u·a) + bias·act_sum, with u the unsigned codes: the offset
-// (Q4_0 −8, Q5_0 −16, Q8_0 −128 after shifting its signed codes up by 128)
-// or minimum (Q4_1, Q5_1) goes through the activation block's d·Σa.
+// u: the unsigned codes. Offset types (Q4_0 −8, Q5_0 −16, Q8_0 −128 after
+// shifting its signed codes up by 128): y += d_w·d_x·Σ(u − offset)·a, one
+// exact integer sum started from −offset·Σa (block_q8_32::minus8_sum).
+// Minimum types (Q4_1, Q5_1): y += d_w·d_x·Σu·a + m·s_f16.
 
 struct alignas(64) Panel32 {
   __m512i codes[8];
   __m512 scale;
-  __m512 bias;
+  __m512 bias;  // the minimum (Q4_1, Q5_1 only)
 };
 
 // Elements 4h..4h+3 are the low nibbles of qs dword h, 16+4h.. its high ones.
@@ -265,10 +278,10 @@ SHARDLM_GEMM_INLINE void unpack_nibbles(const G& g, size_t qs, Panel32& p) {
 struct Q4_0P {
   using Block = block_q4_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 0;  // offset 8 << kOffsetShift
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-8.0f));
+    p.scale = g.half(0);
     unpack_nibbles(g, 2, p);
   }
 };
@@ -297,10 +310,10 @@ SHARDLM_GEMM_INLINE void unpack_q5(const G& g, Panel32& p) {
 struct Q5_0P {
   using Block = block_q5_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 1;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-16.0f));
+    p.scale = g.half(0);
     unpack_q5<2, 6>(g, p);
   }
 };
@@ -318,10 +331,10 @@ struct Q5_1P {
 struct Q8_0P {
   using Block = block_q8_0;
   static constexpr bool kMinimum = false;
+  static constexpr int kOffsetShift = 4;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = f16_low(g.at(0));
-    p.bias = _mm512_mul_ps(p.scale, _mm512_set1_ps(-128.0f));
+    p.scale = g.half(0);
     g.at4(2, &p.codes[0]);
     g.at4(18, &p.codes[4]);
     for (int h = 0; h < 8; ++h) p.codes[h] = _mm512_xor_si512(p.codes[h], _mm512_set1_epi32(int(0x80808080)));
@@ -339,18 +352,35 @@ struct Blocks32 {
   static int64_t panels(int64_t cols) { return cols / 32; }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
-    P::unpack(src.block(b), out);
+    if constexpr (std::is_same_v<Src, PanelGroup>) {
+      P::unpack(src.block(b, panel_odd_piece(sizeof(typename P::Block), 32)), out);
+    } else {
+      P::unpack(src.block(b), out);
+    }
   }
   template <class Src>
   static void unpack(const Src& src, int64_t cols, Panel32* out) {
     for (int64_t b = 0; b < cols / 32; ++b) unpack_block(src, b, out[b]);
   }
 
-  // acc + the block's integer sums `isum` (16 rows of one token), scaled.
-  // Every tile (VNNI or AMX) scales with this same sequence.
+  // What a block's integer sum starts from: −offset·Σa (offset types), 0
+  // (minimum types).
+  SHARDLM_GEMM_INLINE static __m512i sum_start(const block_q8_32& xb) {
+    if constexpr (P::kMinimum) {
+      return _mm512_setzero_si512();
+    } else {
+      const __m512i s = _mm512_set1_epi32(xb.minus8_sum);
+      return P::kOffsetShift ? _mm512_slli_epi32(s, P::kOffsetShift) : s;
+    }
+  }
+
+  // acc + the block's integer sums `isum` (16 rows of one token, from
+  // sum_start), scaled. Every tile (VNNI or AMX) scales with this same
+  // sequence.
   SHARDLM_GEMM_INLINE static __m512 add_block(__m512 acc, __m512i isum, const Panel32& p, const block_q8_32& xb) {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(p.scale, _mm512_set1_ps(xb.d)), acc);
-    return _mm512_fmadd_ps(p.bias, _mm512_set1_ps(P::kMinimum ? xb.s_f16 : xb.ds), acc);
+    if constexpr (P::kMinimum) acc = _mm512_fmadd_ps(p.bias, _mm512_set1_ps(xb.s_f16), acc);
+    return acc;
   }
 
   // acc[t] (16 rows of token t) += block b's products.
@@ -358,9 +388,46 @@ struct Blocks32 {
   SHARDLM_GEMM_INLINE static void block(const Panel32& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
     __m512i w[8];
     for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
+    const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
+    // Tokens at a time and chains per token: as many chains as the 32
+    // registers hold next to the 8 code vectors and T accumulators.
+    if constexpr (T <= 6) {
+      block_tokens<T, 2>(w, p, xb, x_stride, acc);
+    } else if constexpr (T <= 8) {
+      block_tokens<T, 1>(w, p, xb, x_stride, acc);
+    } else {
+      static_assert(T % 4 == 0);
+      for (int t = 0; t < T; t += 4) block_tokens<4, 1>(w, p, xb + x_stride * size_t(t), x_stride, acc + t);
+    }
+  }
+
+  // acc[t] += the block's products for tokens t < T, whose blocks are x_stride
+  // apart from xb, in kChains vpdpbusd chains a token. The chains of all the
+  // tokens are interleaved, so each waits on its latency while the others
+  // issue. Each chain past the first costs a zeroing and an add per token,
+  // vector-ALU uops on the two ports vpdpbusd needs.
+  template <int T, int kChains>
+  SHARDLM_GEMM_INLINE static void block_tokens(const __m512i* w, const Panel32& p, const uint8_t* xb, size_t x_stride,
+                                               __m512* acc) {
+    static_assert(kChains == 1 || kChains == 2);
+    // 4-6 tokens with two chains each measured ~7 % faster with the
+    // broadcasts embedded; 1-3 tokens and one chain a token did not gain.
+    constexpr bool kEmbedBroadcast = T >= 4 && kChains == 2;
+    const block_q8_32* xt[T];
+    __m512i s[T][kChains];
     for (int t = 0; t < T; ++t) {
-      const auto& xb = reinterpret_cast<const block_q8_32*>(x + x_stride * size_t(t))[b];
-      acc[t] = add_block(acc[t], dot_groups<8>(w, xb.qs), p, xb);
+      xt[t] = reinterpret_cast<const block_q8_32*>(xb + x_stride * size_t(t));
+      s[t][0] = sum_start(*xt[t]);
+      if constexpr (kChains == 2) s[t][1] = _mm512_setzero_si512();
+    }
+    for (int g = 0; g < 8; ++g)
+      for (int t = 0; t < T; ++t)
+        s[t][g % kChains] = kEmbedBroadcast ? dpbusd_broadcast(s[t][g % kChains], w[g], xt[t]->qs + 4 * g)
+                                            : _mm512_dpbusd_epi32(s[t][g % kChains], w[g],
+                                                                  _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+    for (int t = 0; t < T; ++t) {
+      const __m512i isum = kChains == 2 ? _mm512_add_epi32(s[t][0], s[t][kChains - 1]) : s[t][0];
+      acc[t] = add_block(acc[t], isum, p, *xt[t]);
     }
   }
 

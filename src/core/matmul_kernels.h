@@ -13,7 +13,13 @@ namespace shardlm::matmul_impl {
 
 // Activations for weights with 32-element blocks: q = round(x / d) with
 // d = max|x| / 127, and ds = d · Σq so that per-block weight offsets/minimums
-// cost one multiply-add instead of a second integer dot product.
+// cost one multiply-add instead of a second integer dot product (AVX2 and
+// row-layout decode). minus8_sum = −8·Σq is the same term as an integer for
+// the VNNI/AMX panel kernels: the offset of Q4_0 (8), Q5_0 (16 = 8·2) and
+// Q8_0 (128 = 8·16, its codes shifted up by 128) times Σq, so that
+// Σ(u − offset)·q is one exact integer sum, a vpdpbusd chain started from
+// this value (a broadcast load; Q5_0/Q8_0 add a shift) instead of a float
+// bias term per block and token.
 // d is kept at f16 precision (stored as f32 for the kernels): llama.cpp's Q8_0
 // activation blocks carry an f16 scale, and rounding ours the same way makes
 // Q4_0/Q5_0/Q8_0 logits agree with it instead of drifting by quantization noise.
@@ -24,9 +30,10 @@ struct block_q8_32 {
   float d;
   float ds;
   float s_f16;
+  int32_t minus8_sum;
   int8_t qs[32];
 };
-static_assert(sizeof(block_q8_32) == 44);
+static_assert(sizeof(block_q8_32) == 48);
 
 // A token's Q8_32 row is its nb blocks followed by three columns of nb floats
 // that repeat the blocks' d, ds and s_f16: decode loads four blocks' scales
@@ -104,6 +111,10 @@ Kernel amx_panel_kernel(DType type);
 // the group's panel block (matmul_panels.cpp).
 constexpr size_t kNoOddPiece = ~size_t(0);
 size_t panel_odd_piece(DType type);
+constexpr size_t panel_odd_piece(size_t block_bytes, int64_t block_elems) {
+  if (block_bytes % 4 != 2) return kNoOddPiece;
+  return block_elems == QK_K ? block_bytes - 2 : 0;
+}
 
 // The ISA whose panel kernel matmul runs on a Panels16 matrix with the
 // kernels of `isa` (Scalar: the reference on panels), and that kernel.

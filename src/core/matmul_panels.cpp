@@ -105,10 +105,7 @@ void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 Kernel scalar_panel_kernel(DType type) { return has_panel_layout(type) ? scalar_panels : nullptr; }
 
-size_t panel_odd_piece(DType type) {
-  if (traits(type).block_bytes % 4 != 2) return kNoOddPiece;
-  return traits(type).block_elems == QK_K ? traits(type).block_bytes - 2 : 0;
-}
+size_t panel_odd_piece(DType type) { return panel_odd_piece(traits(type).block_bytes, traits(type).block_elems); }
 
 }  // namespace matmul_impl
 

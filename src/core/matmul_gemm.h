@@ -554,16 +554,17 @@ struct KQuant {
   }
 
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
-  // go round the tokens, so that consecutive ones are independent. From 5
-  // tokens one chain per token runs through a whole chain of sub-blocks; at
-  // 4 a token's chain is split in two (even and odd groups, joined where a
-  // sub-block ends); below 4 each sub-block starts its two chains afresh and
-  // is added to the running sum, so that the short chains of decode keep
-  // both vector ports busy through vpdpbusd's latency. The integers are exact
-  // either way, so every token count gives the same bits.
+  // go round the tokens, so that consecutive ones are independent. From 7
+  // tokens one chain per token runs through a whole chain of sub-blocks
+  // (two per token spilled there); at 4-6 a token's chain is split in two
+  // (even and odd groups, joined where a sub-block ends); below 4 each
+  // sub-block starts its two chains afresh and is added to the running sum,
+  // so that the short chains of decode keep both vector ports busy through
+  // vpdpbusd's latency. The integers are exact either way, so every token
+  // count gives the same bits.
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
-    constexpr int kGroups = P::kSub / 4, kSplit = T < 5 ? 2 : 1;
+    constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
     constexpr bool kFresh = T < 4;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
     const int8_t* a[T];

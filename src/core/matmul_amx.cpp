@@ -222,14 +222,12 @@ struct AmxKQuant : KQuant<P> {
       const uint8_t* codes = xb + offsetof(block_q8_K, qs);
       __m512 part[16];
       for (int t = 0; t < tokens; ++t) part[t] = _mm512_setzero_ps();
-      static_assert(Base::kSubsPerChain == 2, "a pair of products is one chain of sub-blocks");
       for (int s = 0; s < kSubs; s += 2) {
         products2(codes + P::kSub * s, codes + P::kSub * (s + 1), x_stride, &p.codes[kGroups * s],
                   &p.codes[kGroups * (s + 1)], c);
-        for (int t = 0; t < tokens; ++t) part[t] = Base::add_running(part[t], _mm512_load_si512(c[0][t]), p, s);
-        for (int t = 0; t < tokens; ++t)
-          part[t] = Base::add_running(part[t], _mm512_add_epi32(_mm512_load_si512(c[0][t]), _mm512_load_si512(c[1][t])),
-                                      p, s + 1);
+        for (int k = 0; k < 2; ++k)
+          for (int t = 0; t < tokens; ++t)
+            part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[k][t])), p.sub_scale[s + k], part[t]);
       }
       Base::finish_block(p, xb, x_stride, tokens, part, acc);
     }
@@ -268,12 +266,8 @@ struct AmxKQuant : KQuant<P> {
           const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
           for (int t = 0; t < T; ++t) {
             __m512 part = _mm512_setzero_ps();
-            __m512i running = _mm512_setzero_si512();
-            for (int s = 0; s < kSubs; ++s) {
-              const __m512i isum = _mm512_load_si512(c[b % 2][s][t]);
-              running = s % Base::kSubsPerChain ? _mm512_add_epi32(running, isum) : isum;
-              part = Base::add_running(part, running, *p, s);
-            }
+            for (int s = 0; s < kSubs; ++s)
+              part = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[b % 2][s][t])), p->sub_scale[s], part);
             Base::finish_block(*p, xb + x_stride * size_t(t), x_stride, 1, &part, &acc[t]);
           }
         });

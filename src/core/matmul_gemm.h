@@ -378,37 +378,21 @@ struct Blocks32 {
 // Q4_K/Q5_K subtract dmin·Σ min·bsum, Q6_K its offset 32·d·Σ scale·bsum.
 // The pairs of int16 factors for those 16 sums go through vpdpwssd.
 //
-// The sub-block sums are not converted one by one: a super-block is four
-// chains of 64 codes (2 sub-blocks of Q4_K/Q5_K, 4 of Q6_K), each one running
-// integer sum R_s = Σ(u·a) from the chain's start to the end of sub-block s,
-// so a vpdpbusd chain runs through its sub-blocks without a zeroed
-// accumulator or a join per sub-block. By summation by parts,
-// Σ_s scale_s·isum_s = Σ_s (scale_s − scale_{s+1})·R_s within a chain (the
-// chain's last sub-block: scale_s alone), so the factors d·(scale_s −
-// scale_{s+1}) are made once at unpacking and each R_s costs one vcvtdq2ps
-// and one fmadd. R_s stays below 2^24 (at most 4 × 16 × 63 × 128), so its
-// conversion is exact.
-
+// In one_pass the vpdpbusd of a sub-block are not a fresh pair of chains
+// per sub-block and token (two zeroed accumulators and a join each): a
+// chain runs through 64 codes (2 Q4_K/Q5_K sub-blocks, 4 Q6_K ones) and
+// each sub-block's sum is the difference of the running sums at its ends,
+// one vpsubd. The integers are exact, so the sums, and the scaling after
+// them, are those of every other tile (AMX included).
 constexpr int kChainCodes = 64;
 constexpr int kChains = QK_K / kChainCodes;
 
 struct alignas(64) PanelK {
   __m512i codes[64];
-  __m512 run_factor[16];   // of each sub-block's running sum R_s (kSub = 32 uses 8)
+  __m512 sub_scale[16];  // d·scale per sub-block (kSub = 32 uses 8)
   __m512i pair_factor[8];  // int16 factors of bsums[2p], bsums[2p+1]
   __m512 pair_scale;       // what Σ factor·bsum is multiplied by
 };
-
-// run_factor from the integer sub-block scales: d·(scale_s − scale_{s+1}),
-// d·scale_s at the end of a chain.
-template <int kSubs>
-SHARDLM_GEMM_INLINE void set_run_factors(__m512 d, const __m512i (&scale)[kSubs], PanelK& p) {
-  constexpr int kPerChain = kSubs / kChains;
-  for (int s = 0; s < kSubs; ++s) {
-    const __m512i f = (s + 1) % kPerChain ? _mm512_sub_epi32(scale[s], scale[s + 1]) : scale[s];
-    p.run_factor[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(f));
-  }
-}
 
 // Bits from..from+n-1 of each byte moved to bits to..to+n-1, every other bit
 // cleared by `keep` (those n bits in every byte): one shift and a mask, where
@@ -453,13 +437,12 @@ void unpack_q45_k(const G& g, PanelK& p) {
   const __m512 d = f16_low(dd);
   p.pair_scale = _mm512_sub_ps(_mm512_setzero_ps(), f16_high(dd));
   const __m512i s[3] = {g.at(4), g.at(8), g.at(12)};
-  __m512i scale[8];
   for (int j = 0; j < 8; ++j) {
-    __m512i min;
-    scale_min_k4(s, j, &scale[j], &min);
+    __m512i scale, min;
+    scale_min_k4(s, j, &scale, &min);
+    p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
     p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
   }
-  set_run_factors(d, scale, p);
   __m512i qh[8] = {}, q[4][8];
   for (int gi = 0; gi < 8; gi += 4) {
     if (kQ5) g.at4(kQh + 4 * size_t(gi), &qh[gi]);
@@ -504,7 +487,7 @@ struct Q6_KP {
       const __m512i v = g.at(192 + 4 * size_t(w));
       for (int k = 0; k < 4; ++k) sc[4 * w + k] = _mm512_srai_epi32(_mm512_slli_epi32(v, unsigned(24 - 8 * k)), 24);
     }
-    set_run_factors(d, sc, p);
+    for (int s = 0; s < 16; ++s) p.sub_scale[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[s]));
     for (int q = 0; q < 8; ++q)
       p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
                                          _mm512_slli_epi32(sc[2 * q + 1], 16));
@@ -547,25 +530,19 @@ struct KQuant {
 
   static constexpr int kSubsPerChain = kChainCodes / P::kSub;
 
-  // part + R·(its factor) for sub-block s: every tile (VNNI or AMX) takes the
-  // sub-blocks in order through this, then finish_block.
-  SHARDLM_GEMM_INLINE static __m512 add_running(__m512 part, __m512i running, const PanelK& p, int s) {
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(running), p.run_factor[s], part);
-  }
-
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
   // go round the tokens, so that consecutive ones are independent. From 7
   // tokens one chain per token runs through a whole chain of sub-blocks
   // (two per token spilled there); at 4-6 a token's chain is split in two
   // (even and odd groups, joined where a sub-block ends); below 4 each
-  // sub-block starts its two chains afresh and is added to the running sum,
-  // so that the short chains of decode keep both vector ports busy through
-  // vpdpbusd's latency. The integers are exact either way, so every token
-  // count gives the same bits.
+  // sub-block starts its two chains afresh, so that the short chains of
+  // decode keep both vector ports busy through vpdpbusd's latency. Q6_K's
+  // 16-code sub-blocks also start afresh at 4-6 tokens (measured 2-7 %
+  // faster there than running through four of them).
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
-    constexpr bool kFresh = T < 4;
+    constexpr bool kFresh = T < 4 || (kSubsPerChain > 2 && T < 7);
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
     const int8_t* a[T];
     __m512 part[T];
@@ -574,7 +551,7 @@ struct KQuant {
       part[t] = _mm512_setzero_ps();
     }
     for (int c = 0; c < kChains; ++c) {
-      __m512i running[T], sum[kSplit][T];
+      __m512i sum[kSplit][T], before[T];  // running sums; their join at the last sub-block's end
       for (int k = 0; k < kSubsPerChain; ++k) {
         const int s = kSubsPerChain * c + k;
         if (kFresh || k == 0)
@@ -588,8 +565,9 @@ struct KQuant {
                                                      _mm512_set1_epi32(load_i32(a[t] + P::kSub * s + 4 * g)));
         for (int t = 0; t < T; ++t) {
           const __m512i joined = kSplit == 2 ? _mm512_add_epi32(sum[0][t], sum[1][t]) : sum[0][t];
-          running[t] = kFresh && k > 0 ? _mm512_add_epi32(running[t], joined) : joined;
-          part[t] = add_running(part[t], running[t], p, s);
+          const __m512i isum = kFresh || k == 0 ? joined : _mm512_sub_epi32(joined, before[t]);
+          if (!kFresh) before[t] = joined;
+          part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p.sub_scale[s], part[t]);
         }
       }
     }

@@ -378,12 +378,12 @@ struct Blocks32 {
 // Q4_K/Q5_K subtract dmin·Σ min·bsum, Q6_K its offset 32·d·Σ scale·bsum.
 // The pairs of int16 factors for those 16 sums go through vpdpwssd.
 //
-// In one_pass the vpdpbusd of a sub-block are not a fresh pair of chains
-// per sub-block and token (two zeroed accumulators and a join each): a
-// chain runs through 64 codes (2 Q4_K/Q5_K sub-blocks, 4 Q6_K ones) and
-// each sub-block's sum is the difference of the running sums at its ends,
-// one vpsubd. The integers are exact, so the sums, and the scaling after
-// them, are those of every other tile (AMX included).
+// In one_pass from 4 tokens, the vpdpbusd of a Q4_K/Q5_K sub-block are not
+// a fresh pair of chains per sub-block and token (two zeroed accumulators
+// and a join each): a chain runs through 64 codes (2 sub-blocks) and each
+// sub-block's sum is the difference of the running sums at its ends, one
+// vpsubd. The integers are exact, so the sums, and the scaling after them,
+// are those of every other tile (AMX included).
 constexpr int kChainCodes = 64;
 constexpr int kChains = QK_K / kChainCodes;
 
@@ -537,12 +537,12 @@ struct KQuant {
   // (even and odd groups, joined where a sub-block ends); below 4 each
   // sub-block starts its two chains afresh, so that the short chains of
   // decode keep both vector ports busy through vpdpbusd's latency. Q6_K's
-  // 16-code sub-blocks also start afresh at 4-6 tokens (measured 2-7 %
-  // faster there than running through four of them).
+  // 16-code sub-blocks always start afresh (measured 2-10 % faster at 4-8
+  // tokens than running through four of them).
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
-    constexpr bool kFresh = T < 4 || (kSubsPerChain > 2 && T < 7);
+    constexpr bool kFresh = T < 4 || P::kSub == 16;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
     const int8_t* a[T];
     __m512 part[T];

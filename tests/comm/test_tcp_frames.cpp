@@ -312,8 +312,8 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
 }
 
 // Combining receives read up to 128 KiB at a time (the stage grows for them,
-// keeping a split element), and after a combined frame the next header with
-// as much: behind a 3-byte frame (so the first read ends mid-element), a long
+// keeping a split element), and after a long combined frame the next header
+// with as much: behind a 3-byte frame (so the first read ends mid-element), a long
 // combined frame, then a long plain one (partly staged that way), a short
 // combined one and a short plain one each arrive intact in their own receive.
 TEST(TcpFrames, LargeCombiningReadsLeaveTheFollowingFramesIntact) {

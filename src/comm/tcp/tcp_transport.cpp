@@ -39,9 +39,10 @@ constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 // A combining receive is always read through the stage, so there a larger
 // read costs no copy and saves recv(2) calls: up to this much of the payload
 // (plus the next header) per call, as much as loopback TCP tends to have
-// queued, and after a combined frame the next header is read that way too
-// (the next frame of a collective is usually combined as well). The stage
-// grows to this size only for a peer that has a combining receive.
+// queued, and after a long combined frame the next header is read that way
+// too (the next frame of a collective is usually combined as well). The
+// stage grows to this size only for a peer that has had a long combining
+// receive.
 constexpr size_t kCombineReadBytes = (size_t(128) << 10) + FrameHeader::kBytes;
 
 struct TcpTransport::Peer {
@@ -59,7 +60,8 @@ struct TcpTransport::Peer {
   uint8_t header_bytes[FrameHeader::kBytes];
   size_t header_got = 0;
   // How the next frame starts: after a long payload read straight into its
-  // buffer, with the header alone; after a combined one, with a combining-sized read.
+  // buffer, with the header alone; after a long combined one, with a
+  // combining-sized read; else with a stage-sized read.
   enum class After { Short, LongDirect, Combined };
   After after = After::Short;
   FrameHeader frame;
@@ -242,9 +244,9 @@ void TcpTransport::route_payload(Peer& p) {
   p.target = reinterpret_cast<uint8_t*>(p.delivery.data());
   p.read = Peer::Read::Payload;
   p.target_got = 0;
-  p.after = p.delivery.combine()              ? Peer::After::Combined
-            : p.frame.length >= kStageBytes ? Peer::After::LongDirect
-                                             : Peer::After::Short;
+  p.after = p.frame.length < kStageBytes ? Peer::After::Short
+            : p.delivery.combine()         ? Peer::After::Combined
+                                           : Peer::After::LongDirect;
   if (p.frame.length == 0) finish_frame(p);
 }
 

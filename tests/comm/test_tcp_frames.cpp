@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "comm/reduce.h"
@@ -308,6 +309,69 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
       }
     }
   }
+}
+
+// Combining receives read up to 128 KiB at a time (the stage grows for them,
+// keeping a split element), and after a long combined frame the next header
+// with as much: behind a 3-byte frame (so the first read ends mid-element), a long
+// combined frame, then a long plain one (partly staged that way), a short
+// combined one and a short plain one each arrive intact in their own receive.
+TEST(TcpFrames, LargeCombiningReadsLeaveTheFollowingFramesIntact) {
+  auto p = make_pair();
+  constexpr size_t kLong = 50'000, kShort = 5, kPlain = 70'001;
+  std::vector<float> mine(kLong), theirs(kLong), small_mine(kShort), small_theirs(kShort);
+  for (size_t i = 0; i < kLong; ++i) {
+    mine[i] = float(i % 29) * 0.25f - 3.0f;
+    theirs[i] = float(i % 31) * 0.37f + 1.01f;  // low bytes not 0: a lost byte shows
+  }
+  for (size_t i = 0; i < kShort; ++i) small_mine[i] = float(i), small_theirs[i] = 10.0f * float(i);
+  std::vector<uint8_t> plain(kPlain);
+  for (size_t i = 0; i < kPlain; ++i) plain[i] = uint8_t(i * 7 + 1);
+  std::vector<uint8_t> wire;
+  auto add = [&](uint64_t tag, const void* data, size_t bytes) {
+    FrameHeader h;
+    h.tag = tag;
+    h.length = bytes;
+    const auto* b = static_cast<const uint8_t*>(data);
+    wire.insert(wire.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
+    wire.insert(wire.end(), b, b + bytes);
+  };
+  add(5, "odd", 3);
+  add(1, theirs.data(), kLong * 4);
+  add(2, plain.data(), kPlain);
+  add(3, small_theirs.data(), kShort * 4);
+  add(4, "tail", 4);
+  std::vector<float> acc = mine, small_acc = small_mine;
+  std::vector<uint8_t> got(kPlain);
+  char tail[4] = {}, odd[3] = {};
+  RequestPtr rs[5] = {p.t->irecv(1, 5, odd, sizeof odd),
+                      p.t->irecv_reduce(1, 1, acc.data(), kLong, DType::F32, ReduceOp::Sum, false),
+                      p.t->irecv(1, 2, got.data(), kPlain),
+                      p.t->irecv_reduce(1, 3, small_acc.data(), kShort, DType::F32, ReduceOp::Sum, true),
+                      p.t->irecv(1, 4, tail, sizeof tail)};
+  // The first read (a 32 KiB stage) then finds it all there; the rest is more
+  // than a socket pair buffers: the writer blocks until the transport reads.
+  constexpr size_t kFirst = 40'000;
+  ASSERT_EQ(::write(p.peer.get(), wire.data(), kFirst), ssize_t(kFirst));
+  std::thread writer([&] {
+    for (size_t at = kFirst; at < wire.size();) {
+      const ssize_t n = ::write(p.peer.get(), wire.data() + at, wire.size() - at);
+      if (n <= 0) return;
+      at += size_t(n);
+    }
+  });
+  p.t->wait_all(rs, SteadyClock::now() + 5s);
+  writer.join();
+  std::vector<float> want(kLong), small_want(kShort);
+  const void* order[2] = {mine.data(), theirs.data()};
+  reduce_ordered(want.data(), order, kLong, DType::F32, ReduceOp::Sum);
+  const void* small_order[2] = {small_theirs.data(), small_mine.data()};
+  reduce_ordered(small_want.data(), small_order, kShort, DType::F32, ReduceOp::Sum);
+  EXPECT_EQ(std::memcmp(acc.data(), want.data(), kLong * 4), 0);
+  EXPECT_EQ(got, plain);
+  EXPECT_EQ(std::memcmp(small_acc.data(), small_want.data(), kShort * 4), 0);
+  EXPECT_EQ(std::string(tail, 4), "tail");
+  EXPECT_EQ(std::string(odd, 3), "odd");
 }
 
 TEST(TcpFrames, CombiningReceiveRefusesAnotherLength) {

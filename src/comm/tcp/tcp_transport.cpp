@@ -32,9 +32,18 @@ struct TcpTransport::SendReq : Request {
 // through a per-peer stage: one recv(2) then takes a header with its payload
 // (and whatever follows) instead of one for each, a syscall saved per
 // small message. Longer remainders go straight to their buffer. After a
-// long frame the next header is read alone: a long payload takes a recv(2)
-// of its own anyway, and staging its first 32 KiB would cost a copy.
+// long frame read straight into its buffer the next header is read alone: a
+// long payload takes a recv(2) of its own anyway, and staging its first
+// 32 KiB would cost a copy.
 constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
+// A combining receive is always read through the stage, so there a larger
+// read costs no copy and saves recv(2) calls: up to this much of the payload
+// (plus the next header) per call, as much as loopback TCP tends to have
+// queued, and after a long combined frame the next header is read that way
+// too (the next frame of a collective is usually combined as well). The
+// stage grows to this size only for a peer that has had a long combining
+// receive.
+constexpr size_t kCombineReadBytes = (size_t(128) << 10) + FrameHeader::kBytes;
 
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Stalled };
@@ -50,13 +59,18 @@ struct TcpTransport::Peer {
   Read read = Read::Header;
   uint8_t header_bytes[FrameHeader::kBytes];
   size_t header_got = 0;
-  bool long_frames = false;  // the last frame's payload was at least kStageBytes
+  // How the next frame starts: after a long payload read straight into its
+  // buffer, with the header alone; after a long combined one, with a
+  // combining-sized read; else with a stage-sized read.
+  enum class After { Short, LongDirect, Combined };
+  After after = After::Short;
   FrameHeader frame;
   uint8_t* target = nullptr;  // where the payload being read goes
   size_t target_got = 0;
   Inbox::Delivery delivery;  // of a data frame
   std::string control;  // payload of an abort frame
   std::unique_ptr<uint8_t[]> stage;  // read from the socket, not yet taken
+  size_t stage_capacity = 0;
   size_t staged_at = 0, staged_end = 0;
   // Bytes at the stage's start short of a whole element of a combining
   // receive: the next recv(2) appends to them.
@@ -230,13 +244,15 @@ void TcpTransport::route_payload(Peer& p) {
   p.target = reinterpret_cast<uint8_t*>(p.delivery.data());
   p.read = Peer::Read::Payload;
   p.target_got = 0;
+  p.after = p.frame.length < kStageBytes ? Peer::After::Short
+            : p.delivery.combine()         ? Peer::After::Combined
+                                           : Peer::After::LongDirect;
   if (p.frame.length == 0) finish_frame(p);
 }
 
 void TcpTransport::dispatch_header(Peer& p) {
   FrameHeader& f = p.frame;
   std::memcpy(&f, p.header_bytes, sizeof f);
-  p.long_frames = f.length >= kStageBytes;
   bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0 && f.zero[2] == 0;
   if (f.magic != FrameHeader::kMagic || !zero_ok ||
       (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
@@ -316,6 +332,16 @@ bool TcpTransport::take_staged(Peer& p) {
   return payload_done(p);
 }
 
+// The stage holds `bytes` from here on; the bytes kept at its start move along.
+void TcpTransport::reserve_stage(Peer& p, size_t bytes) {
+  if (p.stage_capacity >= bytes) return;
+  const size_t capacity = std::max(bytes, kStageBytes);
+  std::unique_ptr<uint8_t[]> grown(new uint8_t[capacity]);
+  if (p.stage_kept) std::memcpy(grown.get(), p.stage.get(), p.stage_kept);
+  p.stage = std::move(grown);
+  p.stage_capacity = capacity;
+}
+
 void TcpTransport::read_ready(Peer& p) {
   while (p.fd && p.read != Peer::Read::Stalled) {
     // A finished receive returns at once: the waiter looks at its requests
@@ -326,13 +352,22 @@ void TcpTransport::read_ready(Peer& p) {
     }
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
-    const bool header_alone = header && p.long_frames;
-    const bool direct = left >= kStageBytes && !p.delivery.combine();
-    if (!direct && !header_alone && !p.stage) p.stage.reset(new uint8_t[kStageBytes]);
+    const bool header_alone = header && p.after == Peer::After::LongDirect;
+    const bool combining = header ? p.after == Peer::After::Combined : bool(p.delivery.combine());
+    const bool direct = left >= kStageBytes && !combining;
+    size_t stage_read = 0;  // bytes asked for at the stage's end
+    if (!direct && !header_alone) {
+      // A combining read of a payload stops after the next header: staging
+      // more of a frame that is not combined would cost a copy.
+      stage_read = !combining ? kStageBytes
+                   : header   ? kCombineReadBytes
+                              : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
+      reserve_stage(p, p.stage_kept + stage_read);
+    }
     ssize_t r = header_alone
                     ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
                 : direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
-                         : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, kStageBytes - p.stage_kept, 0);
+                         : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
     if (r > 0 && header_alone) {
       p.header_got += size_t(r);
       if (p.header_got == FrameHeader::kBytes) dispatch_header(p);

@@ -86,6 +86,7 @@ class TcpTransport final : public Transport {
   void progress_pending(std::span<const RequestPtr> requests);
   void flush_sends(Peer& p);
   void read_ready(Peer& p);
+  static void reserve_stage(Peer& p, size_t bytes);
   bool take_staged(Peer& p);   // true when a frame for a receive completed
   bool payload_done(Peer& p);  // the same, once the payload is all there
   void dispatch_header(Peer& p);

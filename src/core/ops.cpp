@@ -66,6 +66,12 @@ int64_t argmax(const float* x, int64_t n) {
   return best;
 }
 
+int64_t find_above(const float* x, int64_t n, float floor) {
+  int64_t i = 0;
+  while (i < n && !(x[i] > floor)) ++i;
+  return i;
+}
+
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
   auto at = [&](const void* base, int64_t i) {
@@ -110,6 +116,10 @@ float dot(const float* a, const float* b, int64_t n) { return use_avx2() ? avx2:
 int64_t argmax(const float* x, int64_t n) {
   if (active_isa() >= Isa::Avx512) return avx512::argmax(x, n);
   return use_avx2() ? avx2::argmax(x, n) : ref::argmax(x, n);
+}
+int64_t find_above(const float* x, int64_t n, float floor) {
+  if (active_isa() >= Isa::Avx512) return avx512::find_above(x, n, floor);
+  return use_avx2() ? avx2::find_above(x, n, floor) : ref::find_above(x, n, floor);
 }
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {

@@ -71,7 +71,7 @@ TokenLogit PenalisedLogits::best() const {
 // Keeps a buffer of candidates; whenever it fills, the best k stay and the
 // k-th's logit becomes a floor that later positions must beat strictly (a
 // later position with an equal logit has a higher id, so it ranks below the
-// k-th). Most of the vocabulary is then one compare each.
+// k-th). Most of the vocabulary is then skipped by a vector compare.
 void PenalisedLogits::top(size_t k, std::vector<TokenLogit>& out) const {
   out.clear();
   k = std::min(k, raw_.size());
@@ -91,7 +91,13 @@ void PenalisedLogits::top(size_t k, std::vector<TokenLogit>& out) const {
   };
   for_each_piece(
       [&](size_t begin, size_t end) {
-        for (size_t i = begin; i < end; ++i) offer(i, raw_[i]);
+        for (size_t i = begin; i < end; ++i) {
+          if (have_floor) {
+            i += size_t(ops::find_above(raw_.data() + i, int64_t(end - i), floor));
+            if (i == end) break;
+          }
+          offer(i, raw_[i]);
+        }
       },
       offer);
   const size_t keep = std::min(k, out.size());

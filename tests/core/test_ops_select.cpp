@@ -1,5 +1,6 @@
-// ops::argmax: every path against the reference on random rows with planted
-// ties, -inf and NaN, at lengths around each path's vector and unroll widths.
+// ops::argmax and ops::find_above: every path against the reference on random
+// rows with planted ties, -inf and NaN, at lengths around each path's vector
+// and unroll widths.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -65,6 +66,34 @@ TEST(OpsArgmax, FastPathsMatchReference) {
       expect_all_paths(x, "+inf last");
     }
   }
+}
+
+TEST(OpsFindAbove, FastPathsMatchReference) {
+  using FindFn = int64_t (*)(const float*, int64_t, float);
+  std::vector<std::pair<const char*, FindFn>> paths;
+  if (isa_available(Isa::Avx2)) paths.emplace_back("avx2", avx2::find_above);
+  if (isa_available(Isa::Avx512)) paths.emplace_back("avx512", avx512::find_above);
+  paths.emplace_back("dispatch", ops::find_above);
+  std::mt19937 rng(5);
+  for (const int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      std::uniform_int_distribution<int> coarse(-20, 20);
+      for (auto& v : x) v = float(coarse(rng));
+      for (auto& v : x)
+        if (rng() % 7 == 0) v = trial % 2 ? kNaN : -kInf;
+      // Floors that nothing, something rare, and most values beat.
+      for (const float floor : {100.f, 19.f, 15.f, 0.f, -kInf, float(coarse(rng))}) {
+        const int64_t want = ref::find_above(x.data(), n, floor);
+        for (const auto& [name, fn] : paths)
+          ASSERT_EQ(fn(x.data(), n, floor), want) << name << ", length " << n << ", floor " << floor;
+      }
+    }
+  }
+  const std::vector<float> x{kNaN, 1, 3, 2};
+  EXPECT_EQ(ref::find_above(x.data(), 4, 2.f), 2);
+  EXPECT_EQ(ref::find_above(x.data(), 4, 3.f), 4);
+  EXPECT_EQ(ref::find_above(x.data(), 4, -kInf), 1);
 }
 
 }  // namespace

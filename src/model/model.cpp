@@ -124,9 +124,7 @@ void Model::forward(const Batch& batch, const float* hidden_in) {
     std::memcpy(x_.data(), hidden_in, size_t(n_tokens_ * config_.n_embd) * sizeof(float));
   else
     embed(batch);
-  const int64_t n_layers = plan_.layers.size();
-  if (n_layers > 0) add_residual_and_norm(/*add=*/false, /*norm=*/true, weights_.layers[0].attn_norm);
-  for (int64_t l = 0; l < n_layers; ++l) {
+  for (int64_t l = 0; l < plan_.layers.size(); ++l) {
     attention_block(l, batch);
     ffn_block(l);
   }
@@ -151,29 +149,30 @@ void Model::attention_block(int64_t l, const Batch& batch) {
   const auto& c = config_;
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
+  for_each_token([&](int64_t t) {
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  });
   if (c.latent_attention())
     latent_attention(l, batch);
   else
     multi_head_attention(l, batch);
   matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
   all_reduce(proj_.data(), n * c.n_embd);
-  add_residual_and_norm(/*add=*/true, /*norm=*/true, L.ffn_norm);
+  add_residual();
 }
 
-// One pool round for a block's residual add and the next block's norm.
-void Model::add_residual_and_norm(bool add, bool norm, const float* norm_weight) {
+void Model::add_residual() {
   const int64_t d = config_.n_embd;
-  for_each_token([&](int64_t t) {
-    float* x = &x_[size_t(t * d)];
-    if (add) ops::add(x, &proj_[size_t(t * d)], x, d);
-    if (norm) ops::rms_norm(x, norm_weight, d, config_.rms_eps, &xn_[size_t(t * d)]);
-  });
+  for_each_token([&](int64_t t) { ops::add(&x_[size_t(t * d)], &proj_[size_t(t * d)], &x_[size_t(t * d)], d); });
 }
 
 void Model::ffn_block(int64_t l) {
   const auto& c = config_;
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
+  for_each_token([&](int64_t t) {
+    ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  });
   if (c.layer_has_experts(plan_.layers.begin + l)) {
     expert_ffn(L);
     int32_t* load = &expert_load_[size_t(l * c.moe.n_expert)];
@@ -183,8 +182,7 @@ void Model::ffn_block(int64_t l) {
     dense_ffn(L);
   }
   all_reduce(proj_.data(), n * c.n_embd);
-  const bool last = l + 1 == plan_.layers.size();
-  add_residual_and_norm(/*add=*/true, /*norm=*/!last, last ? nullptr : weights_.layers[size_t(l) + 1].attn_norm);
+  add_residual();
 }
 
 void Model::multi_head_attention(int64_t l, const Batch& batch) {

@@ -86,9 +86,8 @@ class Model {
  private:
   void check(const Batch& batch, const float* hidden_in) const;
   void embed(const Batch& batch);
-  // Each block: its product of xn_ (x_ RMS-normed for it) into proj_,
-  // all-reduced over tensor-parallel ranks, added to x_, and x_ normed into
-  // xn_ for the next block (none after the last layer).
+  // Each block: RMS norm of x_ into xn_, the block's product into proj_,
+  // all-reduced over tensor-parallel ranks, added to x_.
   void attention_block(int64_t layer, const Batch& batch);
   void ffn_block(int64_t layer);
   // xn_ → attn_ (n × this rank's heads × v dim), the cache filled for the batch.
@@ -102,8 +101,7 @@ class Model {
   // out (n × heads × head_dim_v).
   void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale);
   void all_reduce(float* data, int64_t n);
-  // x_ += proj_ (when add), then xn_ = rms_norm(x_) · norm_weight (when norm).
-  void add_residual_and_norm(bool add, bool norm, const float* norm_weight);
+  void add_residual();  // x_ += proj_
   void compute_logits(const Batch& batch);
   void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn);
   // fn(t) for every token of the step, split over the pool by token when

@@ -55,6 +55,23 @@ float dot(const float* a, const float* b, int64_t n) {
   return float(sum);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  int64_t best = 0;
+  float best_value = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > best_value) {
+      best = i;
+      best_value = x[i];
+    }
+  return best;
+}
+
+int64_t find_above(const float* x, int64_t n, float floor) {
+  int64_t i = 0;
+  while (i < n && !(x[i] > floor)) ++i;
+  return i;
+}
+
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
   auto at = [&](const void* base, int64_t i) {
@@ -96,6 +113,14 @@ void mul(const float* a, const float* b, float* out, int64_t n) {
   use_avx2() ? avx2::mul(a, b, out, n) : ref::mul(a, b, out, n);
 }
 float dot(const float* a, const float* b, int64_t n) { return use_avx2() ? avx2::dot(a, b, n) : ref::dot(a, b, n); }
+int64_t argmax(const float* x, int64_t n) {
+  if (active_isa() >= Isa::Avx512) return avx512::argmax(x, n);
+  return use_avx2() ? avx2::argmax(x, n) : ref::argmax(x, n);
+}
+int64_t find_above(const float* x, int64_t n, float floor) {
+  if (active_isa() >= Isa::Avx512) return avx512::find_above(x, n, floor);
+  return use_avx2() ? avx2::find_above(x, n, floor) : ref::find_above(x, n, floor);
+}
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
   use_avx2() ? avx2::attend(q, n_q, kv, n_pos, scale, scores, out) : ref::attend(q, n_q, kv, n_pos, scale, scores, out);

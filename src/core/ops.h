@@ -28,6 +28,16 @@ void scale(float* x, float s, int64_t n);                        // x *= s
 float dot(const float* a, const float* b, int64_t n);            // Σ a·b
 void axpy(float a, const float* x, float* y, int64_t n);          // y += a · x
 
+// Index of the largest of x[0..n): the lowest index among equals; NaNs are
+// never picked, and when nothing is above -inf (or n == 0) the answer is 0.
+// AVX-512 and AVX2 paths (a lane keeps its first maximum, the lanes' ties go
+// to the lowest index), so every path gives the reference's index.
+int64_t argmax(const float* x, int64_t n);
+
+// The first i < n with x[i] > floor (NaN never is), or n: skips the run of
+// values a selection with that floor rejects. AVX-512 and AVX2 paths.
+int64_t find_above(const float* x, int64_t n, float floor);
+
 // Attention of n_q query heads that share one cached K/V head (grouped-query
 // attention): for each g < n_q, out_g = Σ_p softmax_p(scale · q_g·k_p) · v_p
 // over p < n_pos, with q_g at q + g·dim_k, k_p at element p·k_stride of k,

@@ -15,6 +15,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
+int64_t argmax(const float* x, int64_t n);
+int64_t find_above(const float* x, int64_t n, float floor);
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out);
 }  // namespace ref
@@ -28,6 +30,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void mul(const float* a, const float* b, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
+int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx2.cpp
+int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_above_avx2.cpp
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out);
 }  // namespace avx2
@@ -38,6 +42,8 @@ namespace avx512 {
 // does not take.
 bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
                   float scale, float* out, int64_t out_stride);
+int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx512.cpp
+int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_above_avx512.cpp
 }  // namespace avx512
 
 }  // namespace shardlm::ops

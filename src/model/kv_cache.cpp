@@ -55,10 +55,13 @@ void KvCache::commit_pages() {
 }
 
 void KvCache::store(int64_t layer, int64_t seq, int64_t pos, const float* k, const float* v) {
-  for (int64_t h = 0; h < n_head_; ++h) {
-    convert(k + h * dim_k_, slot(k_.get(), layer, seq, h, pos, dim_k_), dim_k_, type_);
-    if (!values_in_keys_) convert(v + h * dim_v_, slot(v_.get(), layer, seq, h, pos, dim_v_), dim_v_, type_);
-  }
+  for (int64_t h = 0; h < n_head_; ++h)
+    store_head(layer, seq, pos, h, k + h * dim_k_, values_in_keys_ ? nullptr : v + h * dim_v_);
+}
+
+void KvCache::store_head(int64_t layer, int64_t seq, int64_t pos, int64_t head, const float* k, const float* v) {
+  convert(k, slot(k_.get(), layer, seq, head, pos, dim_k_), dim_k_, type_);
+  if (!values_in_keys_) convert(v, slot(v_.get(), layer, seq, head, pos, dim_v_), dim_v_, type_);
 }
 
 }  // namespace shardlm

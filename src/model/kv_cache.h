@@ -37,6 +37,8 @@ class KvCache {
   // of one token (heads one after the other) into the slots of (layer, seq,
   // pos); v is ignored with values_in_keys.
   void store(int64_t layer, int64_t seq, int64_t pos, const float* k, const float* v);
+  // store for one head: k has head_dim_k floats, v head_dim_v (ignored with values_in_keys).
+  void store_head(int64_t layer, int64_t seq, int64_t pos, int64_t head, const float* k, const float* v);
   // Rows of consecutive positions of one head of one sequence: position p is at row + p * stride elements.
   const void* k_rows(int64_t layer, int64_t seq, int64_t head) const {
     return slot(k_.get(), layer, seq, head, 0, dim_k_);

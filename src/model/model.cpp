@@ -149,23 +149,30 @@ void Model::attention_block(int64_t l, const Batch& batch) {
   const auto& c = config_;
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
-  for (int64_t t = 0; t < n; ++t)
+  for_each_token([&](int64_t t) {
     ops::rms_norm(&x_[size_t(t * c.n_embd)], L.attn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  });
   if (c.latent_attention())
     latent_attention(l, batch);
   else
     multi_head_attention(l, batch);
   matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
   all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
+  add_residual();
+}
+
+void Model::add_residual() {
+  const int64_t d = config_.n_embd;
+  for_each_token([&](int64_t t) { ops::add(&x_[size_t(t * d)], &proj_[size_t(t * d)], &x_[size_t(t * d)], d); });
 }
 
 void Model::ffn_block(int64_t l) {
   const auto& c = config_;
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_;
-  for (int64_t t = 0; t < n; ++t)
+  for_each_token([&](int64_t t) {
     ops::rms_norm(&x_[size_t(t * c.n_embd)], L.ffn_norm, c.n_embd, c.rms_eps, &xn_[size_t(t * c.n_embd)]);
+  });
   if (c.layer_has_experts(plan_.layers.begin + l)) {
     expert_ffn(L);
     int32_t* load = &expert_load_[size_t(l * c.moe.n_expert)];
@@ -175,7 +182,7 @@ void Model::ffn_block(int64_t l) {
     dense_ffn(L);
   }
   all_reduce(proj_.data(), n * c.n_embd);
-  ops::add(x_.data(), proj_.data(), x_.data(), n * c.n_embd);
+  add_residual();
 }
 
 void Model::multi_head_attention(int64_t l, const Batch& batch) {
@@ -187,26 +194,33 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
   matmul(L.wq, normed, q_.data(), opt_.pool);
   matmul(L.wk, normed, k_.data(), opt_.pool);
   matmul(L.wv, normed, v_.data(), opt_.pool);
-  if (L.bq) {
-    for (int64_t t = 0; t < n; ++t) {
-      ops::add(&q_[size_t(t * qd)], L.bq, &q_[size_t(t * qd)], qd);
-      ops::add(&k_[size_t(t * kd)], L.bk, &k_[size_t(t * kd)], kd);
-      ops::add(&v_[size_t(t * vd)], L.bv, &v_[size_t(t * vd)], vd);
-    }
-  }
-  if (L.q_norm) {
-    for (int64_t h = 0; h < n * n_head_; ++h)
-      ops::rms_norm(&q_[size_t(h * c.head_dim_k)], L.q_norm, c.head_dim_k, c.rms_eps, &q_[size_t(h * c.head_dim_k)]);
-    for (int64_t h = 0; h < n * n_head_kv_; ++h)
-      ops::rms_norm(&k_[size_t(h * c.head_dim_k)], L.k_norm, c.head_dim_k, c.rms_eps, &k_[size_t(h * c.head_dim_k)]);
-  }
   const auto rp = rope_params(int(c.head_dim_k));
-  for (int64_t t = 0; t < n; ++t) {
-    const auto& e = batch.entries[size_t(t)];
-    ops::rope(&q_[size_t(t * qd)], int(n_head_), rp, e.pos);
-    ops::rope(&k_[size_t(t * kd)], int(n_head_kv_), rp, e.pos);
-    kv_.store(l, e.seq, e.pos, &k_[size_t(t * kd)], &v_[size_t(t * vd)]);
-  }
+  for_each_token([&](int64_t t) {
+    float *q = &q_[size_t(t * qd)], *k = &k_[size_t(t * kd)], *v = &v_[size_t(t * vd)];
+    if (L.bq) {
+      ops::add(q, L.bq, q, qd);
+      ops::add(k, L.bk, k, kd);
+      ops::add(v, L.bv, v, vd);
+    }
+    if (L.q_norm) {
+      for (int64_t h = 0; h < n_head_; ++h)
+        ops::rms_norm(q + h * c.head_dim_k, L.q_norm, c.head_dim_k, c.rms_eps, q + h * c.head_dim_k);
+      for (int64_t h = 0; h < n_head_kv_; ++h)
+        ops::rms_norm(k + h * c.head_dim_k, L.k_norm, c.head_dim_k, c.rms_eps, k + h * c.head_dim_k);
+    }
+    const int64_t pos = batch.entries[size_t(t)].pos;
+    ops::rope(q, int(n_head_), rp, pos);
+    ops::rope(k, int(n_head_kv_), rp, pos);
+  });
+  // Split by KV head, not by token: a batch naming one (sequence, position)
+  // twice then still has one writer per slot, the later entry last.
+  run_parallel(n > 1, [&](int ith, int nth) {
+    for (int64_t h = ith; h < n_head_kv_; h += nth)
+      for (int64_t t = 0; t < n; ++t) {
+        const auto& e = batch.entries[size_t(t)];
+        kv_.store_head(l, e.seq, e.pos, h, &k_[size_t(t * kd + h * c.head_dim_k)], &v_[size_t(t * vd + h * c.head_dim_v)]);
+      }
+  });
   attend(l, batch, q_.data(), attn_.data(), 1.0f / std::sqrt(float(c.head_dim_k)));
 }
 
@@ -289,7 +303,10 @@ void Model::dense_ffn(const LayerWeights& L) {
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
   matmul(L.w_gate, normed, gate_.data(), opt_.pool);
   matmul(L.w_up, normed, up_.data(), opt_.pool);
-  ops::swiglu(gate_.data(), up_.data(), gate_.data(), n * n_ff_);
+  for_each_token([&](int64_t t) {
+    const size_t row = size_t(t * n_ff_);
+    ops::swiglu(&gate_[row], &up_[row], &gate_[row], n_ff_);
+  });
   matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
 }
 
@@ -311,6 +328,13 @@ std::span<const float> Model::logits(size_t k) const {
 
 void Model::all_reduce(float* data, int64_t n) {
   if (opt_.hooks.all_reduce) opt_.hooks.all_reduce(data, size_t(n));
+}
+
+// A token's values come from one call on one thread, so the split changes no bit.
+void Model::for_each_token(const std::function<void(int64_t t)>& fn) {
+  run_parallel(n_tokens_ > 1, [&](int ith, int nth) {
+    for (int64_t t = ith; t < n_tokens_; t += nth) fn(t);
+  });
 }
 
 void Model::run_parallel(bool worth_it, const std::function<void(int, int)>& fn) {

@@ -101,8 +101,12 @@ class Model {
   // out (n × heads × head_dim_v).
   void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale);
   void all_reduce(float* data, int64_t n);
+  void add_residual();  // x_ += proj_
   void compute_logits(const Batch& batch);
   void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn);
+  // fn(t) for every token of the step, split over the pool by token when
+  // there are several (one token alone is cheaper than a pool round).
+  void for_each_token(const std::function<void(int64_t t)>& fn);
 
   ModelConfig config_;
   ModelOptions opt_;

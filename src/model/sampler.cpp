@@ -6,39 +6,10 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/ops.h"
+#include "model/penalised_logits.h"
 
 namespace shardlm {
-
-// Greedy straight from the logits: only the penalised recent tokens are
-// copied, not the whole vocabulary into the candidates (that copy was most
-// of a greedy sample's cost). The same choice as Sampler::pick at
-// temperature <= 0: penalties, then the first maximum.
-GreedyPick greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
-                       TokenId first, std::span<const float> logits) {
-  struct Penalised {
-    TokenId id;
-    float logit;
-  };
-  std::vector<Penalised> penalised;  // at most penalty_window: no allocation without penalties
-  // apply_penalties asks for each token once, in increasing id order, and uses
-  // each reference before asking for the next one.
-  apply_penalties(p, recent, seen, first, TokenId(first + int64_t(logits.size())), [&](TokenId id) -> float& {
-    penalised.push_back({id, logits[size_t(id - first)]});
-    return penalised.back().logit;
-  });
-  size_t best = 0;
-  float best_logit = 0;
-  auto next = penalised.begin();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    float l = logits[i];
-    if (next != penalised.end() && size_t(next->id - first) == i) l = (next++)->logit;
-    if (i == 0 || l > best_logit) {  // ties: the lowest id
-      best = i;
-      best_logit = l;
-    }
-  }
-  return {best, best_logit};
-}
 
 Rng::Rng(uint64_t seed) {
   for (auto& s : s_) {  // splitmix64: any seed, including 0, gives a good state
@@ -65,19 +36,14 @@ uint64_t Rng::next() {
 
 double Rng::uniform() { return double(next() >> 11) * 0x1.0p-53; }
 
-TokenId argmax(std::span<const float> logits) {
-  size_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = i;
-  return TokenId(best);
-}
+TokenId argmax(std::span<const float> logits) { return TokenId(ops::argmax(logits.data(), int64_t(logits.size()))); }
 
 Sampler::Sampler(const SamplerParams& params, int64_t n_vocab) : p_(params), n_vocab_(n_vocab), rng_(params.seed) {
   if (n_vocab < 1) throw Error("sampler: empty vocabulary");
   if (p_.repeat_penalty <= 0) throw Error(fmt::format("sampler: repeat penalty {} must be positive", p_.repeat_penalty));
   if (p_.logprobs > kMaxTopLogprobs)
     throw Error(fmt::format("sampler: {} top log-probabilities asked, at most {}", p_.logprobs, kMaxTopLogprobs));
-  cand_.resize(size_t(n_vocab));
+  cand_.reserve(size_t(n_vocab));
   probs_.resize(size_t(n_vocab));
   recent_.reserve(size_t(std::max(p_.penalty_window, 0)));
 }
@@ -92,22 +58,22 @@ void Sampler::accept(TokenId id) {
   }
 }
 
-void Sampler::apply_penalties() {
+// Top-k selects straight from the logits (PenalisedLogits::top); without
+// top-k every candidate is ranked.
+void Sampler::rank(std::span<const float> logits) {
+  if (p_.top_k > 0 && p_.top_k < n_vocab_) {
+    PenalisedLogits(p_, recent_, seen_, 0, logits).top(size_t(p_.top_k), cand_);
+    return;
+  }
+  cand_.resize(logits.size());
+  for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
   shardlm::apply_penalties(p_, recent_, seen_, 0, TokenId(n_vocab_),
                            [&](TokenId id) -> float& { return cand_[size_t(id)].logit; });
+  std::sort(cand_.begin(), cand_.end(), ranks_before);
 }
 
 size_t Sampler::truncate() {
-  const auto better = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
   size_t n = cand_.size();
-  if (p_.top_k > 0 && size_t(p_.top_k) < n) {
-    std::partial_sort(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), better);
-    n = size_t(p_.top_k);
-  } else {
-    std::sort(cand_.begin(), cand_.end(), better);
-  }
   // Probabilities at temperature 1 decide top-p and min-p, as in llama.cpp.
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -137,10 +103,9 @@ TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs
     throw Error(fmt::format("sampler: {} logits for a vocabulary of {}", logits.size(), n_vocab_));
   TokenId picked;
   if (p_.temperature <= 0.0f) {
-    picked = TokenId(greedy_pick(p_, recent_, seen_, 0, logits).index);
+    picked = PenalisedLogits(p_, recent_, seen_, 0, logits).best().id;
   } else {
-    for (size_t i = 0; i < cand_.size(); ++i) cand_[i] = {TokenId(i), logits[i]};
-    picked = pick();
+    picked = pick(logits);
   }
   if (logprobs && p_.logprobs >= 0) {
     top_.resize(size_t(p_.logprobs));
@@ -150,8 +115,8 @@ TokenId Sampler::sample(std::span<const float> logits, SampledLogprobs* logprobs
   return picked;
 }
 
-TokenId Sampler::pick() {
-  apply_penalties();
+TokenId Sampler::pick(std::span<const float> logits) {
+  rank(logits);
   const size_t n = truncate();
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {

@@ -71,18 +71,14 @@ class Sampler {
   const SamplerParams& params() const { return p_; }
 
  private:
-  struct Candidate {
-    TokenId id;
-    float logit;
-  };
-  TokenId pick();  // from cand_, the logits
-  void apply_penalties();
-  size_t truncate();  // sorts and cuts the candidates; returns how many stay
+  TokenId pick(std::span<const float> logits);  // temperature > 0
+  void rank(std::span<const float> logits);     // cand_: the penalised candidates, best first
+  size_t truncate();  // top-p and min-p over the ranked candidates; returns how many stay
 
   SamplerParams p_;
   int64_t n_vocab_;
   Rng rng_;
-  std::vector<Candidate> cand_;
+  std::vector<TokenLogit> cand_;
   std::vector<TokenId> recent_;   // ring buffer of the last penalty_window tokens
   size_t recent_next_ = 0;
   std::vector<TokenId> seen_;     // scratch
@@ -90,18 +86,7 @@ class Sampler {
   std::vector<TokenLogit> top_;   // scratch
 };
 
-// Index of the largest value; ties go to the lowest index.
+// Index of the largest value; ties go to the lowest index (ops::argmax).
 TokenId argmax(std::span<const float> logits);
-
-// The greedy choice among the logits of ids [first, first + logits.size())
-// after p's penalties (recent as for apply_penalties, seen scratch): the
-// index of the highest penalised logit (the lowest among equals) and that
-// logit, read in place (only the penalised tokens are copied).
-struct GreedyPick {
-  size_t index;
-  float logit;
-};
-GreedyPick greedy_pick(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
-                       TokenId first, std::span<const float> logits);
 
 }  // namespace shardlm

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/penalised_logits.h"
 
 namespace shardlm::parallel {
 
@@ -32,29 +33,20 @@ void ShardedSampler::local_candidates(std::span<const float> logits, Candidate* 
   const Range mine = slices_[size_t(mine_)];
   if (int64_t(logits.size()) != mine.size())
     throw Error(fmt::format("sampler: {} logits for a vocabulary slice of {}", logits.size(), mine.size()));
+  // The single node's choice rules (greedy, or its top-k order), straight
+  // from the slice's logits.
+  const PenalisedLogits penalised(params_, recent_, seen_, TokenId(mine.begin), logits);
   if (per_rank_ == 1) {
-    out[0] = best_candidate(logits, mine);
+    if (logits.empty()) {
+      out[0] = Candidate{};
+      return;
+    }
+    const TokenLogit best = penalised.best();
+    out[0] = {best.id, best.logit};
     return;
   }
-  scratch_.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) scratch_[i] = {TokenId(mine.begin + int64_t(i)), logits[i]};
-  apply_penalties(mine);
-  const size_t keep = std::min(per_rank_, scratch_.size());
-  const auto better = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-  std::partial_sort(scratch_.begin(), scratch_.begin() + std::ptrdiff_t(keep), scratch_.end(), better);
-  for (size_t i = 0; i < per_rank_; ++i) out[i] = i < keep ? scratch_[i] : Candidate{};
-}
-
-// Greedy keeps one candidate: the highest penalised logit, the lowest id
-// among equals (the order local_candidates sorts by), read in place by the
-// single node's greedy rule: a candidate per vocabulary entry and a partial
-// sort over them cost ~10x that, per sequence and step.
-Candidate ShardedSampler::best_candidate(std::span<const float> logits, Range mine) {
-  if (logits.empty()) return {};
-  const GreedyPick best = greedy_pick(params_, recent_, seen_, TokenId(mine.begin), logits);
-  return {TokenId(mine.begin + int64_t(best.index)), best.logit};
+  penalised.top(per_rank_, top_);
+  for (size_t i = 0; i < per_rank_; ++i) out[i] = i < top_.size() ? Candidate{top_[i].id, top_[i].logit} : Candidate{};
 }
 
 TokenId ShardedSampler::choose(std::span<const Candidate> gathered) {
@@ -95,12 +87,6 @@ SampledLogprobs ShardedSampler::merge_logprobs(std::span<const LogprobPart> part
     candidates.insert(candidates.end(), parts[i].top, parts[i].top + params_.logprobs);
   }
   return finish_logprobs(lse, picked_logit, candidates, size_t(params_.logprobs));
-}
-
-// The single-node Sampler's penalties, on the recent tokens inside this slice.
-void ShardedSampler::apply_penalties(Range mine) {
-  shardlm::apply_penalties(params_, recent_, seen_, TokenId(mine.begin), TokenId(mine.end),
-                           [&](TokenId id) -> float& { return scratch_[size_t(id - mine.begin)].logit; });
 }
 
 void ShardedSampler::accept(TokenId id) {

@@ -58,9 +58,6 @@ class ShardedSampler {
   SampledLogprobs merge_logprobs(std::span<const LogprobPart> parts, TokenId picked) const;
 
  private:
-  void apply_penalties(Range mine);  // on scratch_, this slice's candidates
-  Candidate best_candidate(std::span<const float> slice_logits, Range mine);  // greedy
-
   SamplerParams params_;
   std::vector<Range> slices_;
   int mine_;
@@ -69,6 +66,7 @@ class ShardedSampler {
   std::vector<TokenId> recent_;       // the last penalty_window tokens, oldest first
   std::vector<TokenId> seen_;         // scratch: recent_ sorted
   std::vector<Candidate> scratch_;
+  std::vector<TokenLogit> top_;       // scratch: this slice's top-k
   std::vector<float> merged_logits_;
 };
 

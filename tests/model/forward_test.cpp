@@ -151,6 +151,41 @@ TEST(Forward, TensorParallelRanksMatchWholeModelQwen3) {
   check_tensor_parallel(model_path("tiny-random-qwen3.gguf"), 1e-4);
 }
 
+// Several sequences' prompts, then decode steps of all of them in one batch
+// (a per-token split of norms, RoPE, SwiGLU and adds, the cache filled per KV
+// head): every thread count gives the same bits. Llama, Qwen2 (QKV biases)
+// and Qwen3 (Q/K norms), with an F16 cache.
+void check_threads_bit_identical(const std::string& path) {
+  const std::vector<std::vector<TokenId>> prompts{kPromptA, kPromptB, kPromptC};
+  auto run = [&](int threads) {
+    ModelOptions opt;
+    opt.n_seq = 3;
+    opt.kv_type = DType::F16;
+    Loaded m(path, threads, opt);
+    std::vector<std::vector<float>> out;
+    Batch b;
+    for (size_t s = 0; s < 3; ++s)
+      for (size_t i = 0; i < prompts[s].size(); ++i)
+        b.add(int32_t(s), int32_t(i), prompts[s][i], i + 1 == prompts[s].size());
+    for (int step = 0; step < 3; ++step) {
+      m.model->forward(b);
+      for (size_t k = 0; k < 3; ++k) out.emplace_back(m.model->logits(k).begin(), m.model->logits(k).end());
+      b.clear();
+      for (size_t s = 0; s < 3; ++s) b.add(int32_t(s), int32_t(prompts[s].size()) + step, TokenId(7 + 5 * s + step), true);
+    }
+    return out;
+  };
+  const auto one = run(1);
+  EXPECT_EQ(run(2), one) << path << ": 2 threads";
+  EXPECT_EQ(run(3), one) << path << ": 3 threads";
+}
+
+TEST(Forward, BatchedDecodeIsBitIdenticalAcrossThreadCounts) {
+  check_threads_bit_identical(stories());
+  check_threads_bit_identical(model_path("tiny-random-qwen2.gguf"));
+  check_threads_bit_identical(model_path("tiny-random-qwen3.gguf"));
+}
+
 TEST(Forward, F16KvCacheStaysCloseToF32) {
   Loaded f32(stories(), 1);
   ModelOptions opt;

@@ -9,6 +9,9 @@
 
 #include "core/ops_impl.h"
 
+// GCC 12's AVX-512 reductions and casts start from an undefined vector (as in ops_avx512.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace shardlm::ops::avx512 {
 
 int64_t argmax(const float* x, int64_t n) {

@@ -410,8 +410,8 @@ struct Blocks32 {
   SHARDLM_GEMM_INLINE static void block_tokens(const __m512i* w, const Panel32& p, const uint8_t* xb, size_t x_stride,
                                                __m512* acc) {
     static_assert(kChains == 1 || kChains == 2);
-    // 4-6 tokens with two chains each measured ~7 % faster with the
-    // broadcasts embedded; 1-3 tokens and one chain a token did not gain.
+    // Embedded broadcasts pay at 4-6 tokens with two chains each, not at 1-3
+    // tokens nor with one chain a token (docs/bench/vnni8.md).
     constexpr bool kEmbedBroadcast = T >= 4 && kChains == 2;
     const block_q8_32* xt[T];
     __m512i s[T][kChains];
@@ -604,8 +604,8 @@ struct KQuant {
   // (even and odd groups, joined where a sub-block ends); below 4 each
   // sub-block starts its two chains afresh, so that the short chains of
   // decode keep both vector ports busy through vpdpbusd's latency. Q6_K's
-  // 16-code sub-blocks always start afresh (measured 2-10 % faster at 4-8
-  // tokens than running through four of them).
+  // 16-code sub-blocks always start afresh (faster at 4-8 tokens than
+  // running through four of them: docs/bench/kq8.md).
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;

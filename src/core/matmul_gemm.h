@@ -43,7 +43,7 @@ namespace shardlm::matmul_impl {
 namespace {
 
 // The per-block helpers below must inline into the token loops: GCC left
-// dot_groups and the unpackers as calls inside one_pass<8> (over the inlining
+// the dot products and the unpackers as calls inside one_pass<8> (over the inlining
 // budget), passing every vector through memory, which cost as much as the
 // arithmetic.
 #define SHARDLM_GEMM_INLINE inline __attribute__((always_inline))
@@ -235,16 +235,6 @@ SHARDLM_GEMM_INLINE int32_t load_i32(const void* p) {
   return v;
 }
 
-// Σ_g w[g] · (the 4 activation codes at a + 4g, broadcast): the 16 rows'
-// integer sums over 4·G codes. Two chains of vpdpbusd (exact integers, added
-// at the end) halve the wait on its latency, which with 4-8 tokens left the
-// tiles at a third of the instruction's throughput.
-template <int G>
-SHARDLM_GEMM_INLINE __m512i dot_groups(const __m512i* w, const int8_t* a) {
-  __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-  for (int g = 0; g < G; ++g) s[g % 2] = _mm512_dpbusd_epi32(s[g % 2], w[g], _mm512_set1_epi32(load_i32(a + 4 * g)));
-  return _mm512_add_epi32(s[0], s[1]);
-}
 // acc + vpdpbusd(w, the 4 codes at a broadcast), the broadcast embedded
 // ({1to16}): one fused uop and no register for it.
 SHARDLM_GEMM_INLINE __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* a) {

@@ -12,7 +12,7 @@
 # round: on a shared machine the best round is the least disturbed one.
 # Last, per rank count, the targets of issue #15 as busbw ratios of the
 # best rounds: shm/vader >= 1, tcp/ompi-tcp >= 1, tcp/floor >= 0.8 (2 ranks),
-# mpi/vader >= 0.9 (the mpi backend runs where mpirun puts it: vader on one
+# mpi/vader >= 0.9 (the mpi backend runs with the ompi-vader column's pml and btls: on one
 # host), and CLIFF where a shardlm size falls below half of both neighbours.
 # The load average is printed with every round.
 # $TUNE (default 1): first run `shardlm bench comm --tune` for every backend
@@ -39,6 +39,10 @@ cc -O2 -Wall -Wextra -o "$floor_bin" bench/tcp_exchange_floor.c
 # Containers: no ptrace-based single copy; root needs explicit permission.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# The transport of the ompi-vader column, and of the mpi backend's runs: its
+# target is a ratio to MPI_Allreduce on the same transport (mpirun's default
+# selection also opens the tcp btl, a difference of the launch, not of shardlm).
+vader=(--mca pml ob1 --mca btl vader,self)
 has_ucx=0
 ompi_info 2>/dev/null | grep -q "MCA pml: ucx" && has_ucx=1
 out=$(mktemp -d)
@@ -50,7 +54,7 @@ if [ "${TUNE:-1}" = 1 ]; then
     for backend in shm tcp; do
       "$shardlm" bench comm --tune --backend "$backend" --np "$np" --min-bytes "$min" --max-bytes "$max" >/dev/null
     done
-    "${mpirun[@]}" -np "$np" "$shardlm" bench comm --autotune --backend mpi --min-bytes "$min" --max-bytes "$max" >/dev/null
+    "${mpirun[@]}" -np "$np" "${vader[@]}" "$shardlm" bench comm --autotune --backend mpi --min-bytes "$min" --max-bytes "$max" >/dev/null
   done
   echo "# comm tuning table of this run ($SHARDLM_COMM_TUNING):"
   grep -v '^#' "$SHARDLM_COMM_TUNING" | sed 's/^/#   /'
@@ -117,7 +121,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo 
 for round in $(seq 1 "$rounds"); do
 for np in $nps; do
   echo "## $np ranks, round $round, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  run "$np-ompi-vader" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl vader,self "$bench_bin" "$min" "$max" "ob1+vader"
+  run "$np-ompi-vader" "${mpirun[@]}" -np "$np" "${vader[@]}" "$bench_bin" "$min" "$max" "ob1+vader"
   run "$np-ompi-tcp" "${mpirun[@]}" -np "$np" --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
     "$bench_bin" "$min" "$max" "ob1+tcp loopback"
   if [ "$has_ucx" = 1 ]; then
@@ -133,7 +137,7 @@ for np in $nps; do
       --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
   done
   # shellcheck disable=SC2086
-  run "$np-shardlm-mpi" "${mpirun[@]}" -np "$np" "$shardlm" bench comm --backend mpi --min-bytes "$min" \
+  run "$np-shardlm-mpi" "${mpirun[@]}" -np "$np" "${vader[@]}" "$shardlm" bench comm --backend mpi --min-bytes "$min" \
     --max-bytes "$max" ${SHARDLM_BENCH_FLAGS:-}
   # The raw loopback exchange under a 2-rank all_reduce (no framing, no sum).
   if [ "$np" = 2 ]; then run "$np-tcp-floor" "$floor_bin" "$min" "$max"; fi

@@ -12,8 +12,8 @@
 # round: on a shared machine the best round is the least disturbed one.
 # Last, per rank count, the targets of issue #15 as busbw ratios of the
 # best rounds: shm/vader >= 1, tcp/ompi-tcp >= 1, tcp/floor >= 0.8 (2 ranks),
-# mpi/vader >= 0.9 (the mpi backend runs with the ompi-vader column's pml and btls: on one
-# host), and CLIFF where a shardlm size falls below half of both neighbours.
+# mpi/vader >= 0.9 (the mpi backend on the ompi-vader column's pml and btls),
+# and CLIFF where a shardlm size falls below half of both neighbours.
 # The load average is printed with every round.
 # $TUNE (default 1): first run `shardlm bench comm --tune` for every backend
 # and rank count into a table of this run ($SHARDLM_COMM_TUNING, printed),

@@ -49,10 +49,10 @@ struct BF16W {
 
 // R rows × T tokens of dot products: 64 elements per step, in four
 // independent FMA chains per row and token when T = 1 (two otherwise), each
-// row prefetched a line ahead per line consumed; the tail is masked (rows
-// need not fill a vector). Two rows share each activation load: one row alone
-// made 3 tokens wait on the load ports. A row's arithmetic is the same
-// whatever R, so results do not depend on how rows were paired.
+// row prefetched kPrefetchBytes ahead, a line per line consumed; the tail is
+// masked (rows need not fill a vector). The R rows share each activation
+// load. A row's arithmetic is the same whatever R, so results do not depend
+// on how rows were grouped.
 template <class W, int R, int T>
 void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, float out[][3]) {
   constexpr int A = T == 1 ? 4 : 2;
@@ -91,20 +91,32 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     }
 }
 
+// Rows [r0, r1) run kStreams at a time, a kStreams-th of the range apart (r,
+// r + q, r + 2q, ...), so that the weights stream from kStreams places far
+// apart in memory. On Zen 5 that kept more lines in flight than one row at a
+// time, and adjacent rows together (two streams 4 KiB apart) were the slowest
+// of all: 0.6-0.7x of one row from DRAM (docs/bench/flt5.md). Four rows also
+// give the FMA units four times the independent chains: one row's four leave
+// them waiting on FMA latency (four rows ran ~2x faster hot in L2 for F16 and
+// BF16). The grouping depends on the range, a row's result does not.
+constexpr int kStreams = 4;
+
 template <class W, int T>
 void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
   const float* x[T];
   for (int t = 0; t < T; ++t)
     x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  float out[2][3];
-  int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) {
-    const uint8_t* w[2] = {m.row(r), m.row(r + 1)};
-    dot_rows_float<W, 2, T>(w, x, m.cols, out);
-    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t], a.y[t * m.rows + r + 1] = out[1][t];
+  float out[kStreams][3];
+  const int64_t q = (r1 - r0) / kStreams;
+  for (int64_t r = r0; r < r0 + q; ++r) {
+    const uint8_t* w[kStreams];
+    for (int i = 0; i < kStreams; ++i) w[i] = m.row(r + i * q);
+    dot_rows_float<W, kStreams, T>(w, x, m.cols, out);
+    for (int i = 0; i < kStreams; ++i)
+      for (int t = 0; t < T; ++t) a.y[t * m.rows + r + i * q] = out[i][t];
   }
-  if (r < r1) {
+  for (int64_t r = r0 + kStreams * q; r < r1; ++r) {
     const uint8_t* w[1] = {m.row(r)};
     dot_rows_float<W, 1, T>(w, x, m.cols, out);
     for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];

@@ -144,7 +144,11 @@ TEST(MatmulIsa, StridedViewsMatchReference) {
 TEST(MatmulDispatch, SaysWhyItChose) {
   using namespace matmul_impl;
   const Isa cap = active_isa();
-  EXPECT_EQ(dispatch_reason(cap, DType::F16, 1), "not timed: the newest ISA");
+  if (cap >= Isa::Avx2) {
+    EXPECT_EQ(dispatch_isa(cap, DType::F16, 1), Isa::Avx2);
+    EXPECT_NE(dispatch_reason(cap, DType::F16, 1).find("float weights, one token: avx2"), std::string::npos);
+  }
+  EXPECT_EQ(dispatch_reason(cap, DType::F16, 2), "not timed: the newest ISA");
   EXPECT_EQ(dispatch_reason(cap, DType::Q4_K, 64), "prefill: the newest ISA");
   const std::string why = dispatch_reason(cap, DType::Q4_K, 1);
   if (cap >= Isa::Avx512 && isa_has_kernel(Isa::Avx2, DType::Q4_K, 1) && isa_has_kernel(Isa::Avx512, DType::Q4_K, 1)) {

@@ -1,9 +1,10 @@
-// AVX-512 decode kernels (1-3 tokens) for float weights and 32-element
-// blocks. The blocks run the shared decode of matmul_decode32.h with VNNI's
-// vpdpbusd as the byte product (one instruction for maddubs + madd, on 256-bit
-// vectors: three ports take those, where 512-bit work has two). Float rows are
-// read 16 elements per load. Prefill (4 and more tokens) goes to the AVX2
-// kernels. Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
+// AVX-512 decode kernels (1-3 tokens) for float weights (measured, not
+// dispatched: see matmul_dispatch.cpp) and 32-element blocks. The blocks run
+// the shared decode of matmul_decode32.h with VNNI's vpdpbusd as the byte
+// product (one instruction for maddubs + madd, on 256-bit vectors: three
+// ports take those, where 512-bit work has two). Float rows are read 16
+// elements per vector. Prefill (4 and more tokens) goes to the AVX2 kernels.
+// Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
 // instruction of each extension. Internal linkage throughout, so no AVX-512
 // copy of an inline helper can replace an AVX2 one at link time.
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation,
@@ -101,11 +102,11 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
 // memory. On Zen 5 that kept more lines in flight than one row at a time, and
 // adjacent rows together (two streams 4 KiB apart) were the slowest of all:
 // 0.6-0.7x of one row from DRAM (docs/bench/flt5.md). S and the step (U
-// vectors) are what measured best there: one token 3 rows of 32 elements
-// (even with AVX2 from DRAM), 2-3 tokens 4 rows of 64, whose more independent
-// chains also run 1.2-1.5x faster than AVX2 hot (F16/BF16). The grouping
-// depends on the range, a
-// row's result does not.
+// vectors) are what measured best there: one token 3 rows of 32 elements,
+// 2-3 tokens 4 rows of 64, whose more independent chains also run 1.2-1.5x
+// faster than AVX2 hot (F16/BF16). From DRAM they still do not beat AVX2's,
+// so decode runs those (matmul_dispatch.cpp). The grouping depends on the
+// range, a row's result does not.
 template <class W, int T>
 void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
   constexpr int S = T == 1 ? 3 : 4;

@@ -25,11 +25,11 @@
 // result. Float weights sum in a different order on each ISA, so a timing
 // that went one way in one run and the other way in the next would make the
 // same seed give another text; they follow a fixed rule instead, the
-// outcome of the rule above measured once (Zen 5, docs/bench/flt5.md): one
-// token runs the AVX2 kernel, whose rows stream from DRAM as fast as
-// AVX-512's (within 1-7 %, AVX2 ahead) and hot within noise: a near-tie keeps
-// the older. 2-3 tokens take the newest: AVX-512 streams as fast (-6 to +10 %)
-// and runs 20-50 % faster hot on F16/BF16.
+// outcome of the rule above measured once (Zen 5, docs/bench/flt5.md):
+// decode (1-3 tokens) runs the AVX2 kernel, whose rows stream from DRAM as
+// fast as AVX-512's or faster (1 token: within 4 %; 2: AVX2 5-15 % ahead; 3:
+// F32 AVX2 10 % ahead, F16/BF16 AVX-512 5-8 %), so AVX-512's lead hot (F16/
+// BF16 at 2-3 tokens) does not count: decode streams. Prefill takes the newest.
 //
 // Batches of kGemmMinTokens..15 tokens (batched decode) choose the same way
 // between the panel kernels that share their arithmetic: the AVX-512 VNNI
@@ -161,7 +161,7 @@ size_t slot_of(Isa cap, DType type, int64_t n_tokens) {
 
 // The fixed rule for float weights (see the top of the file).
 bool float_decode_keeps_avx2(Isa cap, DType type, int64_t n_tokens) {
-  return n_tokens == 1 && !decode_bits_match_across_isas(type) && cap >= Isa::Avx2 &&
+  return n_tokens >= 1 && n_tokens <= 3 && !decode_bits_match_across_isas(type) && cap >= Isa::Avx2 &&
          own_kernel(Isa::Avx2, type, n_tokens) != nullptr;
 }
 
@@ -188,7 +188,7 @@ Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
 
 std::string dispatch_reason(Isa cap, DType type, int64_t n_tokens) {
   if (float_decode_keeps_avx2(cap, type, n_tokens))
-    return "float weights, one token: avx2 (fixed: streams as fast as avx512, docs/bench/flt5.md)";
+    return "float weights, 1-3 tokens: avx2 (fixed: streams as fast as avx512 or faster, docs/bench/flt5.md)";
   if (!timed(type, n_tokens)) return n_tokens > kTimedTokens ? "prefill: the newest ISA" : "not timed: the newest ISA";
   dispatch_isa(cap, type, n_tokens);
   const std::lock_guard<std::mutex> lock(g_calibrating);

@@ -145,10 +145,13 @@ TEST(MatmulDispatch, SaysWhyItChose) {
   using namespace matmul_impl;
   const Isa cap = active_isa();
   if (cap >= Isa::Avx2) {
-    EXPECT_EQ(dispatch_isa(cap, DType::F16, 1), Isa::Avx2);
-    EXPECT_NE(dispatch_reason(cap, DType::F16, 1).find("float weights, one token: avx2"), std::string::npos);
+    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+      EXPECT_EQ(dispatch_isa(cap, DType::F16, n_tokens), Isa::Avx2);
+      EXPECT_NE(dispatch_reason(cap, DType::F16, n_tokens).find("float weights, 1-3 tokens: avx2"), std::string::npos);
+    }
+  } else {
+    EXPECT_EQ(dispatch_reason(cap, DType::F16, 1), "not timed: the newest ISA");
   }
-  EXPECT_EQ(dispatch_reason(cap, DType::F16, 2), "not timed: the newest ISA");
   EXPECT_EQ(dispatch_reason(cap, DType::Q4_K, 64), "prefill: the newest ISA");
   const std::string why = dispatch_reason(cap, DType::Q4_K, 1);
   if (cap >= Isa::Avx512 && isa_has_kernel(Isa::Avx2, DType::Q4_K, 1) && isa_has_kernel(Isa::Avx512, DType::Q4_K, 1)) {

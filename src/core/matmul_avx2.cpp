@@ -114,7 +114,7 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     }
 }
 
-// Decode (1-3 tokens): rows [r0, r1) run S at a time, a S-th of the range
+// Decode (1-3 tokens): rows [r0, r1) run S at a time, an S-th of the range
 // apart, as the AVX-512 float decode does and for the same reason
 // (matmul_avx512.cpp: far-apart streams keep more lines in flight than one
 // row or adjacent rows). S fits the accumulators in 16 registers.

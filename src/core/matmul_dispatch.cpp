@@ -27,7 +27,7 @@
 // same seed give another text; they follow a fixed rule instead, the
 // outcome of the rule above measured once (Zen 5, docs/bench/flt5.md):
 // decode (1-3 tokens) runs the AVX2 kernel, whose rows stream from DRAM as
-// fast as AVX-512's or faster (1 token: within 4 %; 2: AVX2 5-15 % ahead; 3:
+// fast as AVX-512's or faster (1 token: AVX2 1-7 % ahead; 2: 2-15 %; 3:
 // F32 AVX2 10 % ahead, F16/BF16 AVX-512 5-8 %), so AVX-512's lead hot (F16/
 // BF16 at 2-3 tokens) does not count: decode streams. Prefill takes the newest.
 //

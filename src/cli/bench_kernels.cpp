@@ -104,8 +104,8 @@ struct DecodeCase {
 // only when --types names at most 3 types, and only for 1 token on the
 // smaller shape) on GGUF rows, and where a model repacks the type here
 // (panels_pay) one row `panels` for the kernel matmul() runs on those: the
-// row marked * is what a model's matrix runs (on rows: the ISA picked by
-// timing these kernels on first use).
+// row marked * is what a model's matrix runs (on rows: the dispatcher's pick,
+// timed on first use for quantized types, a fixed rule for floats).
 void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& types, DType type, const DecodeCase& c,
                        const Pools& pools, const std::vector<double>& bw, double min_time) {
   const Shape& s = c.shape;

@@ -1,5 +1,5 @@
 // AVX2 kernels for float weights and 32-element quantized blocks.
-// Decode (one token) streams each row once with two accumulators. Float
+// Decode (one token; floats: up to three) streams each row once. Float
 // prefill walks blocks of 16 rows in tiles of 2 rows × 4 tokens. Quantized
 // prefill runs on interleaved rows (matmul_avx2_rowgroups.h).
 #include <algorithm>
@@ -68,17 +68,77 @@ struct BF16W {
   }
 };
 
-template <class W>
-float dot_row_float(const uint8_t* w, const float* x, int64_t n) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+// R rows × T tokens of float dot products, 32 elements per step, each row
+// prefetched kPrefetchBytes ahead, a line per line consumed. The sums are
+// those of the one-row decode (T = 1: four chains, one per 8 elements of a
+// step) and of the prefill tiles (T = 2, 3: one chain), in the same order:
+// 8-element tail into chain 0, the chains added pairwise, the scalar tail
+// last. A row's arithmetic is the same whatever R.
+template <class W, int R, int T>
+void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, float out[][3]) {
+  constexpr int A = T == 1 ? 4 : 1;
+  __m256 acc[R][T][A];
+  for (auto& per_row : acc)
+    for (auto& per_token : per_row)
+      for (auto& v : per_token) v = _mm256_setzero_ps();
   int64_t k = 0;
-  for (; k + 32 <= n; k += 32)
-    for (int u = 0; u < 4; ++u)
-      acc[u] = _mm256_fmadd_ps(W::load8(w + (k + 8 * u) * W::kBytes), _mm256_loadu_ps(x + k + 8 * u), acc[u]);
-  for (; k + 8 <= n; k += 8) acc[0] = _mm256_fmadd_ps(W::load8(w + k * W::kBytes), _mm256_loadu_ps(x + k), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; k < n; ++k) sum += W::one(w + k * W::kBytes) * x[k];
-  return sum;
+  for (; k + 32 <= n; k += 32) {
+    for (int i = 0; i < R; ++i)
+      for (size_t off = 0; off < 32 * W::kBytes; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w[i] + k * W::kBytes) + kPrefetchBytes + off, _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      __m256 wv[R];
+      for (int i = 0; i < R; ++i) wv[i] = W::load8(w[i] + (k + 8 * u) * W::kBytes);
+#pragma GCC unroll 3
+      for (int t = 0; t < T; ++t) {
+        const __m256 xv = _mm256_loadu_ps(x[t] + k + 8 * u);
+        for (int i = 0; i < R; ++i) acc[i][t][u % A] = _mm256_fmadd_ps(wv[i], xv, acc[i][t][u % A]);
+      }
+    }
+  }
+  for (; k + 8 <= n; k += 8)
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < R; ++i)
+        acc[i][t][0] = _mm256_fmadd_ps(W::load8(w[i] + k * W::kBytes), _mm256_loadu_ps(x[t] + k), acc[i][t][0]);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      float sum;
+      if constexpr (A == 4) {
+        sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[i][t][0], acc[i][t][1]), _mm256_add_ps(acc[i][t][2], acc[i][t][3])));
+      } else {
+        sum = hsum(acc[i][t][0]);
+      }
+      for (int64_t kk = k; kk < n; ++kk) sum += W::one(w[i] + kk * W::kBytes) * x[t][kk];
+      out[i][t] = sum;
+    }
+}
+
+// Decode (1-3 tokens): rows [r0, r1) run S at a time, an S-th of the range
+// apart, as the AVX-512 float decode does and for the same reason
+// (matmul_avx512.cpp: far-apart streams keep more lines in flight than one
+// row or adjacent rows). S fits the accumulators in 16 registers.
+template <class W, int T>
+void float_decode(const KernelArgs& a, int64_t r0, int64_t r1) {
+  constexpr int S = T == 2 ? 4 : 3;
+  const MatrixView& m = *a.w;
+  const float* x[T];
+  for (int t = 0; t < T; ++t)
+    x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
+  float out[S][3];
+  const int64_t q = (r1 - r0) / S;
+  for (int64_t r = r0; r < r0 + q; ++r) {
+    const uint8_t* w[S];
+    for (int i = 0; i < S; ++i) w[i] = m.row(r + i * q);
+    dot_rows_float<W, S, T>(w, x, m.cols, out);
+    for (int i = 0; i < S; ++i)
+      for (int t = 0; t < T; ++t) a.y[t * m.rows + r + i * q] = out[i][t];
+  }
+  for (int64_t r = r0 + S * q; r < r1; ++r) {
+    const uint8_t* w[1] = {m.row(r)};
+    dot_rows_float<W, 1, T>(w, x, m.cols, out);
+    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];
+  }
 }
 
 template <class W, int KR, int KT>
@@ -116,6 +176,10 @@ void tile_float(const KernelArgs& a, int64_t r, int64_t t) {
 template <class Policy>
 struct Blocks32 {
   static constexpr bool kOwnPrefill = true;
+  static constexpr int64_t kDecodeTokens = 1;  // 2 and 3: prefill32
+  static void decode(const KernelArgs& a, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) a.y[r] = row(a, r, 0);
+  }
   static void prefill(const KernelArgs& a, int64_t r0, int64_t r1) { prefill32<Policy>(a, r0, r1); }
   static float row(const KernelArgs& a, int64_t r, int64_t t) {
     const block_q8_32* x = token_blocks(a, t);
@@ -128,12 +192,23 @@ struct Blocks32 {
 template <class Policy>
 struct Floats {
   static constexpr bool kOwnPrefill = false;
+  static constexpr int64_t kDecodeTokens = 3;
+  static void decode(const KernelArgs& a, int64_t r0, int64_t r1) {
+    switch (a.n_tokens) {
+      case 1: return float_decode<Policy, 1>(a, r0, r1);
+      case 2: return float_decode<Policy, 2>(a, r0, r1);
+      default: return float_decode<Policy, 3>(a, r0, r1);
+    }
+  }
   static void prefill(const KernelArgs&, int64_t, int64_t) {}
   template <int KR, int KT>
   static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile_float<Policy, KR, KT>(a, r, t); }
   static float row(const KernelArgs& a, int64_t r, int64_t t) {
+    const uint8_t* w = a.w->row(r);
     const auto* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-    return dot_row_float<Policy>(a.w->row(r), x, a.w->cols);
+    float out[1][3];
+    dot_rows_float<Policy, 1, 1>(&w, &x, a.w->cols, out);
+    return out[0][0];
   }
 };
 
@@ -154,10 +229,7 @@ void tile_rows(const KernelArgs& a, int64_t r, int64_t t, int64_t kt) {
 
 template <class K>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
-  if (a.n_tokens == 1) {
-    for (int64_t r = r0; r < r1; ++r) a.y[r] = K::row(a, r, 0);
-    return;
-  }
+  if (a.n_tokens <= K::kDecodeTokens) return K::decode(a, r0, r1);
   if constexpr (K::kOwnPrefill) {
     K::prefill(a, r0, r1);
   } else {

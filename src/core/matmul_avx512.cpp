@@ -1,9 +1,10 @@
-// AVX-512 decode kernels (1-3 tokens) for float weights and 32-element
-// blocks. The blocks run the shared decode of matmul_decode32.h with VNNI's
-// vpdpbusd as the byte product (one instruction for maddubs + madd, on 256-bit
-// vectors: three ports take those, where 512-bit work has two). Float rows are
-// read 16 elements per load. Prefill (4 and more tokens) goes to the AVX2
-// kernels. Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
+// AVX-512 decode kernels (1-3 tokens) for float weights (measured, not
+// dispatched: see matmul_dispatch.cpp) and 32-element blocks. The blocks run
+// the shared decode of matmul_decode32.h with VNNI's vpdpbusd as the byte
+// product (one instruction for maddubs + madd, on 256-bit vectors: three
+// ports take those, where 512-bit work has two). Float rows are read 16
+// elements per vector. Prefill (4 and more tokens) goes to the AVX2 kernels.
+// Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
 // instruction of each extension. Internal linkage throughout, so no AVX-512
 // copy of an inline helper can replace an AVX2 one at link time.
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation,
@@ -29,9 +30,14 @@ float hsum512(__m512 v) {
 }
 
 // 16 weights at p as f32; the masked form reads only the first lanes of m.
+// Two 256-bit loads: with one 512-bit load, rows streamed from DRAM at 3
+// tokens ran at half the rate on Zen 5 (docs/bench/flt5.md).
 struct F32W {
   static constexpr size_t kBytes = 4;
-  static __m512 load16(const uint8_t* p) { return _mm512_loadu_ps(p); }
+  static __m512 load16(const uint8_t* p) {
+    const auto* f = reinterpret_cast<const float*>(p);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(f)), _mm256_loadu_ps(f + 8), 1);
+  }
   static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 struct F16W {
@@ -47,26 +53,26 @@ struct BF16W {
   static __m512 convert(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 };
 
-// R rows × T tokens of dot products: 64 elements per step, in four
-// independent FMA chains per row and token when T = 1 (two otherwise), each
-// row prefetched a line ahead per line consumed; the tail is masked (rows
-// need not fill a vector). Two rows share each activation load: one row alone
-// made 3 tokens wait on the load ports. A row's arithmetic is the same
-// whatever R, so results do not depend on how rows were paired.
+// R rows × T tokens of dot products: U vectors of 16 elements per row and
+// step, in two independent FMA chains per row and token, each row prefetched
+// kPrefetchBytes ahead, a line per line consumed; the tail is masked (rows
+// need not fill a vector). The R rows share each activation load. A row's
+// arithmetic is the same whatever R, so results do not depend on how rows
+// were grouped.
 template <class W, int R, int T>
 void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, float out[][3]) {
-  constexpr int A = T == 1 ? 4 : 2;
+  constexpr int A = 2, U = T == 1 ? 2 : 4;
   __m512 acc[R][T][A];
   for (auto& per_row : acc)
     for (auto& per_token : per_row)
       for (auto& v : per_token) v = _mm512_setzero_ps();
   int64_t k = 0;
-  for (; k + 64 <= n; k += 64) {
+  for (; k + 16 * U <= n; k += 16 * U) {
     for (int i = 0; i < R; ++i)
-      for (size_t off = 0; off < 64 * W::kBytes; off += 64)
+      for (size_t off = 0; off < 16 * U * W::kBytes; off += 64)
         _mm_prefetch(reinterpret_cast<const char*>(w[i] + k * W::kBytes) + avx2::kPrefetchBytes + off, _MM_HINT_T0);
 #pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < U; ++u) {
       __m512 wv[R];
       for (int i = 0; i < R; ++i) wv[i] = W::load16(w[i] + (k + 16 * u) * W::kBytes);
 #pragma GCC unroll 3
@@ -91,20 +97,33 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     }
 }
 
+// Rows [r0, r1) run S at a time, an S-th of the range apart (r, r + q,
+// r + 2q, ...), so that the weights stream from S places far apart in
+// memory. On Zen 5 that kept more lines in flight than one row at a time, and
+// adjacent rows together (two streams 4 KiB apart) were the slowest of all:
+// 0.6-0.7x of one row from DRAM (docs/bench/flt5.md). S and the step (U
+// vectors) are what measured best there: one token 3 rows of 32 elements,
+// 2-3 tokens 4 rows of 64, whose more independent chains also run 1.2-1.5x
+// faster than AVX2 hot (F16/BF16). From DRAM they still do not beat AVX2's,
+// so decode runs those (matmul_dispatch.cpp). The grouping depends on the
+// range, a row's result does not.
 template <class W, int T>
 void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
+  constexpr int S = T == 1 ? 3 : 4;
   const MatrixView& m = *a.w;
   const float* x[T];
   for (int t = 0; t < T; ++t)
     x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  float out[2][3];
-  int64_t r = r0;
-  for (; r + 2 <= r1; r += 2) {
-    const uint8_t* w[2] = {m.row(r), m.row(r + 1)};
-    dot_rows_float<W, 2, T>(w, x, m.cols, out);
-    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t], a.y[t * m.rows + r + 1] = out[1][t];
+  float out[S][3];
+  const int64_t q = (r1 - r0) / S;
+  for (int64_t r = r0; r < r0 + q; ++r) {
+    const uint8_t* w[S];
+    for (int i = 0; i < S; ++i) w[i] = m.row(r + i * q);
+    dot_rows_float<W, S, T>(w, x, m.cols, out);
+    for (int i = 0; i < S; ++i)
+      for (int t = 0; t < T; ++t) a.y[t * m.rows + r + i * q] = out[i][t];
   }
-  if (r < r1) {
+  for (int64_t r = r0 + S * q; r < r1; ++r) {
     const uint8_t* w[1] = {m.row(r)};
     dot_rows_float<W, 1, T>(w, x, m.cols, out);
     for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];

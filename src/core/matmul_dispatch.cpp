@@ -24,7 +24,12 @@
 // give the same bits on every ISA (tested), so which one wins cannot change a
 // result. Float weights sum in a different order on each ISA, so a timing
 // that went one way in one run and the other way in the next would make the
-// same seed give another text; they take the newest ISA, as prefill does.
+// same seed give another text; they follow a fixed rule instead, the
+// outcome of the rule above measured once (Zen 5, docs/bench/flt5.md):
+// decode (1-3 tokens) runs the AVX2 kernel, whose rows stream from DRAM as
+// fast as AVX-512's or faster (1 token: AVX2 1-7 % ahead; 2: 2-15 %; 3:
+// F32 AVX2 10 % ahead, F16/BF16 AVX-512 5-8 %), so AVX-512's lead hot (F16/
+// BF16 at 2-3 tokens) does not count: decode streams. Prefill takes the newest.
 //
 // Batches of kGemmMinTokens..15 tokens (batched decode) choose the same way
 // between the panel kernels that share their arithmetic: the AVX-512 VNNI
@@ -154,6 +159,12 @@ size_t slot_of(Isa cap, DType type, int64_t n_tokens) {
   return (size_t(cap) * kTypeIds + size_t(type)) * kTimedTokens + size_t(n_tokens - 1);
 }
 
+// The fixed rule for float weights (see the top of the file).
+bool float_decode_keeps_avx2(Isa cap, DType type, int64_t n_tokens) {
+  return n_tokens >= 1 && n_tokens <= 3 && !decode_bits_match_across_isas(type) && cap >= Isa::Avx2 &&
+         own_kernel(Isa::Avx2, type, n_tokens) != nullptr;
+}
+
 bool timed(DType type, int64_t n_tokens) {
   return n_tokens >= 1 && n_tokens <= kTimedTokens && size_t(type) < size_t(kTypeIds) &&
          decode_bits_match_across_isas(type);
@@ -164,6 +175,7 @@ bool timed(DType type, int64_t n_tokens) {
 bool decode_bits_match_across_isas(DType type) { return traits(type).block_elems > 1; }
 
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
+  if (float_decode_keeps_avx2(cap, type, n_tokens)) return Isa::Avx2;
   if (!timed(type, n_tokens)) return newest_isa(cap, type, n_tokens);
   std::atomic<int8_t>& slot = g_choice[slot_of(cap, type, n_tokens)];
   if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
@@ -175,6 +187,8 @@ Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
 }
 
 std::string dispatch_reason(Isa cap, DType type, int64_t n_tokens) {
+  if (float_decode_keeps_avx2(cap, type, n_tokens))
+    return "float weights, 1-3 tokens: avx2 (fixed: streams as fast as avx512 or faster, docs/bench/flt5.md)";
   if (!timed(type, n_tokens)) return n_tokens > kTimedTokens ? "prefill: the newest ISA" : "not timed: the newest ISA";
   dispatch_isa(cap, type, n_tokens);
   const std::lock_guard<std::mutex> lock(g_calibrating);

@@ -10,7 +10,10 @@ class ThreadPool;
 
 // Reads a buffer of `bytes` (make it ≫ the last-level cache to measure DRAM)
 // `repeats` times with every thread of `pool` (null: one thread), each thread
-// a contiguous slice, and returns the best rate in GB/s (10^9 bytes/s).
+// a contiguous slice, and returns the best rate in GB/s (10^9 bytes/s). The
+// buffer and the reads are like a model's weights and the decode kernels'
+// (2 MiB pages, several streams per thread, prefetched), so the figure is
+// what those kernels can stream, not what a naive loop gets.
 double measure_read_bandwidth(size_t bytes, ThreadPool* pool, int repeats);
 
 // Reads `size` bytes once, split across the pool; returns a value that depends

@@ -13,7 +13,8 @@ namespace {
 
 // read_all adds whole 64-byte lines as 64-bit words and the bytes of a final
 // partial line one by one; checking that sum proves every byte was read once
-// however the buffer is split between threads.
+// however the buffer is split between threads and each thread's share
+// between its streams.
 unsigned long long expected_sum(const uint8_t* p, size_t size) {
   unsigned long long sum = 0;
   const size_t full = size / 64 * 64;
@@ -30,7 +31,9 @@ TEST(MemoryBandwidth, ReadAllReadsEveryByteOnce) {
   ThreadPool two(2);
   std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(64, 8192)), &std::free);
   for (size_t i = 0; i < 8192; ++i) buf.get()[i] = uint8_t(i * 7 + 1);
-  for (size_t size : {size_t(1), size_t(63), size_t(64), size_t(1000), size_t(4096 + 17), size_t(8192)}) {
+  // 15 and 70 lines: a thread's share not a multiple of the streams it reads.
+  for (size_t size : {size_t(1), size_t(63), size_t(64), size_t(1000), size_t(64 * 15 + 5), size_t(64 * 70 + 63),
+                      size_t(4096 + 17), size_t(8192)}) {
     const unsigned long long want = expected_sum(buf.get(), size);
     EXPECT_EQ(read_all(buf.get(), size, nullptr), want) << size;
     EXPECT_EQ(read_all(buf.get(), size, &two), want) << size;

@@ -144,7 +144,14 @@ TEST(MatmulIsa, StridedViewsMatchReference) {
 TEST(MatmulDispatch, SaysWhyItChose) {
   using namespace matmul_impl;
   const Isa cap = active_isa();
-  EXPECT_EQ(dispatch_reason(cap, DType::F16, 1), "not timed: the newest ISA");
+  if (cap >= Isa::Avx2) {
+    for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+      EXPECT_EQ(dispatch_isa(cap, DType::F16, n_tokens), Isa::Avx2);
+      EXPECT_NE(dispatch_reason(cap, DType::F16, n_tokens).find("float weights, 1-3 tokens: avx2"), std::string::npos);
+    }
+  } else {
+    EXPECT_EQ(dispatch_reason(cap, DType::F16, 1), "not timed: the newest ISA");
+  }
   EXPECT_EQ(dispatch_reason(cap, DType::Q4_K, 64), "prefill: the newest ISA");
   const std::string why = dispatch_reason(cap, DType::Q4_K, 1);
   if (cap >= Isa::Avx512 && isa_has_kernel(Isa::Avx2, DType::Q4_K, 1) && isa_has_kernel(Isa::Avx512, DType::Q4_K, 1)) {
@@ -285,19 +292,53 @@ TEST(MatmulIsa, SingleBlockSingleRow) {
   }
 }
 
+// 37 rows: the same 16-row chunks at 1 and 2 threads; 200: 64-row chunks at
+// 1 thread, 32 at 2 (matmul.cpp gives each thread about four).
 TEST(MatmulThreads, OneAndTwoThreadsAreBitIdentical) {
   ThreadPool two(2);
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (!isa_available(isa)) continue;
     for (DType type : kTypes) {
-      for (int64_t n_tokens : {1, 2, 3, 17}) {
-        const int64_t rows = 37, cols = 512;
+      for (int64_t n_tokens : {1, 2, 3, 17})
+      for (int64_t rows : {37, 200}) {
+        const int64_t cols = 512;
         const auto m = random_matrix(type, rows, cols, 21);
         const auto x = random_activations(n_tokens, cols, 22);
         const auto one = run(isa, m.view, x, n_tokens, nullptr);
         const auto both = run(isa, m.view, x, n_tokens, &two);
         ASSERT_EQ(0, std::memcmp(one.data(), both.data(), one.size() * 4))
-            << isa_name(isa) << " " << dtype_name(type) << " tokens " << n_tokens;
+            << isa_name(isa) << " " << dtype_name(type) << " tokens " << n_tokens << " rows " << rows;
+      }
+    }
+  }
+}
+
+// The float decode kernels group rows by their place in the range they are
+// given (rows a quarter of the range apart stream together): a row's result
+// must not depend on the range, whether it runs in a group or alone.
+TEST(MatmulThreads, FloatDecodeRowsDoNotDependOnTheirRange) {
+  using namespace matmul_impl;
+  const int64_t rows = 75, cols = 320;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!isa_available(isa)) continue;
+    for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+      const auto m = random_matrix(type, rows, cols, 31);
+      for (int64_t n_tokens = 1; n_tokens <= 3; ++n_tokens) {
+        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)) + " tokens " + std::to_string(n_tokens));
+        const Kernel kernel = own_kernel(isa, type, n_tokens);
+        ASSERT_NE(kernel, nullptr);
+        const auto x = random_activations(n_tokens, cols, uint32_t(60 + n_tokens));
+        PreparedInput prepared(x.data(), n_tokens, cols);
+        KernelArgs args;
+        args.w = &m.view;
+        args.x = prepared.for_type(type, nullptr, &args.x_stride);
+        args.n_tokens = n_tokens;
+        std::vector<float> whole(size_t(rows * n_tokens), NAN), pieces(whole.size(), NAN);
+        args.y = whole.data();
+        kernel(args, 0, rows);
+        args.y = pieces.data();
+        for (int64_t r0 = 0, len = 1; r0 < rows; r0 += len, len = len % 9 + 3) kernel(args, r0, std::min(rows, r0 + len));
+        ASSERT_EQ(0, std::memcmp(whole.data(), pieces.data(), whole.size() * 4));
       }
     }
   }

@@ -811,7 +811,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
   const int64_t nb = F::panels(m.cols);
   thread_local std::vector<typename F::Panel> panel;
-  panel.resize(size_t(2 * nb));
+  panel.resize(size_t(F::kPairTokens > 0 ? 2 * nb : nb));  // pair tiles: two row groups' panels
   [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {

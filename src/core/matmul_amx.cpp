@@ -139,6 +139,7 @@ struct AmxBlocks32 : Blocks32<P> {
   using Session = TileSession<32, false>;
   static constexpr bool kSmallBatchTile = true;
   static constexpr int kStepBlocks = 4;  // one products4
+  static constexpr int kPairTokens = 0;  // tile<16> is the AMX tile
 
   template <int T>
   static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {

@@ -339,6 +339,9 @@ struct Blocks32 {
   };
   static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 16;  // 16 accumulators + 8 code vectors fit the 32 registers
+  // tile_pair's tokens: 8 chains and 8 accumulators (4-7 measured within
+  // the noise of each other here, 4 best: docs/bench/pre5.md).
+  static constexpr int kPairTokens = 4;
   static int64_t panels(int64_t cols) { return cols / 32; }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
@@ -426,6 +429,39 @@ struct Blocks32 {
   static void tile(const Panel32* panel, int64_t nb, const uint8_t* x, size_t x_stride, __m512* acc) {
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) block<T>(panel[b], b, x, x_stride, acc);
+  }
+
+  // Two row groups (panels pa, pb) × T tokens: acc[t] rows of pa, acc[T + t]
+  // rows of pb. Each activation broadcast feeds a product of both groups:
+  // on Zen 5 vector loads issue two a cycle, as vpdpbusd does, and the
+  // 16-row tiles need one load a product plus the scaling's, so loads bound
+  // them at ~50-60 % of the products' rate. The per-token arithmetic is
+  // block_tokens<T, 1>'s for each group, so the same bits.
+  template <int T>
+  static void tile_pair(const Panel32* pa, const Panel32* pb, int64_t nb, const uint8_t* x, size_t x_stride,
+                        __m512* acc) {
+    for (int t = 0; t < 2 * T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
+      const block_q8_32* xt[T];
+      __m512i s[2][T];
+      for (int t = 0; t < T; ++t) {
+        xt[t] = reinterpret_cast<const block_q8_32*>(xb + x_stride * size_t(t));
+        s[0][t] = s[1][t] = sum_start(*xt[t]);
+      }
+      for (int g = 0; g < 8; ++g) {
+        const __m512i wa = _mm512_load_si512(&pa[b].codes[g]), wb = _mm512_load_si512(&pb[b].codes[g]);
+        for (int t = 0; t < T; ++t) {
+          const __m512i a = _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g));
+          s[0][t] = _mm512_dpbusd_epi32(s[0][t], wa, a);
+          s[1][t] = _mm512_dpbusd_epi32(s[1][t], wb, a);
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        acc[t] = add_block(acc[t], s[0][t], pa[b], *xt[t]);
+        acc[T + t] = add_block(acc[T + t], s[1][t], pb[b], *xt[t]);
+      }
+    }
   }
 };
 
@@ -575,6 +611,7 @@ struct KQuant {
   };
   static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
+  static constexpr int kPairTokens = 0;  // no tile_pair
   static int64_t panels(int64_t cols) { return cols / QK_K; }
   template <class Src>
   static void unpack_block(const Src& src, int64_t b, PanelK& out) {
@@ -668,6 +705,25 @@ void tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a, int6
   }
 }
 
+// Tokens [t0, t1) (a multiple of F::kPairTokens) of row groups r (16 rows)
+// and r + 16 (valid2 rows) in tiles of both, panel the first's and
+// panel + nb the second's.
+template <class F>
+void pair_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a, int64_t r, int valid2, int64_t t0,
+                int64_t t1) {
+  constexpr int T = F::kPairTokens;
+  const auto* x = static_cast<const uint8_t*>(a.x);
+  const __mmask16 mask2 = __mmask16((1u << valid2) - 1);
+  for (int64_t t = t0; t < t1; t += T) {
+    __m512 acc[2 * T];
+    F::template tile_pair<T>(panel, panel + nb, nb, x + a.x_stride * size_t(t), a.x_stride, acc);
+    for (int i = 0; i < T; ++i) {
+      _mm512_storeu_ps(a.y + (t + i) * a.w->rows + r, acc[i]);
+      _mm512_mask_storeu_ps(a.y + (t + i) * a.w->rows + r + kRows, mask2, acc[T + i]);
+    }
+  }
+}
+
 // Tokens [t0, t1) in tiles of F::kTokens, the rest in halving tiles.
 template <class F, int T = F::kTokens>
 void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a, int64_t r, int valid, int64_t t0,
@@ -755,7 +811,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
   const int64_t nb = F::panels(m.cols);
   thread_local std::vector<typename F::Panel> panel;
-  panel.resize(size_t(nb));
+  panel.resize(size_t(F::kPairTokens > 0 ? 2 * nb : nb));  // pair tiles: two row groups' panels
   [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
@@ -763,6 +819,18 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r += kRows) {
       const int valid = int(std::min<int64_t>(kRows, r1 - r));
       F::unpack(Src(m, r, valid), m.cols, panel.data());
+      if constexpr (F::kPairTokens > 0) {
+        if (r + kRows < r1) {  // two row groups: pair tiles
+          const int valid2 = int(std::min<int64_t>(kRows, r1 - r - kRows));
+          F::unpack(Src(m, r + kRows, valid2), m.cols, panel.data() + nb);
+          const int64_t t_pairs = t1 - (t1 - t0) % F::kPairTokens;
+          pair_tiles<F>(panel.data(), nb, a, r, valid2, t0, t_pairs);
+          token_tiles<F>(panel.data(), nb, a, r, valid, t_pairs, t1);
+          token_tiles<F>(panel.data() + nb, nb, a, r + kRows, valid2, t_pairs, t1);
+          r += kRows;
+          continue;
+        }
+      }
       token_tiles<F>(panel.data(), nb, a, r, valid, t0, t1);
     }
   }

@@ -58,10 +58,12 @@ TEST(MatmulGemm, MatchesReferenceForTokenCounts4To40) {
     int64_t rows, cols, n_tokens;
   };
   // Rows: below, at and past one group of 16, and 520 (a thread's 80-row chunk
-  // spans two of AVX2's 64-row blocks, the second partly filled); tokens:
+  // spans two of AVX2's 64-row blocks, the second partly filled), 143 (threads
+  // claim 32- or 48-row chunks: the VNNI pair tiles, the last pair's second
+  // group partly filled, and one group alone); tokens:
   // every tile size with tails.
   const Shape shapes[] = {{5, 256, 4}, {16, 512, 5}, {33, 256, 7}, {17, 512, 16}, {31, 256, 23}, {3, 768, 40},
-                          {520, 256, 6}};
+                          {520, 256, 6}, {143, 256, 21}};
   for (Isa isa : kFastIsas) {
     if (!isa_available(isa)) continue;
     for (DType type : kQuantTypes) {

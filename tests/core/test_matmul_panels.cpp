@@ -158,9 +158,11 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
 
 // What the serving layer relies on, now down to one token: a sequence's
 // result is the same bits decoded alone, among 2..39 others, or by 2 threads.
+// 160 rows: threads claim 32- or 48-row chunks, so 40 tokens run the VNNI
+// pair tiles (two row groups at a time).
 TEST(MatmulPanels, TokenResultDoesNotDependOnItsBatch) {
   ThreadPool two(2);
-  const int64_t rows = 64, cols = 512, n_tokens = 40;
+  const int64_t rows = 160, cols = 512, n_tokens = 40;
   for (DType type : kPanelTypes) {
     const auto m = random_matrix(type, rows, cols, 8);
     if (!panels_pay(m.view)) GTEST_SKIP() << "no panel kernels on this CPU / ISA cap";

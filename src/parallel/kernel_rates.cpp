@@ -121,12 +121,12 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
     // large matrix hides (every call's setup and its stream's ramp, the
     // slower long rows of FFN down), i.e. what the model runs.
     const int64_t width = layer_width(type, matrix_bytes);
-    std::vector<BenchMatrix> layer;
+    std::vector<BenchMatrix> copies;
     double bytes = 0;
-    while (layer.empty() || bytes < double(matrix_bytes)) {
+    while (copies.empty() || bytes < double(matrix_bytes)) {
       for (const auto& [rows, cols] : layer_shapes(width)) {
-        layer.push_back(make_model_bench_matrix(type, rows, cols));
-        bytes += double(layer.back().view.row_stride) * double(rows);
+        copies.push_back(make_model_bench_matrix(type, rows, cols));
+        bytes += double(copies.back().view.row_stride) * double(rows);
       }
     }
     std::vector<float> x(size_t(8 * 4 * width), 0.5f), y(size_t(8 * 4 * width));
@@ -134,7 +134,7 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
       double best = 1e30;
       for (int i = 0; i < 4; ++i) {  // the first pass also pages the matrices in
         const auto t0 = SteadyClock::now();
-        for (const BenchMatrix& m : layer) matmul(m.view, x.data(), tokens, y.data(), pool);
+        for (const BenchMatrix& m : copies) matmul(m.view, x.data(), tokens, y.data(), pool);
         best = std::min(best, seconds_since(t0));
       }
       r.gbs[{type, tokens}] = bytes / best / 1e9;

@@ -31,6 +31,7 @@ struct DistBenchOptions {
   std::string model, backend = "tcp", wire_type;
   int tp = 1, pp = 1, threads = 1, seqs = 1, gen = 32, prompt = 8;
   bool ep = false;  // --ep N: tp = N, MoE layers split by whole experts
+  int spin_us = -1;  // -1: the wait rule of comm/wait_policy.h
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
@@ -38,6 +39,23 @@ struct DistBenchOptions {
 
 using Clock = SteadyClock;
 constexpr size_t kRateMatrixBytes = size_t(64) << 20;
+
+// Where a rank's all-reduce time goes: per step, how many all-reduces took
+// how long and the ms they add up to, by length; and the context switches.
+std::string wait_histogram(const parallel::RankStats& s, double steps) {
+  std::string text = "all-reduces per step by length:";
+  double lo = 0;
+  for (int i = 0; i < parallel::RankStats::kWaitBuckets; ++i) {
+    const double hi = i + 1 < parallel::RankStats::kWaitBuckets ? parallel::kWaitBucketEndsUs[i] : 0;
+    const std::string range = hi > 0 ? fmt::format("{:.0f}-{:.0f} us", lo, hi) : fmt::format(">{:.0f} us", lo);
+    if (s.all_reduce_waits[i] > 0)
+      text += fmt::format(" {} {:.2f} ({:.2f} ms);", range, double(s.all_reduce_waits[i]) / steps,
+                          s.all_reduce_wait_seconds[i] * 1e3 / steps);
+    lo = hi;
+  }
+  return text + fmt::format(" context switches per step: {:.1f} voluntary, {:.1f} involuntary",
+                            double(s.voluntary_switches) / steps, double(s.involuntary_switches) / steps);
+}
 
 void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelConfig& c,
             const std::vector<parallel::RankStats>& all, double decode_seconds, int64_t decoded) {
@@ -71,6 +89,7 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
     std::printf("(rank %zu per step: compute %.2f ms (CPU %.2f ms), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
                 "sent %.0f B per token)\n",
                 r, br.compute_ms, cpu_ms, br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
+    if (all[r].all_reduces > 0) std::printf("(rank %zu %s)\n", r, wait_histogram(all[r], steps_r).c_str());
   }
   // Tensor-parallel ranks meet in every all-reduce, so the faster ones wait
   // out the difference (expert parallel: the experts each step routed to them).
@@ -123,6 +142,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     c.coordinator = o.backend == "tcp" ? fmt::format("127.0.0.1:{}", port) : shm_name;
     c.listen_fd = rank == 0 ? listen_fd : -1;
     c.token = "bench-dist";
+    if (o.spin_us >= 0) c.timeouts.spin = std::chrono::microseconds(o.spin_us);
     auto world = comm::Communicator::connect(c);
     auto file = gguf::File::open(o.model);
     parallel::NodeSpec node = parallel::default_node("127.0.0.1");
@@ -232,6 +252,9 @@ void add_bench_dist(CLI::App& bench) {
       ->check(finite_in(0.001, 1e5));
   cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0; default: the planner's")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  cmd->add_option("--spin-us", o->spin_us, "ranks busy-poll this long before sleeping in a wait (-1: the load rule)")
+      ->capture_default_str()
+      ->check(integer_in(-1, 1000000));
   cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
   cmd->callback([o] { bench_dist(*o); });
 }

@@ -18,7 +18,7 @@ WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono
   if (requested_spin.count() >= 0) {
     p.spin = requested_spin;
   } else if (ranks_on_host + std::max(other_runnable, 0) > 2 * usable_cpus()) {
-    // more than two tasks a core: block at once
+    p.spin = kCrowdedSpin;  // more than two tasks a core
   } else if (ranks_on_host <= usable_cpus()) {
     p.spin = kOwnCoreSpin;
   } else {

@@ -9,7 +9,10 @@
 // wait, with R our ranks on this host, O other runnable tasks (/proc/loadavg,
 // sampled at most once a second: a decode step waits dozens of times and
 // should not touch the file system) and C usable cores:
-//   * R + O > 2C (more than two tasks a core): block at once;
+//   * R + O > 2C (more than two tasks a core): busy-poll kCrowdedSpin (as
+//     the thread pool does: a peer a few microseconds behind costs no sleep
+//     and wake-up, a descheduled one little CPU), then block; the sample is
+//     one instant's count, which a burst of short tasks can tip for a second;
 //   * else R <= C: busy-poll up to kOwnCoreSpin, then block;
 //   * else (our ranks outnumber cores): poll with sched_yield() (the core
 //     goes to another rank, often the one awaited) for kSharedCoreYield,
@@ -31,6 +34,7 @@ struct WaitPolicy {
 
 inline constexpr std::chrono::microseconds kOwnCoreSpin{2000};
 inline constexpr std::chrono::microseconds kSharedCoreYield{200};
+inline constexpr std::chrono::microseconds kCrowdedSpin{50};
 
 // The rule above for `ranks_on_host` ranks on usable_cpus() cores, given
 // `other_runnable` tasks that are not ours. `requested_spin` >= 0

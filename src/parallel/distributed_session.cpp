@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cmath>
@@ -25,6 +28,12 @@ double all_reduce_wire_bytes(comm::AllReduceAlgo algo, int n, double bytes) {
 }
 
 }  // namespace
+
+ContextSwitches context_switches() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return {int64_t(u.ru_nvcsw), int64_t(u.ru_nivcsw)};
+}
 
 double process_cpu_seconds() {
   timespec ts{};
@@ -85,6 +94,10 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
   stats_.all_reduce_seconds += waited;
   stats_.all_reduce_cpu_seconds += process_cpu_seconds() - cpu;
   ++stats_.all_reduces;
+  const auto bucket = size_t(std::upper_bound(std::begin(kWaitBucketEndsUs), std::end(kWaitBucketEndsUs), waited * 1e6) -
+                             std::begin(kWaitBucketEndsUs));
+  ++stats_.all_reduce_waits[bucket];
+  stats_.all_reduce_wait_seconds[bucket] += waited;
   stats_.bytes_sent += sent;
 }
 

@@ -58,10 +58,26 @@ struct RankStats {
   // rank: their ratio is the group's per-step imbalance (whole experts only;
   // a row split gives every rank every pair).
   double expert_pairs_busiest = 0, expert_pairs_mean = 0;
+  // The all-reduces by how long each took (waiting for the peers included):
+  // bucket i holds those under kWaitBucketEndsUs[i] µs, the last the rest.
+  // A few long ones are a rank losing its core or sleeping through a
+  // wake-up; many middling ones are a steady compute skew.
+  static constexpr int kWaitBuckets = 7;
+  int64_t all_reduce_waits[kWaitBuckets] = {};
+  double all_reduce_wait_seconds[kWaitBuckets] = {};
+  // Context switches of this process inside forward (getrusage): voluntary
+  // (it slept, e.g. blocked in a wait) and involuntary (the OS took its core).
+  int64_t voluntary_switches = 0, involuntary_switches = 0;
 };
+inline constexpr double kWaitBucketEndsUs[RankStats::kWaitBuckets - 1] = {16, 64, 256, 1000, 4000, 16000};
 
 // CPU time of this process so far (CLOCK_PROCESS_CPUTIME_ID), in seconds.
 double process_cpu_seconds();
+// This process's context switches so far (getrusage).
+struct ContextSwitches {
+  int64_t voluntary = 0, involuntary = 0;
+};
+ContextSwitches context_switches();
 
 class DistributedSession {
  public:

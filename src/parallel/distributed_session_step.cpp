@@ -114,9 +114,13 @@ std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch&
                                                      std::vector<float>* logits_out) {
   const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
+  const ContextSwitches switches = context_switches();
   model_->forward(batch, hidden);
   stats_.forward_seconds += seconds_since(t);
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
+  const ContextSwitches after = context_switches();
+  stats_.voluntary_switches += after.voluntary - switches.voluntary;
+  stats_.involuntary_switches += after.involuntary - switches.involuntary;
   ++stats_.forward_calls;
   note_expert_balance();
   if (!last_stage_) {

@@ -18,7 +18,8 @@ namespace {
 
 constexpr int kClasses[] = {1, 2, 4, 8};
 constexpr int kOldClasses[] = {1, 2, 8};  // the JSON rows of earlier builds
-constexpr int64_t kCols = 2048;
+constexpr int64_t kCols = 2048;    // a layer's width (n_embd) where the budget allows
+constexpr int64_t kMinCols = 256;  // else halved down to one K-quant block
 
 }  // namespace
 
@@ -89,18 +90,51 @@ std::vector<DType> matmul_weight_types(const gguf::File& file) {
   return {types.begin(), types.end()};
 }
 
+namespace {
+
+// One transformer layer's matrices (rows, cols) at `width`: query, key,
+// value (a fourth of the heads: grouped-query attention), attention output,
+// FFN gate and up (4 × width rows), FFN down (4 × width columns).
+std::vector<std::pair<int64_t, int64_t>> layer_shapes(int64_t width) {
+  return {{width, width},     {width / 4, width},     {width / 4, width}, {width, width},
+          {4 * width, width}, {4 * width, width}, {width, 4 * width}};
+}
+
+int64_t layer_width(DType type, size_t budget_bytes) {
+  int64_t width = kCols;
+  auto bytes = [&](int64_t w) {
+    size_t n = 0;
+    for (const auto& [rows, cols] : layer_shapes(w)) n += size_t(rows) * row_bytes(type, cols);
+    return n;
+  };
+  while (width > kMinCols && bytes(width) > budget_bytes) width /= 2;
+  return width;
+}
+
+}  // namespace
+
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes) {
   KernelRates r;
   for (DType type : types) {
-    const int64_t rows = std::max<int64_t>(64, int64_t(matrix_bytes / row_bytes(type, kCols)) / 16 * 16);
-    const BenchMatrix m = make_model_bench_matrix(type, rows, kCols);
-    const double bytes = double(m.view.row_stride) * double(rows);
-    std::vector<float> x(size_t(8 * kCols), 0.5f), y(size_t(8 * rows));
+    // Copies of one layer's matrices up to `matrix_bytes`, each its own
+    // allocation, multiplied in a model's order: the rate includes what one
+    // large matrix hides (every call's setup and its stream's ramp, the
+    // slower long rows of FFN down), i.e. what the model runs.
+    const int64_t width = layer_width(type, matrix_bytes);
+    std::vector<BenchMatrix> copies;
+    double bytes = 0;
+    while (copies.empty() || bytes < double(matrix_bytes)) {
+      for (const auto& [rows, cols] : layer_shapes(width)) {
+        copies.push_back(make_model_bench_matrix(type, rows, cols));
+        bytes += double(copies.back().view.row_stride) * double(rows);
+      }
+    }
+    std::vector<float> x(size_t(8 * 4 * width), 0.5f), y(size_t(8 * 4 * width));
     for (int tokens : kClasses) {
       double best = 1e30;
-      for (int i = 0; i < 4; ++i) {  // the first call also pages the matrix in
+      for (int i = 0; i < 4; ++i) {  // the first pass also pages the matrices in
         const auto t0 = SteadyClock::now();
-        matmul(m.view, x.data(), tokens, y.data(), pool);
+        for (const BenchMatrix& m : copies) matmul(m.view, x.data(), tokens, y.data(), pool);
         best = std::min(best, seconds_since(t0));
       }
       r.gbs[{type, tokens}] = bytes / best / 1e9;

@@ -54,10 +54,12 @@ std::vector<DType> matmul_weight_types(const gguf::File& file);
 // up to 1.6× too fast), at least `at_least`, at most 1 GiB.
 size_t streamed_matrix_bytes(size_t at_least);
 
-// Matvec over a `matrix_bytes` matrix per type and token count with `pool`
-// (null: one thread), best of a few calls, on the layout a model's matrix
-// of the type gets here (make_model_bench_matrix: repacked panels where
-// those pay), so the rates are those of the kernels a model runs.
+// Matvec per type and token count with `pool` (null: one thread), best of a
+// few passes over copies of one transformer layer's matrices (width 2048, or
+// narrower where a layer exceeds `matrix_bytes`) up to `matrix_bytes`, each
+// on the layout a model's matrix of the type gets here
+// (make_model_bench_matrix: repacked panels where those pay): the rates of
+// the kernels a model runs, on its mix of shapes, with each call's setup.
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes);
 
 }  // namespace shardlm::parallel

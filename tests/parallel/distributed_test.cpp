@@ -124,6 +124,9 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
     greedy.temperature = 0;
     const std::vector<TokenId> got = testing::generate_steps(s, {prompt}, greedy, n_predict)[0];
     s.shutdown();
+    const RankStats stats = s.stats();
+    int64_t by_length = 0;
+    for (int64_t n : stats.all_reduce_waits) by_length += n;
     const Reference ref = single_node(*file, prompt, n_predict, n_batch);
     nlohmann::json j;
     double diff = 0;
@@ -135,6 +138,8 @@ nlohmann::json run_case(const Case& c, size_t prompt_len, int n_predict, int64_t
     j["agree"] = agree;
     j["first_mismatch_margin"] = agree < ref.tokens.size() ? ref.margins[agree] : 1e9;
     j["tokens"] = got;
+    j["all_reduces"] = stats.all_reduces;
+    j["all_reduces_by_length"] = by_length;
     return j.dump();
   });
   if (std::string(c.model).rfind("synth:", 0) == 0) std::filesystem::remove(path);
@@ -157,6 +162,9 @@ TEST_P(Distributed, MatchesSingleNode) {
               j["max_diff"].get<double>());
   EXPECT_LE(j["max_diff"].get<double>(), c.logit_tol);
   EXPECT_EQ(j["n_tokens"].get<int>(), n_predict);
+  // Every all-reduce lands in one bucket of the wait histogram.
+  EXPECT_EQ(j["all_reduces"].get<int64_t>() > 0, c.tp > 1);
+  EXPECT_EQ(j["all_reduces_by_length"], j["all_reduces"]);
   if (c.wire == DType::F16 || c.wire == DType::BF16) {
     EXPECT_EQ(j["agree"].get<int>(), n_predict) << j.dump();
   }

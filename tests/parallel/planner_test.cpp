@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "parallel/kernel_rates.h"
 #include "parallel/planner.h"
 #include "test_paths.h"
 
@@ -451,6 +452,16 @@ TEST(Planner, ExpertsReadPerStepGrowWithItsTokens) {
   EXPECT_DOUBLE_EQ(expert_share(1), p1);
   EXPECT_DOUBLE_EQ(expert_share(4), 1 - std::pow(1 - p1, 4));
   EXPECT_GT(expert_share(64), 0.99);
+}
+
+// A budget smaller than one layer of width 2048 measures on a narrower layer
+// instead of overrunning it (a worker at start measures every common type in
+// 32 MiB; a 2048-wide F32 layer is 243 MB): every type and token count gets a rate.
+TEST(KernelRates, MeasuredOnALayerWithinTheBudget) {
+  const KernelRates r = measure_kernel_rates({DType::Q4_0, DType::F32}, nullptr, size_t(4) << 20);
+  for (DType t : {DType::Q4_0, DType::F32})
+    for (int tokens : {1, 2, 4, 8}) EXPECT_GT(r.gbs.at({t, tokens}), 0) << dtype_name(t) << " " << tokens;
+  EXPECT_EQ(r.gbs.size(), 8u);
 }
 
 TEST(KernelRates, JsonRoundTripAndErrors) {

@@ -186,9 +186,25 @@ class GatheredGroup {
 };
 
 // PanelGroup: a group of a Panels16 matrix (always 16 rows). Consecutive
-// groups are consecutive bytes, so a thread's rows are one stream; the bytes
-// kAhead further on are prefetched as each block is read (past the group's
-// end too: prefetches do not fault).
+// groups are consecutive bytes, so a thread's rows are one stream, read a
+// block at a time with the same load instructions, each stepping one block.
+// What the core's prefetchers follow of that stream decides what software
+// prefetches (docs/bench/dec5.md, Zen 5; the same rules hold for Intel's
+// L1 stride prefetcher, so the Xeon should gain the same way):
+// - blocks < kStrideLimit bytes apart (the 32-element types, 288-544 bytes
+//   a group): the stride prefetchers fetch the stream but stop at each
+//   4 KiB page, so only the first lines of each page are prefetched. A
+//   prefetch of every line, on top of the hardware's, made Q4_0 / Q8_0
+//   decode from DRAM 30-40 % slower than this at 1 and 2 threads (fill
+//   buffers taken twice for the same lines).
+// - larger blocks (the K-quants, 2304-3360 bytes): a stride that long is
+//   not followed at all (without software prefetches Q4_K streamed at
+//   half the speed), so every line is prefetched.
+// kAhead bytes ahead of the block being read (past the group's end too:
+// prefetches do not fault): at least one DRAM latency (~100-150 ns) times
+// what one core streams (30-60 GB/s here, less on the Xeon), i.e. ~4-9 KB;
+// 2-16 KB measured within noise of each other on the Xeon (kq8.md), 8 KB
+// was best here (2 KB: 10-20 % slower for the K-quants).
 class PanelGroup {
  public:
   PanelGroup(const MatrixView& m, int64_t r, int)
@@ -203,13 +219,23 @@ class PanelGroup {
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
-    for (size_t line = 0; line < block_bytes_; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    if (block_bytes_ >= kStrideLimit) {
+      for (size_t line = 0; line < block_bytes_; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    } else {
+      // The page starting in [ahead, ahead + block_bytes_), if any: each
+      // page start falls in exactly one block's range.
+      const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
+      if (page >= ahead) {
+        _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);
+      }
+    }
     return PanelBlock(p, odd);
   }
 
  private:
-  static constexpr size_t kAhead = 2048;
+  static constexpr size_t kAhead = 8192, kPage = 4096, kStrideLimit = 2048;
   const uint8_t* base_;
   size_t block_bytes_;
   size_t odd_;

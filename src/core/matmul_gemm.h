@@ -187,30 +187,32 @@ class GatheredGroup {
 
 // PanelGroup: a group of a Panels16 matrix (always 16 rows). Consecutive
 // groups are consecutive bytes, so a thread's rows are one stream, read a
-// block at a time with the same load instructions, each stepping one block.
-// What the core's prefetchers follow of that stream decides what software
-// prefetches (docs/bench/dec5.md, Zen 5; the same rules hold for Intel's
-// L1 stride prefetcher, so the Xeon should gain the same way):
-// - blocks < kStrideLimit bytes apart (the 32-element types, 288-544 bytes
-//   a group): the stride prefetchers fetch the stream but stop at each
+// block at a time by the same load instructions, each stepping one block.
+// What the core's prefetchers follow of that stream decides what is
+// prefetched in software (docs/bench/dec5.md, measured on Zen 5):
+// - decode (`few_tokens`: 1-3) of the 32-element types, blocks of 288-544
+//   bytes a group: the stride prefetchers fetch the stream but stop at each
 //   4 KiB page, so only the first lines of each page are prefetched. A
-//   prefetch of every line, on top of the hardware's, made Q4_0 / Q8_0
-//   decode from DRAM 30-40 % slower than this at 1 and 2 threads (fill
-//   buffers taken twice for the same lines).
-// - larger blocks (the K-quants, 2304-3360 bytes): a stride that long is
-//   not followed at all (without software prefetches Q4_K streamed at
-//   half the speed), so every line is prefetched.
+//   prefetch of every line on top of the hardware's made Q4_0 / Q8_0 decode
+//   from DRAM 1.7x slower at 1 and 2 threads (fill buffers taken twice).
+// - the K-quants (2304-3360 bytes a block: too long a stride to be
+//   followed; without prefetches Q4_K streamed at half the speed), and 4+
+//   tokens of any type (their loops load each token's activations with
+//   instructions of their own, and without prefetches of every line Q4_0
+//   at 4-8 tokens was 1.2-1.9x slower): every line is prefetched.
 // kAhead bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault): at least one DRAM latency (~100-150 ns) times
-// what one core streams (30-60 GB/s here, less on the Xeon), i.e. ~4-9 KB;
-// 2-16 KB measured within noise of each other on the Xeon (kq8.md), 8 KB
-// was best here (2 KB: 10-20 % slower for the K-quants).
+// what one core streams (30-60 GB/s here, less on the Xeon): ~4-9 KB. 8 KB
+// was best here (2 KB: K-quants 10-20 % slower); on the Xeon 2 KB to 2 Q4_K
+// super-blocks measured the same (kq8.md), so a longer distance costs
+// nothing there.
 class PanelGroup {
  public:
-  PanelGroup(const MatrixView& m, int64_t r, int)
+  PanelGroup(const MatrixView& m, int64_t r, int, bool few_tokens = false)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
-        odd_(panel_odd_piece(m.type)) {}
+        odd_(panel_odd_piece(m.type)),
+        every_line_(!few_tokens || block_bytes_ >= kStrideLimit) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
   // `odd`: the type's panel_odd_piece, passed as a constant by callers that
   // know the type at compile time, so that PanelBlock::at tests nothing at
@@ -219,7 +221,7 @@ class PanelGroup {
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
-    if (block_bytes_ >= kStrideLimit) {
+    if (every_line_) {
       for (size_t line = 0; line < block_bytes_; line += 64)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
     } else {
@@ -239,6 +241,7 @@ class PanelGroup {
   const uint8_t* base_;
   size_t block_bytes_;
   size_t odd_;
+  bool every_line_;
 };
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
@@ -714,7 +717,13 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   typename F::Panel panel;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
-    const Src src(m, r, valid);
+    const Src src = [&] {
+      if constexpr (std::is_same_v<Src, PanelGroup>) {
+        return Src(m, r, valid, T <= 3);  // decode: see PanelGroup's prefetches
+      } else {
+        return Src(m, r, valid);
+      }
+    }();
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {

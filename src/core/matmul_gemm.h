@@ -498,7 +498,7 @@ SHARDLM_GEMM_INLINE __m512i nibble_or(__m512i low, __m512i high) {
 
 // The 6-bit scale and min of sub-block j of Q4_K/Q5_K (quant_blocks.h,
 // get_scale_min_k4) from the 12 scale bytes as three dwords per row.
-void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
+SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
   const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
   if (j < 4) {
     *scale = _mm512_and_si512(_mm512_srli_epi32(s[0], unsigned(8 * j)), six);
@@ -517,7 +517,7 @@ void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
 template <bool kQ5, class G>
-void unpack_q45_k(const G& g, PanelK& p) {
+SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
   const __m512i dd = g.at(0);
   const __m512 d = f16_low(dd);
@@ -550,7 +550,7 @@ struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
   template <class G>
-  static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
 };
 struct Q5_KP {
   using Block = block_q5_K;
@@ -606,7 +606,7 @@ struct KQuant {
   static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
   static int64_t panels(int64_t cols) { return cols / QK_K; }
   template <class Src>
-  static void unpack_block(const Src& src, int64_t b, PanelK& out) {
+  SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, PanelK& out) {
     P::unpack(src.block(b), out);
   }
   template <class Src>

@@ -546,6 +546,10 @@ SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
   }
 }
 
+// Q4_K's unpacking is forced inline (GCC left it a call that wrote the whole
+// panel out: half of one_pass<1>'s time; inlined, 1 token 1.4x faster in
+// cache). Q5_K's and Q6_K's measured no faster inlined and stay calls
+// (docs/bench/dec5.md).
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;

@@ -198,8 +198,8 @@ class GatheredGroup {
 // - the K-quants (2304-3360 bytes a block: too long a stride to be
 //   followed; without prefetches Q4_K streamed at half the speed), and 4+
 //   tokens of any type (their loops load each token's activations with
-//   instructions of their own, and without prefetches of every line Q4_0
-//   at 4-8 tokens was 1.2-1.9x slower): every line is prefetched.
+//   instructions of their own; without prefetches of every line Q4_0
+//   and Q8_0 at 4-8 tokens were 1.2-2x slower): every line is prefetched.
 // kAhead bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault): at least one DRAM latency (~100-150 ns) times
 // what one core streams (30-60 GB/s here, less on the Xeon): ~4-9 KB. 8 KB

@@ -194,7 +194,8 @@ class GatheredGroup {
 //   bytes a group: the stride prefetchers fetch the stream but stop at each
 //   4 KiB page, so only the first lines of each page are prefetched. A
 //   prefetch of every line on top of the hardware's made Q4_0 / Q8_0 decode
-//   from DRAM 1.7x slower at 1 and 2 threads (fill buffers taken twice).
+//   from DRAM 1.4-1.8x slower at 1 and 2 threads (presumably fill buffers
+//   taken twice for the same lines).
 // - the K-quants (2304-3360 bytes a block: too long a stride to be
 //   followed; without prefetches Q4_K streamed at half the speed), and 4+
 //   tokens of any type (their loops load each token's activations with

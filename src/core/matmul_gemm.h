@@ -186,15 +186,34 @@ class GatheredGroup {
 };
 
 // PanelGroup: a group of a Panels16 matrix (always 16 rows). Consecutive
-// groups are consecutive bytes, so a thread's rows are one stream; the bytes
-// kAhead further on are prefetched as each block is read (past the group's
-// end too: prefetches do not fault).
+// groups are consecutive bytes, so a thread's rows are one stream, read a
+// block at a time by the same load instructions, each stepping one block.
+// What the core's prefetchers follow of that stream decides what is
+// prefetched in software (docs/bench/dec5.md, measured on Zen 5):
+// - decode (`few_tokens`: 1-3) of the 32-element types, blocks of 288-544
+//   bytes a group: the stride prefetchers fetch the stream but stop at each
+//   4 KiB page, so only the first lines of each page are prefetched. A
+//   prefetch of every line on top of the hardware's made Q4_0 / Q8_0 decode
+//   from DRAM 1.4-1.8x slower at 1 and 2 threads (presumably fill buffers
+//   taken twice for the same lines).
+// - the K-quants (2304-3360 bytes a block: too long a stride to be
+//   followed; without prefetches Q4_K streamed at half the speed), and 4+
+//   tokens of any type (their loops load each token's activations with
+//   instructions of their own; without prefetches of every line Q4_0
+//   and Q8_0 at 4-8 tokens were 1.2-2x slower): every line is prefetched.
+// kAhead bytes ahead of the block being read (past the group's end too:
+// prefetches do not fault): at least one DRAM latency (~100-150 ns) times
+// what one core streams (30-60 GB/s here, less on the Xeon): ~4-9 KB. 8 KB
+// was best here (2 KB: K-quants 10-20 % slower); on the Xeon 2 KB to 2 Q4_K
+// super-blocks measured the same (kq8.md), so a longer distance costs
+// nothing there.
 class PanelGroup {
  public:
-  PanelGroup(const MatrixView& m, int64_t r, int)
+  PanelGroup(const MatrixView& m, int64_t r, int, bool few_tokens = false)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
-        odd_(panel_odd_piece(m.type)) {}
+        odd_(panel_odd_piece(m.type)),
+        every_line_(!few_tokens || block_bytes_ >= kStrideLimit) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
   // `odd`: the type's panel_odd_piece, passed as a constant by callers that
   // know the type at compile time, so that PanelBlock::at tests nothing at
@@ -203,16 +222,27 @@ class PanelGroup {
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
-    for (size_t line = 0; line < block_bytes_; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    if (every_line_) {
+      for (size_t line = 0; line < block_bytes_; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+    } else {
+      // The page starting in [ahead, ahead + block_bytes_), if any: each
+      // page start falls in exactly one block's range.
+      const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
+      if (page >= ahead) {
+        _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);
+      }
+    }
     return PanelBlock(p, odd);
   }
 
  private:
-  static constexpr size_t kAhead = 2048;
+  static constexpr size_t kAhead = 8192, kPage = 4096, kStrideLimit = 2048;
   const uint8_t* base_;
   size_t block_bytes_;
   size_t odd_;
+  bool every_line_;
 };
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
@@ -505,7 +535,7 @@ SHARDLM_GEMM_INLINE __m512i nibble_or(__m512i low, __m512i high) {
 
 // The 6-bit scale and min of sub-block j of Q4_K/Q5_K (quant_blocks.h,
 // get_scale_min_k4) from the 12 scale bytes as three dwords per row.
-void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
+SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
   const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
   if (j < 4) {
     *scale = _mm512_and_si512(_mm512_srli_epi32(s[0], unsigned(8 * j)), six);
@@ -524,7 +554,7 @@ void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
 template <bool kQ5, class G>
-void unpack_q45_k(const G& g, PanelK& p) {
+SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
   const __m512i dd = g.at(0);
   const __m512 d = f16_low(dd);
@@ -553,11 +583,15 @@ void unpack_q45_k(const G& g, PanelK& p) {
   }
 }
 
+// Q4_K's unpacking is forced inline (GCC left it a call that wrote the whole
+// panel out: half of one_pass<1>'s time; inlined, 1 token 1.4x faster in
+// cache). Q5_K's and Q6_K's measured no faster inlined and stay calls
+// (docs/bench/dec5.md).
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
   template <class G>
-  static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
+  SHARDLM_GEMM_INLINE static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
 };
 struct Q5_KP {
   using Block = block_q5_K;
@@ -614,7 +648,7 @@ struct KQuant {
   static constexpr int kPairTokens = 0;  // no tile_pair
   static int64_t panels(int64_t cols) { return cols / QK_K; }
   template <class Src>
-  static void unpack_block(const Src& src, int64_t b, PanelK& out) {
+  SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, PanelK& out) {
     P::unpack(src.block(b), out);
   }
   template <class Src>
@@ -744,7 +778,13 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   typename F::Panel panel;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
-    const Src src(m, r, valid);
+    const Src src = [&] {
+      if constexpr (std::is_same_v<Src, PanelGroup>) {
+        return Src(m, r, valid, T <= 3);  // decode: see PanelGroup's prefetches
+      } else {
+        return Src(m, r, valid);
+      }
+    }();
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {

@@ -10,6 +10,7 @@
 #include "core/matmul_avx2_rowgroups.h"
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_strided_rows.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -114,31 +115,14 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     }
 }
 
-// Decode (1-3 tokens): rows [r0, r1) run S at a time, an S-th of the range
-// apart, as the AVX-512 float decode does and for the same reason
-// (matmul_avx512.cpp: far-apart streams keep more lines in flight than one
-// row or adjacent rows). S fits the accumulators in 16 registers.
+// Decode (1-3 tokens): matmul_strided_rows.h's order, S rows a group (S
+// fits the accumulators in 16 registers).
 template <class W, int T>
 void float_decode(const KernelArgs& a, int64_t r0, int64_t r1) {
-  constexpr int S = T == 2 ? 4 : 3;
-  const MatrixView& m = *a.w;
-  const float* x[T];
-  for (int t = 0; t < T; ++t)
-    x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  float out[S][3];
-  const int64_t q = (r1 - r0) / S;
-  for (int64_t r = r0; r < r0 + q; ++r) {
-    const uint8_t* w[S];
-    for (int i = 0; i < S; ++i) w[i] = m.row(r + i * q);
-    dot_rows_float<W, S, T>(w, x, m.cols, out);
-    for (int i = 0; i < S; ++i)
-      for (int t = 0; t < T; ++t) a.y[t * m.rows + r + i * q] = out[i][t];
-  }
-  for (int64_t r = r0 + S * q; r < r1; ++r) {
-    const uint8_t* w[1] = {m.row(r)};
-    dot_rows_float<W, 1, T>(w, x, m.cols, out);
-    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];
-  }
+  strided_rows<T == 2 ? 4 : 3, T>(a, r0, r1, [&](auto rows, const uint8_t* const* w, const float* const* x,
+                                                 float out[][3]) {
+    dot_rows_float<W, decltype(rows)::value, T>(w, x, a.w->cols, out);
+  });
 }
 
 template <class W, int KR, int KT>

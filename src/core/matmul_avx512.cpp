@@ -17,6 +17,7 @@
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_strided_rows.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -97,37 +98,17 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     }
 }
 
-// Rows [r0, r1) run S at a time, an S-th of the range apart (r, r + q,
-// r + 2q, ...), so that the weights stream from S places far apart in
-// memory. On Zen 5 that kept more lines in flight than one row at a time, and
-// adjacent rows together (two streams 4 KiB apart) were the slowest of all:
-// 0.6-0.7x of one row from DRAM (docs/bench/flt5.md). S and the step (U
-// vectors) are what measured best there: one token 3 rows of 32 elements,
-// 2-3 tokens 4 rows of 64, whose more independent chains also run 1.2-1.5x
-// faster than AVX2 hot (F16/BF16). From DRAM they still do not beat AVX2's,
-// so decode runs those (matmul_dispatch.cpp). The grouping depends on the
-// range, a row's result does not.
+// Rows in matmul_strided_rows.h's order. S and the step (U vectors) are
+// what measured best on Zen 5: one token 3 rows of 32 elements, 2-3 tokens 4
+// rows of 64, whose more independent chains also run 1.2-1.5x faster than
+// AVX2 hot (F16/BF16). From DRAM they still do not beat AVX2's, so decode
+// runs those (matmul_dispatch.cpp).
 template <class W, int T>
 void float_tokens(const KernelArgs& a, int64_t r0, int64_t r1) {
-  constexpr int S = T == 1 ? 3 : 4;
-  const MatrixView& m = *a.w;
-  const float* x[T];
-  for (int t = 0; t < T; ++t)
-    x[t] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-  float out[S][3];
-  const int64_t q = (r1 - r0) / S;
-  for (int64_t r = r0; r < r0 + q; ++r) {
-    const uint8_t* w[S];
-    for (int i = 0; i < S; ++i) w[i] = m.row(r + i * q);
-    dot_rows_float<W, S, T>(w, x, m.cols, out);
-    for (int i = 0; i < S; ++i)
-      for (int t = 0; t < T; ++t) a.y[t * m.rows + r + i * q] = out[i][t];
-  }
-  for (int64_t r = r0 + S * q; r < r1; ++r) {
-    const uint8_t* w[1] = {m.row(r)};
-    dot_rows_float<W, 1, T>(w, x, m.cols, out);
-    for (int t = 0; t < T; ++t) a.y[t * m.rows + r] = out[0][t];
-  }
+  strided_rows<T == 1 ? 3 : 4, T>(a, r0, r1, [&](auto rows, const uint8_t* const* w, const float* const* x,
+                                                 float out[][3]) {
+    dot_rows_float<W, decltype(rows)::value, T>(w, x, a.w->cols, out);
+  });
 }
 
 struct Floats {

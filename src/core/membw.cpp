@@ -21,7 +21,7 @@ namespace {
 
 // How a thread reads its slice: kStreams stretches of it side by side, a
 // line of each in turn, each prefetched kPrefetchBytes ahead, as the float
-// decode kernels stream their rows (matmul_avx512.cpp). One stretch at a time
+// decode kernels stream their rows (matmul_strided_rows.h). One stretch at a time
 // with no prefetch kept too few lines in flight to reach what the kernels
 // stream on Zen 5 (docs/bench/flt5.md).
 constexpr int kStreams = 4;

@@ -4,11 +4,10 @@
 #include <cmath>
 
 namespace shardlm {
-namespace {
-
-bool better(const TokenLogit& a, const TokenLogit& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
-
-}  // namespace
+bool ranks_before(const TokenLogit& a, const TokenLogit& b) {
+  const float ra = rank_of(a.logit), rb = rank_of(b.logit);
+  return ra > rb || (ra == rb && a.id < b.id);
+}
 
 LogSumExp LogSumExp::of(std::span<const float> logits) {
   LogSumExp r;
@@ -38,9 +37,9 @@ void top_logits(std::span<const float> logits, TokenId first, size_t n, TokenLog
   size_t kept = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     const TokenLogit t{TokenId(first + TokenId(i)), logits[i]};
-    if (kept == n && !better(t, out[n - 1])) continue;
+    if (kept == n && !ranks_before(t, out[n - 1])) continue;
     size_t at = kept < n ? kept++ : n - 1;
-    for (; at > 0 && better(t, out[at - 1]); --at) out[at] = out[at - 1];
+    for (; at > 0 && ranks_before(t, out[at - 1]); --at) out[at] = out[at - 1];
     out[at] = t;
   }
   for (size_t i = kept; i < n; ++i) out[i] = TokenLogit{};
@@ -54,7 +53,7 @@ SampledLogprobs finish_logprobs(const LogSumExp& lse, float picked_logit, std::s
   for (const TokenLogit& t : candidates)
     if (t.id >= 0) c.push_back(t);
   const size_t keep = std::min(n_top, c.size());
-  std::partial_sort(c.begin(), c.begin() + std::ptrdiff_t(keep), c.end(), better);
+  std::partial_sort(c.begin(), c.begin() + std::ptrdiff_t(keep), c.end(), ranks_before);
   SampledLogprobs r;
   r.logprob = logprob(picked_logit);
   r.top.reserve(keep);

@@ -7,6 +7,7 @@
 // case of a single slice, so both paths share every step but the combine.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -42,6 +43,14 @@ struct TokenLogit {
   TokenId id = -1;  // -1: padding
   float logit = 0;
 };
+
+// A logit as candidates are ranked: NaN ranks with -inf, so the order stays a
+// strict weak order (sorting relies on that) whatever the model wrote.
+inline float rank_of(float logit) { return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : logit; }
+
+// The candidate order everywhere (sampler, top logprobs): higher rank_of
+// first, then lower id.
+bool ranks_before(const TokenLogit& a, const TokenLogit& b);
 
 // The `n` largest logits of a slice whose first token is `first`, best first
 // (ties: lowest id first), into out[0..min(n, size)); the rest of out[0..n) is padding.

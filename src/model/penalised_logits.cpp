@@ -11,16 +11,7 @@ namespace {
 
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
-// NaN ranks with -inf, so the order stays a strict weak order (sorting
-// relies on that) whatever the model wrote.
-float rank_of(float logit) { return std::isnan(logit) ? kMinusInf : logit; }
-
 }  // namespace
-
-bool ranks_before(const TokenLogit& a, const TokenLogit& b) {
-  const float ra = rank_of(a.logit), rb = rank_of(b.logit);
-  return ra > rb || (ra == rb && a.id < b.id);
-}
 
 PenalisedLogits::PenalisedLogits(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
                                  TokenId first, std::span<const float> logits)

@@ -13,10 +13,6 @@
 
 namespace shardlm {
 
-// The sampler's candidate order: higher logit first, then lower id; NaN
-// ranks with -inf (so sorting always sees a strict weak order).
-bool ranks_before(const TokenLogit& a, const TokenLogit& b);
-
 class PenalisedLogits {
  public:
   // The logits of ids [first, first + logits.size()) after p's penalties over

@@ -128,5 +128,28 @@ TEST(Logprobs, SlicesCombineToTheWholeVocabulary) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(merged.top[i].id, all[i].id);
 }
 
+// A model that writes NaN must not break the ordering (sorting needs a strict
+// weak order): NaN ranks with -inf, below every number, as in the sampler.
+TEST(Logprobs, NaNLogitsRankLast) {
+  const float nan = std::nanf("");
+  const std::vector<float> logits = {nan, 1.0f, nan, 3.0f, -2.0f, nan};
+  std::vector<TokenLogit> top(4);
+  top_logits(logits, 10, 4, top.data());
+  EXPECT_EQ(top[0].id, 13);
+  EXPECT_EQ(top[1].id, 11);
+  EXPECT_EQ(top[2].id, 14);
+  EXPECT_EQ(top[3].id, 10);  // the first NaN fills the last place
+  std::vector<TokenLogit> candidates;
+  for (int i = 0; i < 6; ++i) candidates.push_back({TokenId(10 + i), logits[size_t(i)]});
+  const auto r = finish_logprobs(LogSumExp::of(std::span(logits).subspan(1, 2)), 1.0f, candidates, 6);
+  ASSERT_EQ(r.top.size(), 6u);
+  EXPECT_EQ(r.top[0].id, 13);
+  EXPECT_EQ(r.top[1].id, 11);
+  EXPECT_EQ(r.top[2].id, 14);
+  EXPECT_EQ(r.top[3].id, 10);
+  EXPECT_EQ(r.top[4].id, 12);
+  EXPECT_EQ(r.top[5].id, 15);
+}
+
 }  // namespace
 }  // namespace shardlm

@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <barrier>
+#include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <set>
@@ -166,15 +167,25 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
   const size_t share = std::max(matrix_bytes / size_t(ranks_at_once), size_t(1) << 20);
   std::barrier meeting(ranks_at_once);
   std::vector<KernelRates> each(static_cast<size_t>(ranks_at_once));
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(ranks_at_once));
   auto run = [&](int i) {
-    std::unique_ptr<ThreadPool> own;
-    if (pool && i > 0) own = std::make_unique<ThreadPool>(pool->size());
-    each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), share, [&] { meeting.arrive_and_wait(); });
+    try {
+      std::unique_ptr<ThreadPool> own;
+      if (pool && i > 0) own = std::make_unique<ThreadPool>(pool->size());
+      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), share, [&] { meeting.arrive_and_wait(); });
+    } catch (...) {
+      // E.g. no memory for the copies: the others stop waiting for this one,
+      // and the caller gets the error, not a hang or a terminate.
+      failed[size_t(i)] = std::current_exception();
+      meeting.arrive_and_drop();
+    }
   };
   std::vector<std::thread> others;
   for (int i = 1; i < ranks_at_once; ++i) others.emplace_back(run, i);
   run(0);
   for (auto& t : others) t.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
   KernelRates mean;
   for (const auto& [key, gbs] : each[0].gbs) {
     double sum = 0;

@@ -200,8 +200,10 @@ void bench_dist(DistBenchOptions o) {
     if (o.measure_rates) {
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
+      // The ranks of a stage compute at the same time on this one host:
+      // measured as tp measurers streaming together.
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
-                                                parallel::streamed_matrix_bytes(kRateMatrixBytes));
+                                                parallel::streamed_matrix_bytes(kRateMatrixBytes), o.tp);
     }
   }
   net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});

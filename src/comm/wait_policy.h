@@ -9,10 +9,14 @@
 // wait, with R our ranks on this host, O other runnable tasks (/proc/loadavg,
 // sampled at most once a second: a decode step waits dozens of times and
 // should not touch the file system) and C usable cores:
-//   * R + O > 2C (more than two tasks a core): busy-poll kCrowdedSpin (as
-//     the thread pool does: a peer a few microseconds behind costs no sleep
-//     and wake-up, a descheduled one little CPU), then block; the sample is
-//     one instant's count, which a burst of short tasks can tip for a second;
+//   * R + O > 2C (more than two tasks a core) while tasks have been waiting
+//     for a CPU (/proc/pressure/cpu "some avg10" ≥ kCrowdedPressure, or
+//     unknown): busy-poll kCrowdedSpin (as the thread pool does: a peer a
+//     few microseconds behind costs no sleep and wake-up, a descheduled one
+//     little CPU), then block. The count is one instant's, which a burst of
+//     short tasks can tip for a second; the pressure is the last 10 s's
+//     share of time some task waited for a core, so with it low a spinner
+//     takes no core that anyone needed;
 //   * else R <= C: busy-poll up to kOwnCoreSpin, then block;
 //   * else (our ranks outnumber cores): poll with sched_yield() (the core
 //     goes to another rank, often the one awaited) for kSharedCoreYield,
@@ -35,11 +39,14 @@ struct WaitPolicy {
 inline constexpr std::chrono::microseconds kOwnCoreSpin{2000};
 inline constexpr std::chrono::microseconds kSharedCoreYield{200};
 inline constexpr std::chrono::microseconds kCrowdedSpin{50};
+inline constexpr double kCrowdedPressure = 10;  // % of the last 10 s
 
 // The rule above for `ranks_on_host` ranks on usable_cpus() cores, given
-// `other_runnable` tasks that are not ours. `requested_spin` >= 0
-// (Timeouts::spin set by the user) replaces it: busy-poll that long, block.
-WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin);
+// `other_runnable` tasks that are not ours and the CPU pressure in % (< 0:
+// unknown). `requested_spin` >= 0 (Timeouts::spin set by the user) replaces
+// it: busy-poll that long, block.
+WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin,
+                              double cpu_pressure = -1);
 
 // CPUs this process may run on (sched_getaffinity, asked once); at least 1.
 int usable_cpus();
@@ -47,6 +54,11 @@ int usable_cpus();
 // kLoadSampleEvery; -1 when unknown.
 inline constexpr std::chrono::seconds kLoadSampleEvery{1};
 int runnable_tasks();
+// /proc/pressure/cpu "some avg10" (%), sampled with runnable_tasks(); -1
+// when unknown (no PSI: older kernels, some containers).
+double cpu_pressure();
+// The "avg10=" figure of a /proc/pressure/cpu text's "some" line; -1 if none.
+double parse_cpu_pressure(const char* text);
 
 // What a transport keeps: its ranks on this host and the user's spin; now()
 // applies the rule with the current load.

@@ -3,14 +3,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
 #include <set>
+#include <thread>
 
 #include <unistd.h>
 
 #include "core/bench_matrix.h"
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "gguf/gguf.h"
 
 namespace shardlm::parallel {
@@ -20,6 +26,7 @@ constexpr int kClasses[] = {1, 2, 4, 8};
 constexpr int kOldClasses[] = {1, 2, 8};  // the JSON rows of earlier builds
 constexpr int64_t kCols = 2048;    // a layer's width (n_embd) where the budget allows
 constexpr int64_t kMinCols = 256;  // else halved down to one K-quant block
+constexpr int kTimedPasses = 5;    // per (type, tokens); the median is the rate
 
 }  // namespace
 
@@ -111,9 +118,11 @@ int64_t layer_width(DType type, size_t budget_bytes) {
   return width;
 }
 
-}  // namespace
-
-KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes) {
+// One measurer's rates: kTimedPasses timed passes over its own copies of a
+// layer per (type, tokens), after one that pages the copies in; `meet` runs
+// before each pass, so measurers sharing the host stream together.
+KernelRates measure_one(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
+                        const std::function<void()>& meet) {
   KernelRates r;
   for (DType type : types) {
     // Copies of one layer's matrices up to `matrix_bytes`, each its own
@@ -131,16 +140,59 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
     }
     std::vector<float> x(size_t(8 * 4 * width), 0.5f), y(size_t(8 * 4 * width));
     for (int tokens : kClasses) {
-      double best = 1e30;
-      for (int i = 0; i < 4; ++i) {  // the first pass also pages the matrices in
+      std::vector<double> seconds;
+      for (int i = 0; i <= kTimedPasses; ++i) {  // pass 0 pages the matrices in
+        meet();
         const auto t0 = SteadyClock::now();
         for (const BenchMatrix& m : copies) matmul(m.view, x.data(), tokens, y.data(), pool);
-        best = std::min(best, seconds_since(t0));
+        if (i > 0) seconds.push_back(seconds_since(t0));
       }
-      r.gbs[{type, tokens}] = bytes / best / 1e9;
+      // The median, not the best: a decode is timed over all its steps, and
+      // on a busy host the best pass is the one nobody else ran in.
+      std::nth_element(seconds.begin(), seconds.begin() + kTimedPasses / 2, seconds.end());
+      r.gbs[{type, tokens}] = bytes / seconds[size_t(kTimedPasses / 2)] / 1e9;
     }
   }
   return r;
+}
+
+}  // namespace
+
+KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
+                                 int ranks_at_once) {
+  if (ranks_at_once <= 1) return measure_one(types, pool, matrix_bytes, [] {});
+  // Each rank on the host streams its own share of the model: one measurer
+  // per rank, each with its copies (the budget split between them) and its
+  // own threads, passes started together. A rank's rate is their mean.
+  const size_t share = std::max(matrix_bytes / size_t(ranks_at_once), size_t(1) << 20);
+  std::barrier meeting(ranks_at_once);
+  std::vector<KernelRates> each(static_cast<size_t>(ranks_at_once));
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(ranks_at_once));
+  auto run = [&](int i) {
+    try {
+      std::unique_ptr<ThreadPool> own;
+      if (pool && i > 0) own = std::make_unique<ThreadPool>(pool->size());
+      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), share, [&] { meeting.arrive_and_wait(); });
+    } catch (...) {
+      // E.g. no memory for the copies: the others stop waiting for this one,
+      // and the caller gets the error, not a hang or a terminate.
+      failed[size_t(i)] = std::current_exception();
+      meeting.arrive_and_drop();
+    }
+  };
+  std::vector<std::thread> others;
+  for (int i = 1; i < ranks_at_once; ++i) others.emplace_back(run, i);
+  run(0);
+  for (auto& t : others) t.join();
+  for (const auto& e : failed)
+    if (e) std::rethrow_exception(e);
+  KernelRates mean;
+  for (const auto& [key, gbs] : each[0].gbs) {
+    double sum = 0;
+    for (const KernelRates& k : each) sum += k.gbs.at(key);
+    mean.gbs[key] = sum / double(ranks_at_once);
+  }
+  return mean;
 }
 
 }  // namespace shardlm::parallel

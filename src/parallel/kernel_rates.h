@@ -54,12 +54,18 @@ std::vector<DType> matmul_weight_types(const gguf::File& file);
 // up to 1.6× too fast), at least `at_least`, at most 1 GiB.
 size_t streamed_matrix_bytes(size_t at_least);
 
-// Matvec per type and token count with `pool` (null: one thread), best of a
-// few passes over copies of one transformer layer's matrices (width 2048, or
-// narrower where a layer exceeds `matrix_bytes`) up to `matrix_bytes`, each
-// on the layout a model's matrix of the type gets here
+// Matvec per type and token count with `pool` (null: one thread), the median
+// of a few passes over copies of one transformer layer's matrices (width
+// 2048, or narrower where a layer exceeds `matrix_bytes`) up to
+// `matrix_bytes`, each on the layout a model's matrix of the type gets here
 // (make_model_bench_matrix: repacked panels where those pay): the rates of
 // the kernels a model runs, on its mix of shapes, with each call's setup.
-KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes);
+// `ranks_at_once` > 1: the rate of one of that many ranks on this host that
+// compute at the same time (tensor-parallel ranks of one stage), each with
+// pool's thread count and its share of the budget, since they share the
+// host's memory bandwidth and caches (on a 2-core VM two streaming threads
+// get ~1.5x one thread's bytes, not 2x).
+KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
+                                 int ranks_at_once = 1);
 
 }  // namespace shardlm::parallel

@@ -126,8 +126,35 @@ TEST(WaitPolicy, SpinsOnOwnCoresYieldsAmongOurRanksSpinsBrieflyUnderHeavyLoad) {
   }
 }
 
+// A crowded instant (many runnable tasks) spins briefly only when tasks have
+// been waiting for a core lately, or nobody knows: with the pressure low the
+// count was a burst, and the own-core rule holds.
+TEST(WaitPolicy, CrowdedCountNeedsCpuPressure) {
+  const int cpus = usable_cpus();
+  EXPECT_EQ(choose_wait_policy(1, 2 * cpus, -1us, 99.0).spin, kCrowdedSpin);
+  EXPECT_EQ(choose_wait_policy(1, 2 * cpus, -1us, kCrowdedPressure).spin, kCrowdedSpin);
+  EXPECT_EQ(choose_wait_policy(1, 2 * cpus, -1us, -1).spin, kCrowdedSpin);
+  EXPECT_EQ(choose_wait_policy(1, 2 * cpus, -1us, 0.5).spin, kOwnCoreSpin);
+  const WaitPolicy ours = choose_wait_policy(cpus + 1, 2 * cpus, -1us, 0.5);
+  EXPECT_EQ(ours.spin, 0us);
+  EXPECT_EQ(ours.yield, kSharedCoreYield);
+  EXPECT_EQ(choose_wait_policy(1, 0, -1us, 99.0).spin, kOwnCoreSpin);  // pressure alone is not a crowd
+}
+
+TEST(WaitPolicy, ParsesCpuPressure) {
+  EXPECT_DOUBLE_EQ(parse_cpu_pressure("some avg10=12.50 avg60=3.00 avg300=1.00 total=123\n"
+                                      "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"),
+                   12.5);
+  EXPECT_DOUBLE_EQ(parse_cpu_pressure("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"), 0.0);
+  EXPECT_EQ(parse_cpu_pressure(""), -1);
+  EXPECT_EQ(parse_cpu_pressure("full avg10=5.00 avg60=0.00\n"), -1);
+  EXPECT_EQ(parse_cpu_pressure("some avg10=x"), -1);
+  EXPECT_EQ(parse_cpu_pressure("some avg10=250.0"), -1);
+}
+
 TEST(WaitPolicy, ReadsTheHostLoad) {
   EXPECT_GE(runnable_tasks(), 1);  // this test, at least
+  EXPECT_LE(cpu_pressure(), 100);   // -1 where the kernel has no PSI
   WaitRule rule(1, 7us);
   EXPECT_EQ(rule.now().spin, 7us);
 }

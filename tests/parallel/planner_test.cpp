@@ -13,6 +13,7 @@
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "core/thread_pool.h"
 #include "parallel/kernel_rates.h"
 #include "parallel/planner.h"
 #include "test_paths.h"
@@ -462,6 +463,21 @@ TEST(KernelRates, MeasuredOnALayerWithinTheBudget) {
   for (DType t : {DType::Q4_0, DType::F32})
     for (int tokens : {1, 2, 4, 8}) EXPECT_GT(r.gbs.at({t, tokens}), 0) << dtype_name(t) << " " << tokens;
   EXPECT_EQ(r.gbs.size(), 8u);
+}
+
+// Ranks that share the host measure together (one measurer each, with its
+// own pool when threads are given): still one finite rate per type and token
+// count, the mean rank's.
+TEST(KernelRates, MeasuredForRanksStreamingAtOnce) {
+  ThreadPool pool(2);
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    const KernelRates r = measure_kernel_rates({DType::Q8_0}, p, size_t(4) << 20, 2);
+    EXPECT_EQ(r.gbs.size(), 4u);
+    for (int tokens : {1, 2, 4, 8}) {
+      EXPECT_GT(r.gbs.at({DType::Q8_0, tokens}), 0) << tokens;
+      EXPECT_LT(r.gbs.at({DType::Q8_0, tokens}), 1e6) << tokens;
+    }
+  }
 }
 
 TEST(KernelRates, JsonRoundTripAndErrors) {

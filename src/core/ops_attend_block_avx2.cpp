@@ -141,20 +141,6 @@ void weighted_values(const Group& g, const float* w, int64_t j0, int64_t d0, int
     for (int c = 0; c < 2; ++c) _mm256_storeu_ps(ot + (j0 + j) * kv.dim_v + d0 + c * kVec, acc[j][c]);
 }
 
-// The same for the 8 dimensions from d0 (a head dimension not a multiple of 16).
-template <bool kF16, int kJ>
-void weighted_values_8(const Group& g, const float* w, int64_t j0, int64_t d0, int64_t p0, int64_t p1, float* ot) {
-  const KvHead& kv = *g.kv;
-  __m256 acc[kJ];
-  for (int j = 0; j < kJ; ++j) acc[j] = _mm256_loadu_ps(ot + (j0 + j) * kv.dim_v + d0);
-  for (int64_t p = p0; p < p1; ++p) {
-    const __m256 v0 = cache_vec<kF16>(kv.v, p * kv.v_stride + d0);
-    const float* wp = w + p * kGroupLanes + j0;
-    for (int j = 0; j < kJ; ++j) acc[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(wp + j), v0, acc[j]);
-  }
-  for (int j = 0; j < kJ; ++j) _mm256_storeu_ps(ot + (j0 + j) * kv.dim_v + d0, acc[j]);
-}
-
 template <bool kF16>
 void attend_group(const Group& g, float* scratch) {
   const KvHead& kv = *g.kv;
@@ -208,13 +194,9 @@ void attend_group(const Group& g, float* scratch) {
     const int64_t p1 = std::min(n_p, p0 + chunk);
     for (int64_t j0 = 0; j0 < g.n_lanes; j0 += kValueQueries) {
       const bool full = g.n_lanes - j0 > 4;  // else 4 (lanes up to it have zero weights)
-      int64_t d0 = 0;
-      for (; d0 + 2 * kVec <= kv.dim_v; d0 += 2 * kVec)
+      for (int64_t d0 = 0; d0 < kv.dim_v; d0 += 2 * kVec)
         full ? weighted_values<kF16, kValueQueries>(g, st, j0, d0, p0, p1, ot)
              : weighted_values<kF16, 4>(g, st, j0, d0, p0, p1, ot);
-      for (; d0 < kv.dim_v; d0 += kVec)
-        full ? weighted_values_8<kF16, kValueQueries>(g, st, j0, d0, p0, p1, ot)
-             : weighted_values_8<kF16, 4>(g, st, j0, d0, p0, p1, ot);
     }
   }
   for (int64_t j = 0; j < g.n_lanes; ++j) {
@@ -229,7 +211,9 @@ void attend_group(const Group& g, float* scratch) {
 bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
                   float scale, float* out, int64_t out_stride) {
   const int64_t n_lanes = n_tok * n_q;
-  if (n_lanes > kAttendLanes || kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0) return false;
+  // Head dimensions in multiples of 16, as the AVX-512 kernel takes: a model
+  // attends its prompts blocked or token by token whatever the ISA.
+  if (n_lanes > kAttendLanes || kv.dim_k % kGroupLanes != 0 || kv.dim_v % kGroupLanes != 0) return false;
   const int64_t positions = n_pos + n_tok - 1;
   thread_local std::vector<float> scratch;
   // + 8: room to align the start to 32 bytes.

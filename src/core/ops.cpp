@@ -131,6 +131,8 @@ void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q,
   if (n_tok > 1 && active_isa() >= Isa::Avx512 &&
       avx512::attend_block(q, q_stride, n_tok, n_q, kv, n_pos, scale, out, out_stride))
     return;
+  if (n_tok > 1 && use_avx2() && avx2::attend_block(q, q_stride, n_tok, n_q, kv, n_pos, scale, out, out_stride))
+    return;
   for (int64_t i = 0; i < n_tok; ++i) attend(q + i * q_stride, n_q, kv, n_pos + i, scale, scores, out + i * out_stride);
 }
 

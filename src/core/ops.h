@@ -56,9 +56,10 @@ void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float 
 
 // attend for n_tok consecutive tokens of one sequence (prefill): token i has
 // its n_q queries at q + i·q_stride, its outputs at out + i·out_stride, and
-// sees the first n_pos + i cached positions. With AVX-512, while n_tok · n_q
-// ≤ kAttendLanes and the head dimensions are multiples of 16, the block is one matmul-shaped pass
-// that reads each cached row once for several of its queries, and a token's result
+// sees the first n_pos + i cached positions. With AVX2 or AVX-512, while
+// n_tok · n_q ≤ kAttendLanes and the head dimensions are multiples of 16,
+// the block is one matmul-shaped pass that reads each cached row once for
+// several of its queries; both ISAs give the same bits, and a token's result
 // does not depend on which other tokens share the block; otherwise (and for
 // one token: decode) it is attend per token. scores: what attend needs for
 // one token.

@@ -32,6 +32,10 @@ void mul(const float* a, const float* b, float* out, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
 int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx2.cpp
 int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_above_avx2.cpp
+// The blocked kernel behind attend_tokens without AVX-512 (core/ops_attend_block_avx2.cpp):
+// the AVX-512 kernel's bits and shapes; false (nothing done) for shapes it does not take.
+bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
+                  float scale, float* out, int64_t out_stride);
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out);
 }  // namespace avx2

@@ -1,6 +1,7 @@
 // The blocked prefill attention (ops::attend_tokens) against the reference
 // per token: causal prefixes, f32 and f16 caches, padded rows, every block
-// shape the model uses, and a token's result independent of its block.
+// shape the model uses, and a token's result independent of its block; the
+// AVX2 kernel against the reference and bit for bit against the AVX-512 one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,26 +56,67 @@ struct Fixture {
                   out.data() + t0 * out_stride, out_stride);
     return out;
   }
+  // Tokens [t0, t0 + n_tok) through one ISA's block kernel (false: shape not taken).
+  template <typename Kernel>
+  bool blocked_with(Kernel kernel, int64_t t0, int64_t n_tok, std::vector<float>& out) const {
+    if (out.empty()) out.assign(size_t(c.n_tok * out_stride), NAN);
+    return kernel(q.data() + t0 * q_stride, q_stride, n_tok, c.n_q, kv, c.n_pos + t0, 0.125f,
+                  out.data() + t0 * out_stride, out_stride);
+  }
+  // Every token's outputs within the reference's tolerance.
+  void expect_matches_reference(const std::vector<float>& got) const {
+    std::vector<float> scores(size_t(c.n_q * (c.n_pos + c.n_tok))), want(size_t(c.n_q * c.dim));
+    for (int64_t i = 0; i < c.n_tok; ++i) {
+      ref::attend(q.data() + i * q_stride, c.n_q, kv, c.n_pos + i, 0.125f, scores.data(), want.data());
+      for (int64_t j = 0; j < c.n_q * c.dim; ++j)
+        ASSERT_NEAR(got[size_t(i * out_stride + j)], want[size_t(j)], 2e-4f * (1.f + std::fabs(want[size_t(j)])))
+            << "token " << i << " [" << j << "]";
+    }
+  }
 };
 
+const Case kCases[] = {{1, 4, 64, 1},   {4, 4, 64, 1},   {4, 4, 64, 300}, {16, 1, 64, 9},  {5, 3, 64, 17},
+                       {2, 8, 128, 40}, {3, 5, 128, 7},  {6, 4, 32, 5},   {8, 4, 64, 300}, {32, 1, 64, 9},
+                       {7, 4, 128, 33}, {17, 1, 80, 3},  {3, 6, 576, 12}, {8, 4, 64, 700}, {11, 2, 48, 150},
+                       {5, 6, 96, 260}, {9, 3, 40, 30},  {4, 7, 24, 50}};
+
+std::string describe(const Case& c, bool f16) {
+  return std::string(f16 ? "f16" : "f32") + " tokens " + std::to_string(c.n_tok) + " heads " + std::to_string(c.n_q) +
+         " dim " + std::to_string(c.dim) + " n_pos " + std::to_string(c.n_pos);
+}
+
 TEST(OpsAttendTokens, MatchesReferencePerToken) {
-  const Case cases[] = {{1, 4, 64, 1}, {4, 4, 64, 1}, {4, 4, 64, 300}, {16, 1, 64, 9},
-                        {5, 3, 64, 17}, {2, 8, 128, 40}, {3, 5, 128, 7}, {6, 4, 32, 5},
-                        {8, 4, 64, 300}, {32, 1, 64, 9}, {7, 4, 128, 33}, {17, 1, 80, 3}, {3, 6, 576, 12},
-                        {8, 4, 64, 700}, {11, 2, 48, 150}, {5, 6, 96, 260}};
   for (const bool f16 : {false, true}) {
-    for (const Case& c : cases) {
-      SCOPED_TRACE(std::string(f16 ? "f16" : "f32") + " tokens " + std::to_string(c.n_tok) + " heads " +
-                   std::to_string(c.n_q) + " dim " + std::to_string(c.dim) + " n_pos " + std::to_string(c.n_pos));
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(describe(c, f16));
       const Fixture f(c, f16);
-      const auto got = f.blocked(0, c.n_tok);
-      std::vector<float> scores(size_t(c.n_q * (c.n_pos + c.n_tok))), want(size_t(c.n_q * c.dim));
-      for (int64_t i = 0; i < c.n_tok; ++i) {
-        ref::attend(f.q.data() + i * f.q_stride, c.n_q, f.kv, c.n_pos + i, 0.125f, scores.data(), want.data());
-        for (int64_t j = 0; j < c.n_q * c.dim; ++j)
-          ASSERT_NEAR(got[size_t(i * f.out_stride + j)], want[size_t(j)], 2e-4f * (1.f + std::fabs(want[size_t(j)])))
-              << "token " << i << " [" << j << "]";
-      }
+      f.expect_matches_reference(f.blocked(0, c.n_tok));
+    }
+  }
+}
+
+// The AVX2 block kernel takes the blocks the AVX-512 one takes (≤ 32 queries,
+// head dimensions in multiples of 16), matches the reference, gives the AVX-512
+// kernel's bits wherever that one runs (so a prompt's result does not depend
+// on the ISA that attended it).
+TEST(OpsAttendTokens, Avx2BlocksMatchReferenceAndAvx512Bits) {
+  if (active_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  for (const bool f16 : {false, true}) {
+    for (const Case& c : kCases) {
+      if (c.n_tok < 2) continue;
+      SCOPED_TRACE(describe(c, f16));
+      const Fixture f(c, f16);
+      std::vector<float> got;
+      const bool taken = c.n_tok * c.n_q <= kAttendLanes && c.dim % 16 == 0;
+      ASSERT_EQ(f.blocked_with(avx2::attend_block, 0, c.n_tok, got), taken);
+      if (!taken) continue;
+      f.expect_matches_reference(got);
+      std::vector<float> wide;
+      if (active_isa() < Isa::Avx512 || !f.blocked_with(avx512::attend_block, 0, c.n_tok, wide)) continue;
+      for (int64_t i = 0; i < c.n_tok; ++i)
+        ASSERT_EQ(0, std::memcmp(got.data() + i * f.out_stride, wide.data() + i * f.out_stride,
+                                 size_t(c.n_q * c.dim) * sizeof(float)))
+            << "token " << i;
     }
   }
 }
@@ -90,9 +132,17 @@ TEST(OpsAttendTokens, TokenResultDoesNotDependOnItsBlock) {
     for (size_t s = 0; s + 1 < std::size(splits); ++s) {
       const int64_t t0 = splits[s], n = splits[s + 1] - t0;
       const auto part = f.blocked(t0, n);
-      for (int64_t i = t0; i < t0 + n; ++i)
+      std::vector<float> part_avx2;
+      const bool avx2_ran = active_isa() >= Isa::Avx2 && f.blocked_with(avx2::attend_block, t0, n, part_avx2);
+      for (int64_t i = t0; i < t0 + n; ++i) {
         ASSERT_EQ(0, std::memcmp(part.data() + i * f.out_stride, whole.data() + i * f.out_stride, size_t(c.dim) * 4))
             << (f16 ? "f16" : "f32") << " token " << i;
+        if (avx2_ran) {
+          ASSERT_EQ(0, std::memcmp(part_avx2.data() + i * f.out_stride, whole.data() + i * f.out_stride,
+                                   size_t(c.dim) * 4))
+              << "avx2 " << (f16 ? "f16" : "f32") << " token " << i;
+        }
+      }
     }
   }
 }

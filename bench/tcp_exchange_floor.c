@@ -6,9 +6,6 @@
  * Timed like `shardlm bench comm`: each iteration's time is the slower
  * rank's, the median over iterations is reported, sizes double from argv[1]
  * to argv[2] bytes, iterations as mpi_allreduce_bench.c.
- * Reno congestion control, as shardlm's tcp backend sets on links between
- * ranks of one host (net/socket.h): so the floor is that of the connection
- * shardlm runs on (with the system default BBR it is 2-3x slower at 1-8 MiB).
  * Usage: tcp_exchange_floor [MIN] [MAX] [oneway]
  * Build: cc -O2 -o tcp_exchange_floor tcp_exchange_floor.c */
 #include <arpa/inet.h>
@@ -91,7 +88,6 @@ int main(int argc, char** argv) {
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
   fcntl(fd, F_SETFL, O_NONBLOCK);
   if (child != 0) {
     printf("# raw loopback TCP %s, 2 processes; time = median of the slower rank\n",

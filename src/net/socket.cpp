@@ -125,11 +125,6 @@ void tune_stream(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-bool use_same_host_congestion_control(int fd) {
-  static constexpr char kReno[] = "reno";
-  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kReno, sizeof kReno - 1) == 0;
-}
-
 // Deep buffers let a whole ring piece sit in the kernel while the receiver is
 // descheduled (2 vCPUs, many processes). Only before listen()/connect(): the
 // window the SYN announces and its growth follow the receive buffer then. A

@@ -64,15 +64,6 @@ Fd accept_until(int listen_fd, Deadline deadline);
 
 void set_nonblocking(int fd);
 void tune_stream(int fd);  // TCP_NODELAY
-// For a connection between two processes of this host (peer_on_this_host):
-// Reno congestion control instead of the system's default. Nothing is lost
-// or queued on a same-host path, so there is nothing to control, but BBR (a
-// common server default, and this project's Zen 5 machine's) still paces
-// every send with its own timer and probes for bandwidth: a 2-process
-// loopback exchange of 1-8 MiB took 2-3x as long (docs/bench/comm6.md).
-// Reno is in every kernel and open to unprivileged processes. False (and
-// the default stays) when the kernel refuses.
-bool use_same_host_congestion_control(int fd);
 
 // Blocking-with-deadline transfers on a non-blocking socket.
 void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who);

@@ -100,7 +100,6 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
                                     unexpected_bytes_, limits_.max_unexpected_bytes);
     p->on_this_host = links[size_t(r)].fd && net::peer_on_this_host(links[size_t(r)].fd.get());
-    if (p->on_this_host) net::use_same_host_congestion_control(links[size_t(r)].fd.get());
     ranks_on_host += p->on_this_host;
     p->fd = std::move(links[size_t(r)].fd);
     peers_[size_t(r)] = std::move(p);

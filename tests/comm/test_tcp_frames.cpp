@@ -374,6 +374,93 @@ TEST(TcpFrames, LargeCombiningReadsLeaveTheFollowingFramesIntact) {
   EXPECT_EQ(std::string(odd, 3), "odd");
 }
 
+// A header's pad (FrameHeader::pad_words) is skipped wherever the frame is
+// read: through the stage, straight into a long receive, into a combining
+// receive; written in pieces of every size. Long sends carry one.
+TEST(TcpFrames, PaddedHeadersAreSkippedAndLongSendsPadded) {
+  auto p = make_pair();
+  constexpr size_t kLong = 60'000, kPlain = 90'001;
+  std::vector<float> mine(kLong), theirs(kLong);
+  for (size_t i = 0; i < kLong; ++i) {
+    mine[i] = float(i % 23) * 0.5f - 2.0f;
+    theirs[i] = float(i % 37) * 0.29f + 1.03f;
+  }
+  std::vector<uint8_t> plain(kPlain);
+  for (size_t i = 0; i < kPlain; ++i) plain[i] = uint8_t(i * 11 + 5);
+  std::vector<uint8_t> wire;
+  auto add = [&](uint64_t tag, const void* data, size_t bytes, uint8_t pad_words) {
+    FrameHeader h;
+    h.tag = tag;
+    h.length = bytes;
+    h.pad_words = pad_words;
+    const auto* b = static_cast<const uint8_t*>(data);
+    wire.insert(wire.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
+    wire.insert(wire.end(), h.pad_bytes(), uint8_t(0xEE));  // pad content is never read
+    wire.insert(wire.end(), b, b + bytes);
+  };
+  add(1, "abc", 3, 1);
+  add(2, plain.data(), kPlain, 61);    // long, read straight into its buffer
+  add(3, theirs.data(), kLong * 4, 255);  // combining receive
+  add(4, plain.data(), kPlain, 0);
+  add(5, "tail", 4, 3);
+  std::vector<float> acc = mine;
+  std::vector<uint8_t> got2(kPlain), got4(kPlain);
+  char abc[3] = {}, tail[4] = {};
+  RequestPtr rs[5] = {p.t->irecv(1, 1, abc, sizeof abc), p.t->irecv(1, 2, got2.data(), kPlain),
+                      p.t->irecv_reduce(1, 3, acc.data(), kLong, DType::F32, ReduceOp::Sum, false),
+                      p.t->irecv(1, 4, got4.data(), kPlain), p.t->irecv(1, 5, tail, sizeof tail)};
+  std::thread writer([&] {
+    for (size_t at = 0, piece = 1; at < wire.size(); piece = piece * 3 % 1000 + 1) {
+      const ssize_t n = ::write(p.peer.get(), wire.data() + at, std::min(piece, wire.size() - at));
+      if (n <= 0) return;
+      at += size_t(n);
+    }
+  });
+  p.t->wait_all(rs, SteadyClock::now() + 5s);
+  writer.join();
+  std::vector<float> want(kLong);
+  const void* order[2] = {mine.data(), theirs.data()};
+  reduce_ordered(want.data(), order, kLong, DType::F32, ReduceOp::Sum);
+  EXPECT_EQ(std::string(abc, 3), "abc");
+  EXPECT_EQ(got2, plain);
+  EXPECT_EQ(std::memcmp(acc.data(), want.data(), kLong * 4), 0);
+  EXPECT_EQ(got4, plain);
+  EXPECT_EQ(std::string(tail, 4), "tail");
+
+  // A long send: header, zero pad up to kPaddedBytes, payload.
+  std::vector<uint8_t> out(FrameHeader::kPadFromBytes);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(i * 13 + 7);
+  RequestPtr s = p.t->isend(1, 6, out.data(), out.size());
+  std::vector<uint8_t> seen(FrameHeader::kPaddedBytes + out.size());
+  std::thread reader([&] {
+    for (size_t at = 0; at < seen.size();) {
+      const ssize_t n = ::read(p.peer.get(), seen.data() + at, seen.size() - at);
+      if (n <= 0) return;
+      at += size_t(n);
+    }
+  });
+  p.t->wait_all(std::span<const RequestPtr>(&s, 1), SteadyClock::now() + 5s);
+  reader.join();
+  FrameHeader h;
+  std::memcpy(&h, seen.data(), sizeof h);
+  EXPECT_EQ(h.tag, 6u);
+  EXPECT_EQ(h.length, out.size());
+  EXPECT_EQ(FrameHeader::kBytes + h.pad_bytes(), FrameHeader::kPaddedBytes);
+  EXPECT_TRUE(std::all_of(seen.begin() + FrameHeader::kBytes, seen.begin() + FrameHeader::kPaddedBytes,
+                          [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), seen.begin() + FrameHeader::kPaddedBytes));
+
+  // Cut off inside a pad: reported with the header's full length.
+  FrameHeader cut;
+  cut.tag = 7;
+  cut.length = 8;
+  cut.pad_words = 4;
+  ASSERT_EQ(::write(p.peer.get(), &cut, sizeof cut), ssize_t(sizeof cut));
+  ASSERT_EQ(::write(p.peer.get(), "\0\0\0\0\0", 5), 5);
+  p.peer.reset();
+  EXPECT_TRUE(contains(recv_error(*p.t, 7, 16), "closed mid-frame (header 29 of 56 bytes)"));
+}
+
 TEST(TcpFrames, CombiningReceiveRefusesAnotherLength) {
   auto p = make_pair();
   float twelve[3] = {1, 2, 3};

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -21,12 +22,17 @@ struct TcpTransport::SendReq : Request {
       : Request(peer, tag, true), data(static_cast<const uint8_t*>(d)), bytes(n) {
     header.tag = tag;
     header.length = n;
+    if (n >= FrameHeader::kPadFromBytes)
+      header.pad_words = uint8_t((FrameHeader::kPaddedBytes - FrameHeader::kBytes) / 8);
   }
   FrameHeader header;
   const uint8_t* data;
   size_t bytes;
-  size_t sent = 0;  // of header + payload
+  size_t sent = 0;  // of header + pad + payload
 };
+
+// The pad behind a padded header.
+const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
 
 // Reads that start a frame, and payload remainders shorter than this, go
 // through a per-peer stage: one recv(2) then takes a header with its payload
@@ -58,7 +64,12 @@ struct TcpTransport::Peer {
   Inbox inbox;
   Read read = Read::Header;
   uint8_t header_bytes[FrameHeader::kBytes];
-  size_t header_got = 0;
+  size_t header_got = 0;  // of the header and its pad (not kept)
+  // The header's length with its pad, once its first kBytes are in.
+  size_t header_length() const {
+    return header_got < FrameHeader::kBytes ? FrameHeader::kBytes
+                                            : FrameHeader::kBytes + 8 * size_t(header_bytes[offsetof(FrameHeader, pad_words)]);
+  }
   // How the next frame starts: after a long payload read straight into its
   // buffer, with the header alone; after a long combined one, with a
   // combining-sized read; else with a stage-sized read.
@@ -205,11 +216,15 @@ RequestPtr TcpTransport::post_recv(int peer, uint64_t tag, void* data, size_t ca
 void TcpTransport::flush_sends(Peer& p) {
   while (!p.sendq.empty() && p.fd) {
     SendReq& s = *p.sendq.front();
-    iovec iov[2];
+    const size_t head = FrameHeader::kBytes, pad = s.header.pad_bytes();
+    iovec iov[3];
     int n = 0;
-    if (s.sent < FrameHeader::kBytes)
-      iov[n++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, FrameHeader::kBytes - s.sent};
-    size_t body_sent = s.sent > FrameHeader::kBytes ? s.sent - FrameHeader::kBytes : 0;
+    if (s.sent < head) iov[n++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, head - s.sent};
+    if (s.sent < head + pad) {
+      const size_t pad_sent = s.sent > head ? s.sent - head : 0;
+      iov[n++] = {const_cast<uint8_t*>(kZeroPad) + pad_sent, pad - pad_sent};
+    }
+    size_t body_sent = s.sent > head + pad ? s.sent - head - pad : 0;
     if (body_sent < s.bytes) iov[n++] = {const_cast<uint8_t*>(s.data) + body_sent, s.bytes - body_sent};
     ssize_t w = 0;
     if (n > 0) {
@@ -224,7 +239,7 @@ void TcpTransport::flush_sends(Peer& p) {
       }
     }
     s.sent += size_t(w);
-    if (s.sent == FrameHeader::kBytes + s.bytes) {
+    if (s.sent == head + pad + s.bytes) {
       s.finish(s.bytes);
       p.sendq.pop_front();
     }
@@ -250,14 +265,24 @@ void TcpTransport::route_payload(Peer& p) {
   if (p.frame.length == 0) finish_frame(p);
 }
 
+void TcpTransport::header_arrived(Peer& p, size_t n) {
+  const bool fixed_part_was_in = p.header_got >= FrameHeader::kBytes;
+  p.header_got += n;
+  if (!fixed_part_was_in && p.header_got >= FrameHeader::kBytes) {
+    // Checked before its pad is waited for: garbage fails at once.
+    FrameHeader& f = p.frame;
+    std::memcpy(&f, p.header_bytes, sizeof f);
+    bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0;
+    if (f.magic != FrameHeader::kMagic || !zero_ok ||
+        (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
+         f.type != FrameHeader::kBye))
+      fail(fmt::format("{}: received a malformed frame header (garbage on the connection)", p.desc));
+  }
+  if (p.header_got == p.header_length()) dispatch_header(p);
+}
+
 void TcpTransport::dispatch_header(Peer& p) {
-  FrameHeader& f = p.frame;
-  std::memcpy(&f, p.header_bytes, sizeof f);
-  bool zero_ok = f.zero[0] == 0 && f.zero[1] == 0 && f.zero[2] == 0;
-  if (f.magic != FrameHeader::kMagic || !zero_ok ||
-      (f.type != FrameHeader::kData && f.type != FrameHeader::kAbort &&
-       f.type != FrameHeader::kBye))
-    fail(fmt::format("{}: received a malformed frame header (garbage on the connection)", p.desc));
+  const FrameHeader& f = p.frame;
   if (f.type == FrameHeader::kData) {
     if (f.length > limits_.max_frame_bytes)
       fail(fmt::format("{}: frame of {} bytes exceeds the {} byte limit", p.desc, f.length,
@@ -298,11 +323,10 @@ bool TcpTransport::take_staged(Peer& p) {
   const uint8_t* src = p.stage.get() + p.staged_at;
   const size_t avail = p.staged_end - p.staged_at;
   if (p.read == Peer::Read::Header) {
-    const size_t n = std::min(avail, FrameHeader::kBytes - p.header_got);
-    std::memcpy(p.header_bytes + p.header_got, src, n);
-    p.header_got += n;
+    const size_t n = std::min(avail, p.header_length() - p.header_got);
+    if (p.header_got < FrameHeader::kBytes) std::memcpy(p.header_bytes + p.header_got, src, n);
     p.staged_at += n;
-    if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+    header_arrived(p, n);
     return false;
   }
   size_t n = std::min(avail, p.frame.length - p.target_got);
@@ -352,7 +376,9 @@ void TcpTransport::read_ready(Peer& p) {
     }
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
-    const bool header_alone = header && p.after == Peer::After::LongDirect;
+    // (The pad of a padded header comes through the stage.)
+    const bool header_alone =
+        header && p.after == Peer::After::LongDirect && p.header_got < FrameHeader::kBytes;
     const bool combining = header ? p.after == Peer::After::Combined : bool(p.delivery.combine());
     const bool direct = left >= kStageBytes && !combining;
     size_t stage_read = 0;  // bytes asked for at the stage's end
@@ -369,8 +395,7 @@ void TcpTransport::read_ready(Peer& p) {
                 : direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
                          : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
     if (r > 0 && header_alone) {
-      p.header_got += size_t(r);
-      if (p.header_got == FrameHeader::kBytes) dispatch_header(p);
+      header_arrived(p, size_t(r));
       continue;
     }
     if (r > 0 && direct) {
@@ -395,7 +420,7 @@ void TcpTransport::read_ready(Peer& p) {
       fail(fmt::format("{}: connection closed by peer", p.desc));
     if (r == 0 && header)
       fail(fmt::format("{}: connection closed mid-frame (header {} of {} bytes)", p.desc,
-                       p.header_got, FrameHeader::kBytes));
+                       p.header_got, p.header_length()));
     if (r == 0)
       fail(fmt::format("{}: connection closed mid-frame (payload {} of {} bytes)", p.desc,
                        p.target_got, p.frame.length));

@@ -209,15 +209,9 @@ class GatheredGroup {
 // nothing there.
 class PanelGroup {
  public:
-  static constexpr size_t kAhead = 8192;
-  // `ahead`: the prefetch distance; `skip`: prefetches that pass the
-  // group's end skip that many bytes further (one_pass_pair).
-  PanelGroup(const MatrixView& m, int64_t r, int, bool few_tokens = false, size_t ahead = kAhead, size_t skip = 0)
+  PanelGroup(const MatrixView& m, int64_t r, int, bool few_tokens = false)
       : base_(m.row(r)),
-        end_(reinterpret_cast<uintptr_t>(m.row(r)) + kRows * m.row_stride),
         block_bytes_(kRows * traits(m.type).block_bytes),
-        ahead_(ahead),
-        skip_(skip),
         odd_(panel_odd_piece(m.type)),
         every_line_(!few_tokens || block_bytes_ >= kStrideLimit) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
@@ -227,8 +221,7 @@ class PanelGroup {
   // copies in the token loop).
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
-    uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + ahead_;  // may be past the matrix: no pointer to it
-    if (ahead >= end_) ahead += skip_;
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
     if (every_line_) {
       for (size_t line = 0; line < block_bytes_; line += 64)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
@@ -245,12 +238,9 @@ class PanelGroup {
   }
 
  private:
-  static constexpr size_t kPage = 4096, kStrideLimit = 2048;
+  static constexpr size_t kAhead = 8192, kPage = 4096, kStrideLimit = 2048;
   const uint8_t* base_;
-  uintptr_t end_;
   size_t block_bytes_;
-  size_t ahead_;
-  size_t skip_;
   size_t odd_;
   bool every_line_;
 };
@@ -382,9 +372,6 @@ struct Blocks32 {
   // tile_pair's tokens: 8 chains and 8 accumulators (4-7 measured within
   // the noise of each other here, 4 best: docs/bench/pre5.md).
   static constexpr int kPairTokens = 4;
-  // one_pass from 4 tokens: two row groups a pass (block_pair).
-  static constexpr bool kPairPass = true;
-  static constexpr size_t kActBlockBytes = sizeof(block_q8_32);
   static int64_t panels(int64_t cols) { return cols / 32; }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
@@ -475,29 +462,17 @@ struct Blocks32 {
   }
 
   // Two row groups (panels pa, pb) × T tokens: acc[t] rows of pa, acc[T + t]
-  // rows of pb.
+  // rows of pb. Each activation broadcast feeds a product of both groups:
+  // on Zen 5 vector loads issue two a cycle, as vpdpbusd does, and the
+  // 16-row tiles need one load a product plus the scaling's, so loads bound
+  // them at ~50-60 % of the products' rate. The per-token arithmetic is
+  // block_tokens<T, 1>'s for each group, so the same bits.
   template <int T>
   static void tile_pair(const Panel32* pa, const Panel32* pb, int64_t nb, const uint8_t* x, size_t x_stride,
                         __m512* acc) {
     for (int t = 0; t < 2 * T; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) block_pair<T>(pa[b], pb[b], x + size_t(b) * sizeof(block_q8_32), x_stride, acc, acc + T);
-  }
-
-  // One block of two row groups (panels pa, pb) × T tokens (xb: the first
-  // token's block): acc_a[t] += pa's products, acc_b[t] += pb's. Each
-  // activation broadcast feeds a product of both groups: on Zen 5 vector
-  // loads issue two a cycle, as vpdpbusd does, and the 16-row tiles need one
-  // load a product plus the scaling's, so loads bound them at ~50-60 % of
-  // the products' rate. The per-token arithmetic is block_tokens<T, 1>'s for
-  // each group, so the same bits. Up to 4 tokens at a time: 8 chains, 2T
-  // accumulators and the two code vectors in registers.
-  template <int T>
-  SHARDLM_GEMM_INLINE static void block_pair(const Panel32& pa, const Panel32& pb, const uint8_t* xb, size_t x_stride,
-                                             __m512* acc_a, __m512* acc_b) {
-    if constexpr (T > 4) {
-      block_pair<4>(pa, pb, xb, x_stride, acc_a, acc_b);
-      block_pair<T - 4>(pa, pb, xb + 4 * x_stride, x_stride, acc_a + 4, acc_b + 4);
-    } else {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
       const block_q8_32* xt[T];
       __m512i s[2][T];
       for (int t = 0; t < T; ++t) {
@@ -505,7 +480,7 @@ struct Blocks32 {
         s[0][t] = s[1][t] = sum_start(*xt[t]);
       }
       for (int g = 0; g < 8; ++g) {
-        const __m512i wa = _mm512_load_si512(&pa.codes[g]), wb = _mm512_load_si512(&pb.codes[g]);
+        const __m512i wa = _mm512_load_si512(&pa[b].codes[g]), wb = _mm512_load_si512(&pb[b].codes[g]);
         for (int t = 0; t < T; ++t) {
           const __m512i a = _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g));
           s[0][t] = _mm512_dpbusd_epi32(s[0][t], wa, a);
@@ -513,8 +488,8 @@ struct Blocks32 {
         }
       }
       for (int t = 0; t < T; ++t) {
-        acc_a[t] = add_block(acc_a[t], s[0][t], pa, *xt[t]);
-        acc_b[t] = add_block(acc_b[t], s[1][t], pb, *xt[t]);
+        acc[t] = add_block(acc[t], s[0][t], pa[b], *xt[t]);
+        acc[T + t] = add_block(acc[T + t], s[1][t], pb[b], *xt[t]);
       }
     }
   }
@@ -671,8 +646,6 @@ struct KQuant {
   static constexpr bool kSmallBatchTile = false;  // see gemm()
   static constexpr int kTokens = 8;  // 8 accumulators + 8 partial sums + 8 code vectors
   static constexpr int kPairTokens = 0;  // no tile_pair
-  static constexpr bool kPairPass = false;
-  static constexpr size_t kActBlockBytes = sizeof(block_q8_K);
   static int64_t panels(int64_t cols) { return cols / QK_K; }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, PanelK& out) {
@@ -797,49 +770,6 @@ void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a
 // multiplied as soon as it is unpacked (no panel of the whole row to write
 // and read back: with so few tokens nothing else would reuse it). The same
 // per-block arithmetic as the tiles, so the same bits.
-template <class Src, int T>
-Src group_source(const MatrixView& m, int64_t r, int valid) {
-  if constexpr (std::is_same_v<Src, PanelGroup>) {
-    return Src(m, r, valid, T <= 3);  // decode: see PanelGroup's prefetches
-  } else {
-    return Src(m, r, valid);
-  }
-}
-
-// Row groups r (16 rows) and r + 16 (valid2 rows) × T tokens in one pass,
-// with F's block_pair: each activation broadcast feeds both groups.
-template <class F, class Src, int T>
-void one_pass_pair(const KernelArgs& a, int64_t r, int valid2) {
-  const MatrixView& m = *a.w;
-  const auto* x = static_cast<const uint8_t*>(a.x);
-  const int64_t nb = F::panels(m.cols);
-  // Panels16: two streams side by side, each prefetched half as far ahead
-  // (as many bytes in flight as one group's stream; 8 KB each measured ~4 %
-  // slower from DRAM at 8 tokens), and the first group's prefetches jump
-  // over the second group to the next pair's second group, whose start
-  // would otherwise not be prefetched (docs/bench/bat6.md).
-  const auto source = [&](int64_t row, int valid, size_t skip) {
-    if constexpr (std::is_same_v<Src, PanelGroup>) {
-      return Src(m, row, valid, false, PanelGroup::kAhead / 2, skip);
-    } else {
-      return Src(m, row, valid);
-    }
-  };
-  const Src src_a = source(r, kRows, kRows * m.row_stride), src_b = source(r + kRows, valid2, 0);
-  typename F::Panel pa, pb;
-  __m512 acc_a[T], acc_b[T];
-  for (int t = 0; t < T; ++t) acc_a[t] = acc_b[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    F::unpack_block(src_a, b, pa);
-    F::unpack_block(src_b, b, pb);
-    F::template block_pair<T>(pa, pb, x + size_t(b) * F::kActBlockBytes, a.x_stride, acc_a, acc_b);
-  }
-  for (int t = 0; t < T; ++t) {
-    _mm512_storeu_ps(a.y + t * m.rows + r, acc_a[t]);
-    _mm512_mask_storeu_ps(a.y + t * m.rows + r + kRows, __mmask16((1u << valid2) - 1), acc_b[t]);
-  }
-}
-
 template <class F, class Src, int T>
 void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
@@ -848,14 +778,13 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   typename F::Panel panel;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
-    if constexpr (T >= kGemmMinTokens && F::kPairPass) {
-      if (r + kRows < r1) {  // two row groups
-        one_pass_pair<F, Src, T>(a, r, int(std::min<int64_t>(kRows, r1 - r - kRows)));
-        r += kRows;
-        continue;
+    const Src src = [&] {
+      if constexpr (std::is_same_v<Src, PanelGroup>) {
+        return Src(m, r, valid, T <= 3);  // decode: see PanelGroup's prefetches
+      } else {
+        return Src(m, r, valid);
       }
-    }
-    const Src src = group_source<Src, T>(m, r, valid);
+    }();
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {

@@ -182,55 +182,6 @@ TEST(MatmulPanels, TokenResultDoesNotDependOnItsBatch) {
   }
 }
 
-// The VNNI one_pass takes two row groups at a time from 4 tokens (one
-// activation broadcast for both): a row's result must be the bits of its
-// group run alone, whether it is the first or the second of a pair, a lone
-// last group, or a partial second group (GGUF rows, 37 rows: [16, 37) pairs
-// rows 16-31 with 32-36); and within the tolerance of the reference.
-TEST(MatmulPanels, RowGroupPairsGiveTheLoneGroupBits) {
-  if (!isa_available(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 VNNI here";
-  struct Range {
-    int64_t r0, r1;
-  };
-  for (DType type : kPanelTypes) {
-    for (const bool panels : {false, true}) {
-      const int64_t rows = panels ? 48 : 37, cols = 512;
-      const auto m = random_matrix(type, rows, cols, 61);
-      Panels p;
-      if (panels) p = repacked(m.view);
-      const MatrixView& w = panels ? p.view : m.view;
-      const matmul_impl::Kernel kernel =
-          panels ? matmul_impl::avx512_panel_kernel(type) : matmul_impl::avx512_gemm_kernel(type);
-      ASSERT_NE(kernel, nullptr) << dtype_name(type);
-      for (int64_t n = 4; n <= 8; ++n) {
-        SCOPED_TRACE(std::string(dtype_name(type)) + (panels ? " panels" : " rows") + " tokens " + std::to_string(n));
-        const auto x = random_activations(n, cols, uint32_t(n + 7));
-        PreparedInput prepared(x.data(), n, cols);
-        matmul_impl::KernelArgs args;
-        args.w = &w;
-        args.x = prepared.for_type(type, nullptr, &args.x_stride);
-        args.n_tokens = n;
-        const auto call = [&](std::initializer_list<Range> ranges) {
-          std::vector<float> y(size_t(n * rows), NAN);
-          args.y = y.data();
-          for (const Range& range : ranges) kernel(args, range.r0, range.r1);
-          return y;
-        };
-        const auto lone = call({{0, 16}, {16, 32}, {32, rows}});
-        const auto ref = run(Isa::Scalar, w, x.data(), n, nullptr);
-        for (int64_t t = 0; t < n; ++t)
-          for (int64_t r = 0; r < rows; ++r) {
-            const double mag = abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols);
-            const size_t i = size_t(t * rows + r);
-            ASSERT_NEAR(lone[i], ref[i], 4e-5 * mag + 1e-30) << "row " << r << " token " << t;
-          }
-        for (const auto& pairs : {call({{0, rows}}), call({{0, 16}, {16, rows}})})
-          ASSERT_EQ(0, std::memcmp(pairs.data(), lone.data(), lone.size() * 4));
-      }
-    }
-  }
-}
-
 // The planner's kernel rates and `bench kernels` time make_model_bench_matrix:
 // it must be the panels a model gets here, holding the same matrix.
 TEST(MatmulPanels, ModelBenchMatrixIsTheModelsLayout) {

@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/ops_exp_avx2.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops::avx2 {
@@ -31,32 +32,9 @@ constexpr int kValueQueries = 6;        // 6 × 2 accumulators + 2 V vectors + a
 // V bytes of one chunk of positions (see ops_avx512.cpp: L1-sized re-reads).
 constexpr int64_t kValueChunkBytes = 16 << 10;
 
-// e^x for x ≤ 0, the AVX-512 kernel's exp_nonpositive to the bit: x = n·ln2 + r,
-// e^r by its Taylor series to degree 7, times 2^n in one rounding (2^⌊n/2⌋ is
-// exact on a value in [0.7, 1.5], the second factor rounds once, as vscalefps
-// does). Below -87.33 (also -inf) the result is 0.
-__m256 exp_nonpositive(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_LT_OQ);
-  const __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-87.33f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), xc);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
-  __m256 p = _mm256_set1_ps(1.f / 5040.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256i rest = _mm256_sub_epi32(ni, half);
-  const __m256 pow_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-  const __m256 pow_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, _mm256_set1_epi32(127)), 23));
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(_mm256_mul_ps(p, pow_half), pow_rest));
-}
+// e^x for x ≤ 0 is exp_ps (core/ops_exp_avx2.h): for such x it is the AVX-512
+// kernel's exp_nonpositive to the bit (the same reduction and series, 2^n
+// applied in two halves rounding once as vscalefps does).
 
 // Row p of a cached head as f32 (converted into `tmp` when the cache is f16).
 template <bool kF16>
@@ -176,7 +154,7 @@ void attend_group(const Group& g, float* scratch) {
   for (p = 0; p < n_p; ++p)
     for (int v = 0; v < 2; ++v) {
       float* sp = st + p * kGroupLanes + v * kVec;
-      const __m256 e = _mm256_and_ps(visible(lim[v], p), exp_nonpositive(_mm256_sub_ps(_mm256_load_ps(sp), m[v])));
+      const __m256 e = _mm256_and_ps(visible(lim[v], p), exp_ps(_mm256_sub_ps(_mm256_load_ps(sp), m[v])));
       sum[v] = _mm256_add_ps(sum[v], e);
       _mm256_store_ps(sp, e);
     }

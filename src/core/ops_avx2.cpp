@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/ops_exp_avx2.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops::avx2 {
@@ -30,37 +31,6 @@ float horizontal_max(__m256 v) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   return _mm_cvtss_f32(m);
-}
-
-// e^x to ~2 ulp: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two so r keeps
-// its digits), e^r by its Taylor series to degree 7 (truncation < 1e-8
-// relative there), then 2^n built in the exponent bits. Below -87.3 the
-// result is 0 (also for -inf), above 88.7 it is +inf.
-__m256 exp_ps(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_LT_OQ);
-  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.72f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), xc);  // ln2 high part, exact in 16 bits
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);        // ln2 low part
-  __m256 p = _mm256_set1_ps(1.f / 5040.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  // n ∈ [-126, 128] and 2^128 has no f32 exponent: apply 2^n as two halves.
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256i rest = _mm256_sub_epi32(ni, half);
-  const __m256 pow_half = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-  const __m256 pow_rest = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, _mm256_set1_epi32(127)), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, pow_half), pow_rest);
-  result = _mm256_andnot_ps(too_small, result);
-  return _mm256_blendv_ps(result, _mm256_set1_ps(std::numeric_limits<float>::infinity()), too_large);
 }
 
 // x · sigmoid(x) = x / (1 + e^-x); e^-x = inf gives -0, as the reference.

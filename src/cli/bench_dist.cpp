@@ -200,10 +200,14 @@ void bench_dist(DistBenchOptions o) {
     if (o.measure_rates) {
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
-      // The ranks of a stage compute at the same time on this one host:
-      // measured as tp measurers streaming together.
+      // The ranks that compute at the same time on this one host: a stage's
+      // tp ranks, and with pipelined micro-batches (seqs >= pp) every stage's
+      // (measured as that many measurers streaming together). The first and
+      // last micro-batch of a step run with fewer stages busy, so for pp this
+      // errs a little slow; solo rates erred 1.35x fast (docs/bench/plan6.md).
+      const int at_once = o.tp * (o.pp > 1 && o.seqs >= o.pp ? o.pp : 1);
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
-                                                parallel::streamed_matrix_bytes(kRateMatrixBytes), o.tp);
+                                                parallel::streamed_matrix_bytes(kRateMatrixBytes), at_once);
     }
   }
   net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <thread>
 
 #include "comm/mpi/mpi_transport.h"
 #include "comm/test_shm_helpers.h"
@@ -122,6 +124,37 @@ TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {
     EXPECT_EQ(b, 66);
     EXPECT_EQ(a.back(), 55);
   }
+}
+
+// The promise behind MPI_THREAD_SINGLE is checked: the connecting thread
+// gets through, another thread gets an Error before it reaches MPI (on
+// every rank alike, so no rank waits in a collective).
+TEST(MpiTransport, OnlyTheConnectingThreadMayCallWhenPromised) {
+  ConnectOptions o;
+  o.backend = "mpi";
+  o.timeouts.op = std::chrono::milliseconds(20'000);
+  o.only_connecting_thread_calls = true;
+  CommConfig config;
+  config.timeouts = o.timeouts;
+  auto comm = Communicator::create(std::make_unique<mpi::MpiTransport>(o), config);
+  float x = 1.0f;
+  comm->all_reduce(&x, 1, DType::F32);
+  EXPECT_EQ(x, float(comm->size()));
+  if (comm->size() < 2) GTEST_SKIP() << "one rank never enters MPI (mpirun -np 2)";
+  bool threw = false;
+  std::string what;
+  std::thread other([&] {
+    try {
+      comm->all_reduce(&x, 1, DType::F32);
+    } catch (const Error& e) {
+      threw = true;
+      what = e.what();
+    }
+  });
+  other.join();
+  EXPECT_TRUE(threw);
+  EXPECT_NE(what.find("thread"), std::string::npos) << what;
+  EXPECT_EQ(x, float(comm->size()));  // untouched
 }
 
 TEST(MpiTransport, MismatchedRankIsAnError) {

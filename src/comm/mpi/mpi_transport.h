@@ -15,7 +15,10 @@
 // by the algorithm, the process count and the message size, and copy one
 // result to every rank, so for a fixed process count, size and selection the
 // bits are the same on every rank and on every run. The selection itself is
-// OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set;
+// OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set
+// (docs.open-mpi.org, "Tuning Collectives": a decision tree on communicator
+// and message size thresholds baked into the build, nothing measured at run
+// time; tested in test_mpi_world.cc: same bits on every rank and every call);
 // pin it with OMPI_MCA_coll_tuned_use_dynamic_rules=1 and
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
 // between OpenMPI versions. f16/bf16 sums use MPI_Allreduce too, as 16-bit

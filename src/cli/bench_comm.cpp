@@ -353,6 +353,7 @@ comm::ConnectOptions connect_options(const CommBenchOptions& o, std::vector<pid_
   co.backend = o.backend;
   co.timeouts.op = std::chrono::milliseconds(o.timeout_ms);
   co.cluster_id = "shardlm-bench";
+  co.only_connecting_thread_calls = true;  // the bench is one thread
   if (o.spin_us >= 0) co.timeouts.spin = std::chrono::microseconds(o.spin_us);
   const bool launcher = o.rank < 0 && o.backend != "mpi";
   if (launcher) {

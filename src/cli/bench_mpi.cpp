@@ -24,7 +24,9 @@ void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
   if (r.prompt < 1) throw UsageError("--prompt: a benchmark over MPI ranks needs at least 1 prompt token");
   cluster::log_to_stderr();
   const int batch = std::min(r.batch, r.prompt);
-  cluster::MpiJob job(r.model, make_mpi_job_options(c, int64_t(r.prompt) + r.gen + 1, batch, r.kv_type, r.threads, 1));
+  auto options = make_mpi_job_options(c, int64_t(r.prompt) + r.gen + 1, batch, r.kv_type, r.threads, 1);
+  options.only_this_thread_calls = true;
+  cluster::MpiJob job(r.model, options);
   if (job.rank() != 0) {
     job.finish();
     return;

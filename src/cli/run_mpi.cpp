@@ -41,7 +41,9 @@ cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t 
 void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   cluster::log_to_stderr();
   // One KV slot; a step holds a prompt chunk of --batch or a decode entry.
-  cluster::MpiJob job(r.model, make_mpi_job_options(c, r.ctx, r.batch + 1, r.kv_type, r.threads, 1));
+  auto options = make_mpi_job_options(c, r.ctx, r.batch + 1, r.kv_type, r.threads, 1);
+  options.only_this_thread_calls = true;
+  cluster::MpiJob job(r.model, options);
   if (job.rank() != 0) {
     job.finish();
     return;

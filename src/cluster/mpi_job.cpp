@@ -98,6 +98,7 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   comm::ConnectOptions c;
   c.backend = "mpi";
   c.timeouts.op = std::chrono::milliseconds(int64_t(options.op_timeout_seconds * 1e3));
+  c.only_connecting_thread_calls = options.only_this_thread_calls;
   world_ = comm::Communicator::connect(c);
   world_rank_ = world_->rank();
 

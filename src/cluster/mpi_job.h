@@ -32,6 +32,10 @@ struct MpiJobOptions {
   double op_timeout_seconds = 600;   // a rank silent this long in a collective is named
   bool distribute_weights = false;   // only rank 0 reads the model; it sends the others their slices
   std::string cache_dir;             // with distribute_weights: keep received slices here (cluster/mpi_weights.h)
+  // Every step runs on the thread that makes the job (run, bench; not serve,
+  // whose scheduler thread drives): MPI at MPI_THREAD_SINGLE, without
+  // OpenMPI's locks (comm::ConnectOptions::only_connecting_thread_calls).
+  bool only_this_thread_calls = false;
 };
 
 class MpiJob {

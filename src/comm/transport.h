@@ -204,6 +204,14 @@ struct ConnectOptions {
   // more than the comm layer (a coordinator that hears a member died) tells
   // it here instead of letting it wait out timeouts.connect.
   std::function<void()> while_waiting;
+  // mpi: the caller promises that every call on this transport comes from
+  // the thread that connects (other threads, e.g. a compute pool, never
+  // enter MPI). MPI is then initialised at MPI_THREAD_SINGLE instead of
+  // MPI_THREAD_SERIALIZED: OpenMPI 4.1 turns on its internal locking for any
+  // level above SINGLE (ompi_mpi_init.c), which cost 3-15 % of a 4-rank
+  // MPI_Allreduce on 2 cores (docs/bench/comm7.md). A call from another
+  // thread then fails with an Error instead of racing inside MPI.
+  bool only_connecting_thread_calls = false;
 };
 
 // Dispatches on options.backend; a backend this binary was configured

@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
+#include <thread>
 
 #include "comm/mpi/mpi_transport.h"
 #include "comm/test_shm_helpers.h"
@@ -65,18 +67,26 @@ TEST(MpiTransport, NativeAllReduceMatches) {
 }
 
 // Inexact sums (magnitudes over many decades): every rank must still hold the
-// same bits, at sizes where OpenMPI picks different algorithms.
+// same bits, at sizes where OpenMPI picks different algorithms, and the same
+// input must give the same bits on every call (what mpi_transport.h documents:
+// OpenMPI's choice is a function of size and process count only).
 TEST(MpiTransport, NativeAllReduceGivesEveryRankTheSameBits) {
   auto comm = mpi_world(true);
   for (size_t count : {size_t(3), size_t(1000), size_t(70'001), size_t(600'000)}) {
-    std::vector<float> buf(count);
+    std::vector<float> input(count);
     for (size_t i = 0; i < count; ++i)
-      buf[i] = float(((i * 2654435761u + unsigned(comm->rank()) * 40503u) % 2001) - 1000) *
-               float(1 << (i % 24)) * 1e-3f;
+      input[i] = float(((i * 2654435761u + unsigned(comm->rank()) * 40503u) % 2001) - 1000) *
+                 float(1 << (i % 24)) * 1e-3f;
+    std::vector<float> buf(input);
     comm->all_reduce(buf.data(), count, DType::F32);
     std::vector<float> rank0(buf);
     comm->broadcast(rank0.data(), count * sizeof(float), 0);
     ASSERT_EQ(std::memcmp(rank0.data(), buf.data(), count * sizeof(float)), 0) << count;
+    for (int again = 0; again < 2; ++again) {
+      std::vector<float> repeat(input);
+      comm->all_reduce(repeat.data(), count, DType::F32);
+      ASSERT_EQ(std::memcmp(repeat.data(), buf.data(), count * sizeof(float)), 0) << count << " call " << again;
+    }
   }
   for (DType t : {DType::F16, DType::BF16}) {  // MPI_UINT16_T with our sum
     const size_t count = 70'001;
@@ -122,6 +132,37 @@ TEST(MpiTransport, TagsMatchOutOfOrderAndBigMessagesCross) {
     EXPECT_EQ(b, 66);
     EXPECT_EQ(a.back(), 55);
   }
+}
+
+// The promise behind MPI_THREAD_SINGLE is checked: the connecting thread
+// gets through, another thread gets an Error before it reaches MPI (on
+// every rank alike, so no rank waits in a collective).
+TEST(MpiTransport, OnlyTheConnectingThreadMayCallWhenPromised) {
+  ConnectOptions o;
+  o.backend = "mpi";
+  o.timeouts.op = std::chrono::milliseconds(20'000);
+  o.only_connecting_thread_calls = true;
+  CommConfig config;
+  config.timeouts = o.timeouts;
+  auto comm = Communicator::create(std::make_unique<mpi::MpiTransport>(o), config);
+  float x = 1.0f;
+  comm->all_reduce(&x, 1, DType::F32);
+  EXPECT_EQ(x, float(comm->size()));
+  if (comm->size() < 2) GTEST_SKIP() << "one rank never enters MPI (mpirun -np 2)";
+  bool threw = false;
+  std::string what;
+  std::thread other([&] {
+    try {
+      comm->all_reduce(&x, 1, DType::F32);
+    } catch (const Error& e) {
+      threw = true;
+      what = e.what();
+    }
+  });
+  other.join();
+  EXPECT_TRUE(threw);
+  EXPECT_NE(what.find("thread"), std::string::npos) << what;
+  EXPECT_EQ(x, float(comm->size()));  // untouched
 }
 
 TEST(MpiTransport, MismatchedRankIsAnError) {

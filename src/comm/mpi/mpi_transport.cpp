@@ -88,11 +88,17 @@ struct MpiTransport::Peer {
 MpiTransport::MpiTransport(const ConnectOptions& options) {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  if (options.only_connecting_thread_calls) calling_thread_ = std::this_thread::get_id();
   if (!initialized) {
+    // SINGLE although other threads of ours run (never inside MPI): the
+    // standard's level for that is FUNNELED, but OpenMPI takes its locks for
+    // every level above SINGLE; SINGLE is what MPI_Init gives every program
+    // there, threads or not.
+    const int wanted = options.only_connecting_thread_calls ? MPI_THREAD_SINGLE : MPI_THREAD_SERIALIZED;
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check(MPI_Init_thread(nullptr, nullptr, wanted, &provided), "MPI_Init_thread");
     std::atexit(finalize_at_exit);
-    if (provided < MPI_THREAD_SERIALIZED)
+    if (provided < wanted)
       throw Error(fmt::format(
           "mpi: the MPI library gives thread level {}, the communicator needs MPI_THREAD_SERIALIZED", provided));
   }
@@ -139,6 +145,8 @@ std::string MpiTransport::describe_peer(int peer) const { return "rank " + std::
 
 void MpiTransport::throw_if_failed() const {
   if (failed_) throw Error(*failed_);
+  if (calling_thread_ != std::thread::id() && std::this_thread::get_id() != calling_thread_)
+    throw Error("mpi: called from a thread other than the one that connected (only_connecting_thread_calls)");
 }
 
 void MpiTransport::abort(const std::string& reason) noexcept {

@@ -15,7 +15,10 @@
 // by the algorithm, the process count and the message size, and copy one
 // result to every rank, so for a fixed process count, size and selection the
 // bits are the same on every rank and on every run. The selection itself is
-// OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set;
+// OpenMPI's fixed decision table unless coll_tuned_use_dynamic_rules is set
+// (docs.open-mpi.org, "Tuning Collectives": a decision tree on communicator
+// and message size thresholds baked into the build, nothing measured at run
+// time; tested in test_mpi_world.cc: same bits on every rank and every call);
 // pin it with OMPI_MCA_coll_tuned_use_dynamic_rules=1 and
 // OMPI_MCA_coll_tuned_allreduce_algorithm=N when results must not move
 // between OpenMPI versions. f16/bf16 sums use MPI_Allreduce too, as 16-bit
@@ -24,6 +27,12 @@
 // project's algorithms over the links. all_gather, broadcast and barrier are
 // MPI's own too (they copy bits, nothing to order). A split group gets its
 // own MPI communicator on its first native collective (comm_for).
+//
+// Thread level: MPI_THREAD_SERIALIZED (calls from any thread, one at a time:
+// the WorldState lock), or MPI_THREAD_SINGLE when the caller promises that
+// only the connecting thread calls (ConnectOptions::only_connecting_thread_calls:
+// bench comm, run and bench over mpirun), which spares every MPI call
+// OpenMPI's internal locks.
 #pragma once
 
 #ifndef OMPI_SKIP_MPICXX
@@ -36,6 +45,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/inbox.h"
@@ -86,6 +96,9 @@ class MpiTransport final : public Transport {
   MPI_Op sum_f16_ = MPI_OP_NULL, sum_bf16_ = MPI_OP_NULL;
   int rank_ = 0, size_ = 1;
   WaitRule wait_rule_;
+  // Set with ConnectOptions::only_connecting_thread_calls: the one thread
+  // allowed in (throw_if_failed checks).
+  std::thread::id calling_thread_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::list<std::shared_ptr<SendReq>> sends_;
   std::optional<std::string> failed_;

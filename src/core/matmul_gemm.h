@@ -265,6 +265,16 @@ SHARDLM_GEMM_INLINE int32_t load_i32(const void* p) {
   return v;
 }
 
+// Dword i (0..3) of each 128-bit lane of v, in every dword of its lane.
+SHARDLM_GEMM_INLINE __m512i lane_dword(__m512i v, int i) {
+  switch (i) {
+    case 0: return _mm512_shuffle_epi32(v, _MM_PERM_AAAA);
+    case 1: return _mm512_shuffle_epi32(v, _MM_PERM_BBBB);
+    case 2: return _mm512_shuffle_epi32(v, _MM_PERM_CCCC);
+    default: return _mm512_shuffle_epi32(v, _MM_PERM_DDDD);
+  }
+}
+
 // acc + vpdpbusd(w, the 4 codes at a broadcast), the broadcast embedded
 // ({1to16}): one fused uop and no register for it.
 SHARDLM_GEMM_INLINE __m512i dpbusd_broadcast(__m512i acc, __m512i w, const int8_t* a) {
@@ -443,11 +453,28 @@ struct Blocks32 {
       s[t][0] = sum_start(*xt[t]);
       if constexpr (kChains == 2) s[t][1] = _mm512_setzero_si512();
     }
+    // A token's codes 0..15 are one 16-byte load to all four lanes, each
+    // dword then spread by a vpshufd (a shuffle pipe, not vpdpbusd's two);
+    // codes 16..31 are broadcast from memory. On Zen 5 loads issue at
+    // vpdpbusd's rate, and with every dword a load of its own (plus the
+    // codes, the scales and the prefetches) loads bounded the loop; in
+    // registers all eight, the shuffles would bound it instead.
+    __m512i low_quad[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+      low_quad[t] = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xt[t]->qs)));
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g)
-      for (int t = 0; t < T; ++t)
-        s[t][g % kChains] = kEmbedBroadcast ? dpbusd_broadcast(s[t][g % kChains], w[g], xt[t]->qs + 4 * g)
-                                            : _mm512_dpbusd_epi32(s[t][g % kChains], w[g],
-                                                                  _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        __m512i& sum = s[t][g % kChains];
+        if (g < 4) {
+          sum = _mm512_dpbusd_epi32(sum, w[g], lane_dword(low_quad[t], g));
+        } else {
+          sum = kEmbedBroadcast ? dpbusd_broadcast(sum, w[g], xt[t]->qs + 4 * g)
+                                : _mm512_dpbusd_epi32(sum, w[g], _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+        }
+      }
     for (int t = 0; t < T; ++t) {
       const __m512i isum = kChains == 2 ? _mm512_add_epi32(s[t][0], s[t][kChains - 1]) : s[t][0];
       acc[t] = add_block(acc[t], isum, p, *xt[t]);

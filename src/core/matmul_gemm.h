@@ -190,17 +190,21 @@ class GatheredGroup {
 // block at a time by the same load instructions, each stepping one block.
 // What the core's prefetchers follow of that stream decides what is
 // prefetched in software (docs/bench/dec5.md, measured on Zen 5):
-// - decode (`few_tokens`: 1-3) of the 32-element types, blocks of 288-544
-//   bytes a group: the stride prefetchers fetch the stream but stop at each
-//   4 KiB page, so only the first lines of each page are prefetched. A
-//   prefetch of every line on top of the hardware's made Q4_0 / Q8_0 decode
-//   from DRAM 1.4-1.8x slower at 1 and 2 threads (presumably fill buffers
-//   taken twice for the same lines).
+// - one token (decode, `tokens` 1) of the 32-element types, blocks of
+//   288-544 bytes a group: the stride prefetchers fetch the stream but stop
+//   at each 4 KiB page, so only the first lines of each page are
+//   prefetched. A prefetch of every line on top of the hardware's made
+//   Q4_0 / Q8_0 decode from DRAM 1.4-1.8x slower at 1 and 2 threads
+//   (presumably fill buffers taken twice for the same lines).
+// - 2-8 tokens of the 32-element types (one_pass, batched decode): the
+//   page starts into L1 as for one token, and every line into L2
+//   (prefetcht1). From DRAM (Q4_0 128256 x 2048, 1 thread) that took 2-4
+//   tokens 14-23 % and 8 tokens ~10 % below either every line into L1 or
+//   page starts alone; every line into L2 alone was slower still
+//   (docs/bench/bat7.md).
 // - the K-quants (2304-3360 bytes a block: too long a stride to be
-//   followed; without prefetches Q4_K streamed at half the speed), and 4+
-//   tokens of any type (their loops load each token's activations with
-//   instructions of their own; without prefetches of every line Q4_0
-//   and Q8_0 at 4-8 tokens were 1.2-2x slower): every line is prefetched.
+//   followed; without prefetches Q4_K streamed at half the speed), and the
+//   panels unpacked for a tile of many tokens: every line into L1.
 // kAhead bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault): at least one DRAM latency (~100-150 ns) times
 // what one core streams (30-60 GB/s here, less on the Xeon): ~4-9 KB. 8 KB
@@ -209,11 +213,13 @@ class GatheredGroup {
 // nothing there.
 class PanelGroup {
  public:
-  PanelGroup(const MatrixView& m, int64_t r, int, bool few_tokens = false)
+  // `tokens`: one_pass's token count (0: a panel unpacked for a tile).
+  PanelGroup(const MatrixView& m, int64_t r, int, int tokens = 0)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)),
-        every_line_(!few_tokens || block_bytes_ >= kStrideLimit) {}
+        page_starts_(tokens >= 1 && block_bytes_ < kStrideLimit),
+        lines_to_l2_(page_starts_ && tokens >= 2) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
   // `odd`: the type's panel_odd_piece, passed as a constant by callers that
   // know the type at compile time, so that PanelBlock::at tests nothing at
@@ -222,17 +228,21 @@ class PanelGroup {
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
-    if (every_line_) {
+    if (!page_starts_) {
       for (size_t line = 0; line < block_bytes_; line += 64)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
-    } else {
-      // The page starting in [ahead, ahead + block_bytes_), if any: each
-      // page start falls in exactly one block's range.
-      const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
-      if (page >= ahead) {
-        _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);
-      }
+      return PanelBlock(p, odd);
+    }
+    if (lines_to_l2_) {
+      for (size_t line = 0; line < block_bytes_; line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
+    }
+    // The page starting in [ahead, ahead + block_bytes_), if any: each page
+    // start falls in exactly one block's range.
+    const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
+    if (page >= ahead) {
+      _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);
     }
     return PanelBlock(p, odd);
   }
@@ -242,7 +252,8 @@ class PanelGroup {
   const uint8_t* base_;
   size_t block_bytes_;
   size_t odd_;
-  bool every_line_;
+  bool page_starts_;  // else every line into L1
+  bool lines_to_l2_;  // and every line into L2
 };
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
@@ -263,6 +274,16 @@ SHARDLM_GEMM_INLINE int32_t load_i32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
+}
+
+// Dword i (0..3) of each 128-bit lane of v, in every dword of its lane.
+SHARDLM_GEMM_INLINE __m512i lane_dword(__m512i v, int i) {
+  switch (i) {
+    case 0: return _mm512_shuffle_epi32(v, _MM_PERM_AAAA);
+    case 1: return _mm512_shuffle_epi32(v, _MM_PERM_BBBB);
+    case 2: return _mm512_shuffle_epi32(v, _MM_PERM_CCCC);
+    default: return _mm512_shuffle_epi32(v, _MM_PERM_DDDD);
+  }
 }
 
 // acc + vpdpbusd(w, the 4 codes at a broadcast), the broadcast embedded
@@ -443,11 +464,32 @@ struct Blocks32 {
       s[t][0] = sum_start(*xt[t]);
       if constexpr (kChains == 2) s[t][1] = _mm512_setzero_si512();
     }
+    // A token's codes 0..15 are one 16-byte load to all four lanes, each
+    // dword then spread by a vpshufd (a shuffle pipe, not vpdpbusd's two);
+    // codes 16..31 are broadcast from memory. On Zen 5 loads issue at
+    // vpdpbusd's rate, and with every dword a load of its own (plus the
+    // codes, the scales and the prefetches) loads bounded the loop; in
+    // registers all eight, the shuffles would bound it instead. One token
+    // (decode) waits on the weights' stream, not on the ports: there the
+    // spread measured slower from DRAM (docs/bench/bat7.md), so it keeps a
+    // broadcast per dword.
+    constexpr int kSpread = T >= 2 ? 4 : 0;  // dwords spread from the quad
+    __m512i low_quad[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+      if (kSpread) low_quad[t] = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xt[t]->qs)));
+#pragma GCC unroll 8
     for (int g = 0; g < 8; ++g)
-      for (int t = 0; t < T; ++t)
-        s[t][g % kChains] = kEmbedBroadcast ? dpbusd_broadcast(s[t][g % kChains], w[g], xt[t]->qs + 4 * g)
-                                            : _mm512_dpbusd_epi32(s[t][g % kChains], w[g],
-                                                                  _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        __m512i& sum = s[t][g % kChains];
+        if (g < kSpread) {
+          sum = _mm512_dpbusd_epi32(sum, w[g], lane_dword(low_quad[t], g));
+        } else {
+          sum = kEmbedBroadcast ? dpbusd_broadcast(sum, w[g], xt[t]->qs + 4 * g)
+                                : _mm512_dpbusd_epi32(sum, w[g], _mm512_set1_epi32(load_i32(xt[t]->qs + 4 * g)));
+        }
+      }
     for (int t = 0; t < T; ++t) {
       const __m512i isum = kChains == 2 ? _mm512_add_epi32(s[t][0], s[t][kChains - 1]) : s[t][0];
       acc[t] = add_block(acc[t], isum, p, *xt[t]);
@@ -780,7 +822,7 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
     const Src src = [&] {
       if constexpr (std::is_same_v<Src, PanelGroup>) {
-        return Src(m, r, valid, T <= 3);  // decode: see PanelGroup's prefetches
+        return Src(m, r, valid, T);  // see PanelGroup's prefetches
       } else {
         return Src(m, r, valid);
       }

@@ -10,6 +10,10 @@
 # them). Settings, from the environment:
 #   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"
 #   ROUNDS (3)  THREADS ("1 2")  PROMPT (512)  GEN (64)
+#   LLAMA_MMAP  0 (default): llama-bench -mmp 0, weights read into its own
+#               memory as shardlm copies them at load (on some machines a
+#               mapped file streams far slower than anonymous memory);
+#               1: llama.cpp's default, the file mapped
 #   ISA         unset: each engine picks its fastest path for this CPU;
 #               avx2 / avx512: both engines held to that class, to measure a
 #               path this CPU has but would not pick (shardlm: SHARDLM_ISA;
@@ -58,7 +62,7 @@ record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
 
 run_llama() {  # model threads
   local csv
-  csv=$("$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -o csv 2>/dev/null)
+  csv=$("$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" -o csv 2>/dev/null)
   # The header is plain, the rows quote every field; avg_ts is tok/s.
   echo "$csv" | awk -v m="$1" -v t="$2" '
     NR == 1 { n = split($0, h, ","); for (i = 1; i <= n; i++) col[h[i]] = i; next }

@@ -92,10 +92,11 @@ double cpu_pressure() {
 }
 
 WaitPolicy WaitRule::now() const {
-  const int runnable = runnable_tasks();
+  sample_load();  // once for both figures: every wait asks
+  const int runnable = g_runnable.load(std::memory_order_relaxed);
   // Assume our ranks are all among the runnable ones (they are while they poll).
   const int others = runnable < 0 ? 0 : std::max(0, runnable - ranks_on_host_);
-  return choose_wait_policy(ranks_on_host_, others, requested_spin_, cpu_pressure());
+  return choose_wait_policy(ranks_on_host_, others, requested_spin_, g_pressure.load(std::memory_order_relaxed));
 }
 
 int usable_cpus() {

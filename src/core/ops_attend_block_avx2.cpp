@@ -21,6 +21,7 @@
 
 #include "core/ops_exp_avx2.h"
 #include "core/ops_impl.h"
+#include "core/ops_kv_avx2.h"
 
 namespace shardlm::ops::avx2 {
 namespace {
@@ -40,17 +41,8 @@ constexpr int64_t kValueChunkBytes = 16 << 10;
 template <bool kF16>
 const float* cache_row(const void* base, int64_t stride, int64_t p, int64_t dim, float* tmp) {
   if constexpr (!kF16) return static_cast<const float*>(base) + p * stride;
-  const auto* h = static_cast<const uint16_t*>(base) + p * stride;
-  for (int64_t i = 0; i < dim; i += kVec)
-    _mm256_storeu_ps(tmp + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (int64_t i = 0; i < dim; i += kVec) _mm256_storeu_ps(tmp + i, load8<true>(base, p * stride + i));
   return tmp;
-}
-
-// 8 elements of a cached row as f32.
-template <bool kF16>
-__m256 cache_vec(const void* base, int64_t i) {
-  if constexpr (!kF16) return _mm256_loadu_ps(static_cast<const float*>(base) + i);
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
 }
 
 // One group of up to 16 lanes of a block: lane j is the block's query
@@ -106,8 +98,8 @@ void weighted_values(const Group& g, const float* w, int64_t j0, int64_t d0, int
   for (int j = 0; j < kJ; ++j)
     for (int c = 0; c < 2; ++c) acc[j][c] = _mm256_loadu_ps(ot + (j0 + j) * kv.dim_v + d0 + c * kVec);
   for (int64_t p = p0; p < p1; ++p) {
-    const __m256 v0 = cache_vec<kF16>(kv.v, p * kv.v_stride + d0);
-    const __m256 v1 = cache_vec<kF16>(kv.v, p * kv.v_stride + d0 + kVec);
+    const __m256 v0 = load8<kF16>(kv.v, p * kv.v_stride + d0);
+    const __m256 v1 = load8<kF16>(kv.v, p * kv.v_stride + d0 + kVec);
     const float* wp = w + p * kGroupLanes + j0;
     for (int j = 0; j < kJ; ++j) {
       const __m256 wj = _mm256_broadcast_ss(wp + j);

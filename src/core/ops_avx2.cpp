@@ -9,6 +9,7 @@
 
 #include "core/ops_exp_avx2.h"
 #include "core/ops_impl.h"
+#include "core/ops_kv_avx2.h"
 
 namespace shardlm::ops::avx2 {
 namespace {
@@ -133,15 +134,8 @@ float dot(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-// 8 cache elements from element i as floats; load_part: the n < 8 left, zeros above.
-template <bool F16>
-__m256 load8(const void* base, int64_t i) {
-  if constexpr (F16)
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
-  else
-    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
-}
-
+// The n < 8 cache elements from element i as floats, zeros above (load8
+// for whole vectors: core/ops_kv_avx2.h).
 template <bool F16>
 __m256 load_part(const void* base, int64_t i, int64_t n) {
   if constexpr (F16) {

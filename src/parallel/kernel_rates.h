@@ -61,7 +61,8 @@ size_t streamed_matrix_bytes(size_t at_least);
 // (make_model_bench_matrix: repacked panels where those pay): the rates of
 // the kernels a model runs, on its mix of shapes, with each call's setup.
 // `ranks_at_once` > 1: the rate of one of that many ranks on this host that
-// compute at the same time (tensor-parallel ranks of one stage), each with
+// compute at the same time (a stage's tensor-parallel ranks; `bench dist`
+// adds the pipeline stages when micro-batches overlap), each with
 // pool's thread count and its share of the budget, since they share the
 // host's memory bandwidth and caches (on a 2-core VM two streaming threads
 // get ~1.5x one thread's bytes, not 2x).

@@ -265,19 +265,25 @@ bool port_is_free(uint16_t port) {
   return free;
 }
 
+// A taken port (its listener returned, the port in *port) whose next
+// `free_after` ports are free now: the workers and tests running beside this
+// one hold ports too. -1 after 50 tries.
+int taken_port_before_free(uint16_t* port, int free_after) {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const int taken = taken_port(port);
+    bool free = true;
+    for (int i = 1; i <= free_after && free; ++i) free = port_is_free(uint16_t(*port + i));
+    if (free) return taken;
+    close(taken);
+  }
+  return -1;
+}
+
 // --comm-port: the workers connect back to the first free port of the range.
 TEST_F(ClusterTest, CommPortFixesWhereTheWorkersConnectBack) {
   const std::string node = start_worker();
-  // A taken port whose next one is free (the worker and parallel tests hold ports too).
   uint16_t taken_at = 0;
-  int taken = -1;
-  for (int attempt = 0; attempt < 50 && taken < 0; ++attempt) {
-    taken = taken_port(&taken_at);
-    if (!port_is_free(uint16_t(taken_at + 1))) {
-      close(taken);
-      taken = -1;
-    }
-  }
+  const int taken = taken_port_before_free(&taken_at, 1);
   ASSERT_GE(taken, 0) << "no taken port with a free next one in 50 tries";
   const std::string port = std::to_string(taken_at), next = std::to_string(taken_at + 1);
   auto run_debug = [&](const std::string& range) {
@@ -315,9 +321,10 @@ size_t count_of(const std::string& text, const std::string& what) {
 // coordinator's and rank 1's; the last rank takes no links) is in the range,
 // and a range too small for all of them is an error naming it.
 TEST_F(ClusterTest, CommPortRangeHoldsTheWorkersLinks) {
-  uint16_t low = 0;
-  const int taken = taken_port(&low);
   const std::string a = start_worker(), b = start_worker();
+  uint16_t low = 0;
+  const int taken = taken_port_before_free(&low, 2);
+  ASSERT_GE(taken, 0) << "no taken port with two free next ones in 50 tries";
   const auto wait_idle = [&](size_t jobs) {
     for (const auto& w : workers_) {
       for (int i = 0; i < 250 && count_of(w->err(), "worker: idle") < jobs; ++i) usleep(20000);

@@ -15,13 +15,17 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "comm/communicator.h"
+#include "core/bench_matrix.h"
 #include "core/clock.h"
+#include "core/matmul.h"
 #include "net/socket.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "parallel/kernel_rates.h"
 #include "parallel/distributed_session.h"
+#include "parallel/kernel_rates.h"
+#include "parallel/sync_cost.h"
+#include "parallel/token_costs.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::cli {
@@ -35,6 +39,7 @@ struct DistBenchOptions {
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
+  parallel::TokenCosts token_costs;  // likewise
 };
 
 using Clock = SteadyClock;
@@ -80,6 +85,11 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
               o.seqs >= o.pp ? plan.pipelined_tok_s : plan.single_seq_tok_s);
   std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s; wire %s)\n",
               c.summary().c_str(), parallel::wire_type_name(plan.wire_type).c_str());
+  const auto& node = plan.nodes[0];
+  std::printf("(plan: rank 0 computes a token in %.2f ms; token work measured at %.3f ns a value, attention %.4f ns; "
+              "link latency %.1f us)\n",
+              plan.costs[0].compute_seconds * 1e3, node.token_costs.vector_ns, node.token_costs.attention_ns,
+              node.link_latency_us);
   std::vector<double> compute_ms(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const double steps_r = share(all[r]) > 0 ? steps / share(all[r]) : steps;
@@ -132,6 +142,31 @@ double decode_steps(parallel::DistributedSession& s, const std::vector<std::vect
   return seconds;
 }
 
+// The link latency this host's tensor-parallel groups see (parallel/sync_cost.h):
+// each all-reduce of a token's activations after the rank's share of an
+// attention block or an FFN (matrices of the model's FFN type), one
+// layer's worth of each for every layer of a stage, less the bytes the
+// planner already charges. Collective over `world`; 0 without tp.
+double measured_link_latency_us(comm::Communicator& world, const DistBenchOptions& o, const gguf::File& file,
+                                const parallel::Plan& plan, const parallel::NodeSpec& node) {
+  if (o.tp <= 1) return 0;
+  auto group = world.split(world.rank() / o.tp, world.rank() % o.tp);
+  const ModelConfig c = ModelConfig::from_gguf(file);
+  const DType type = file.require_tensor("blk.0.ffn_up.weight").type;
+  const int64_t kv = c.n_head_kv * c.head_dim_k;
+  const BenchMatrix attention = make_model_bench_matrix(type, (2 * c.n_embd + 2 * kv) / o.tp, c.n_embd);
+  const BenchMatrix ffn = make_model_bench_matrix(type, 3 * c.n_ff / o.tp, c.n_embd);
+  std::vector<float> x(size_t(c.n_embd), 0.5f), y(size_t(3 * c.n_ff));
+  const int rounds = int(4 * c.n_layer / o.pp);  // two decode steps' all-reduces
+  const double seconds = parallel::measure_all_reduce_seconds(
+      *group, plan.wire_type, size_t(c.n_embd), rounds,
+      [&](int i) { matmul((i % 2 ? ffn : attention).view, x.data(), 1, y.data(), nullptr); });
+  parallel::NodeSpec no_latency = node;
+  no_latency.link_latency_us = 0;
+  const double bytes_seconds = parallel::all_reduce_seconds(o.tp, size_t(c.n_embd), plan.wire_type, no_latency);
+  return std::max(0.0, seconds - bytes_seconds) / parallel::all_reduce_steps(o.tp) * 1e6;
+}
+
 // One rank: connect, run the session, rank 0 prints. Returns the exit code.
 int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port, const std::string& shm_name) {
   try {
@@ -148,11 +183,17 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     parallel::NodeSpec node = parallel::default_node("127.0.0.1");
     node.memory_bandwidth_gbs = o.bandwidth_gbs;  // only the prediction reads it
     node.kernel_rates = o.rates;
+    node.token_costs = o.token_costs;
     std::optional<DType> wire;
     if (!o.wire_type.empty()) wire = parallel::wire_type_from_name(o.wire_type);
-    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep);
+    const int64_t n_ctx = o.prompt + o.gen + 1;
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx);
+    if (o.tp > 1 && o.measure_rates) {  // the measured link in place of default_node's assumed one
+      node.link_latency_us = measured_link_latency_us(*world, o, *file, plan, node);
+      plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx);
+    }
     parallel::DistributedSessionOptions ro;
-    ro.n_ctx = o.prompt + o.gen + 1;
+    ro.n_ctx = n_ctx;
     ro.n_seq = o.seqs;
     ro.n_batch = std::max(o.prompt, o.seqs);
     ro.threads = o.threads;
@@ -208,6 +249,7 @@ void bench_dist(DistBenchOptions o) {
       const int at_once = o.tp * (o.pp > 1 && o.seqs >= o.pp ? o.pp : 1);
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
                                                 parallel::streamed_matrix_bytes(kRateMatrixBytes), at_once);
+      o.token_costs = parallel::measure_token_costs();
     }
   }
   net::Fd listener = net::listen_on(net::HostPort{"127.0.0.1", 0});

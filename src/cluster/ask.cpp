@@ -29,6 +29,8 @@ parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::js
     // Absent from workers older than the kernel-rate speed model.
     if (info.contains("kernel_rates"))
       n.kernel_rates = parallel::KernelRates::from_json(info.at("kernel_rates"), "worker " + address);
+    if (info.contains("token_costs"))  // absent from workers older than the token-cost term
+      n.token_costs = parallel::TokenCosts::from_json(info.at("token_costs"), "worker " + address);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("worker {}: malformed Info message: {}", address, e.what()));
   }

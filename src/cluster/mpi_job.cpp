@@ -16,6 +16,7 @@
 #include "core/membw.h"
 #include "core/thread_pool.h"
 #include "parallel/kernel_rates.h"
+#include "parallel/token_costs.h"
 
 namespace shardlm::cluster {
 namespace {
@@ -25,7 +26,8 @@ constexpr size_t kDescriptionBytes = 16 << 10;
 constexpr size_t kProbeBytes = size_t(64) << 20;
 constexpr size_t kRateMatrixBytes = size_t(16) << 20;
 
-// This rank: {"host", "error"} or {"host", "memory_bytes", "cores", "bandwidth_gbs", "kernel_rates"}.
+// This rank: {"host", "error"} or {"host", "memory_bytes", "cores", "bandwidth_gbs", "kernel_rates",
+// "token_costs"}.
 // Measured by all ranks at once, so ranks sharing a host see their share of it.
 nlohmann::json describe_self(const gguf::File* file, const std::string& error) {
   nlohmann::json j = {{"host", host_name()}};
@@ -40,6 +42,7 @@ nlohmann::json describe_self(const gguf::File* file, const std::string& error) {
   // Rates of weights streamed from memory, unless the whole model fits in the cache.
   const size_t matrix = std::min(parallel::streamed_matrix_bytes(kRateMatrixBytes), size_t(file->file_size()));
   j["kernel_rates"] = parallel::measure_kernel_rates(parallel::matmul_weight_types(*file), nullptr, matrix).to_json();
+  j["token_costs"] = parallel::measure_token_costs().to_json();
   return j;
 }
 
@@ -81,6 +84,7 @@ std::vector<parallel::NodeSpec> nodes_of(const std::vector<nlohmann::json>& desc
     n.cores = std::max(1, d.at("cores").get<int>() / sharing);
     if (const double bw = d.at("bandwidth_gbs").get<double>(); bw > 0) n.memory_bandwidth_gbs = bw;
     n.kernel_rates = parallel::KernelRates::from_json(d.at("kernel_rates"), n.name);
+    n.token_costs = parallel::TokenCosts::from_json(d.at("token_costs"), n.name);
     nodes.push_back(std::move(n));
   }
   return nodes;

@@ -8,7 +8,8 @@
 // Conversation (one job per connection):
 //   worker → Info {memory_bytes, cores, bandwidth_gbs, host, version, protocol, cpu,
 //                  state "idle"|"busy", serving, since, cached,
-//                  kernel_rates (optional: parallel/kernel_rates.h)}
+//                  kernel_rates (optional: parallel/kernel_rates.h),
+//                  token_costs (optional: parallel/token_costs.h)}
 //            (busy: then Status error "worker busy (...)" and the worker closes;
 //            `shardlm status` reads the Info and closes)
 //   coord  → Job  {rank, size, comm address, plan, options, shard}

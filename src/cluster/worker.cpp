@@ -132,6 +132,7 @@ Worker::Worker(WorkerOptions options) : opt_(std::move(options)) {
     ThreadPool pool(info_.cores);
     info_.kernel_rates = parallel::measure_kernel_rates(parallel::common_weight_types(), info_.cores > 1 ? &pool : nullptr,
                                                         std::min(opt_.probe_bytes, kRateMatrixBytes));
+    info_.token_costs = parallel::measure_token_costs();
   }
   if (!opt_.port_file.empty()) write_port_file(opt_.port_file, port_);
   spdlog::info("worker: listening on {}:{}; {} cores, MemAvailable {:.0f} MiB, read bandwidth {:.1f} GB/s",
@@ -183,6 +184,7 @@ nlohmann::json Worker::info_json() {
                       {"host", info_.host},
                       {"cpu", info_.cpu},
                       {"kernel_rates", info_.kernel_rates.to_json()},
+                      {"token_costs", info_.token_costs.to_json()},
                       {"version", kVersion},
                       {"protocol", kProtocol},
                       {"cached", cached},

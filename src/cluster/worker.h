@@ -19,6 +19,7 @@
 
 #include "net/socket.h"
 #include "parallel/kernel_rates.h"
+#include "parallel/token_costs.h"
 
 namespace shardlm::cluster {
 
@@ -41,6 +42,7 @@ struct MachineInfo {
   std::string host;
   std::string cpu;
   parallel::KernelRates kernel_rates;  // with all cores; reported in Info for the planner
+  parallel::TokenCosts token_costs;    // likewise (one thread: the model's per-token work)
 };
 
 // MemAvailable of /proc/meminfo in bytes. SHARDLM_WORKER_MEM_MIB overrides it

@@ -44,6 +44,8 @@ void apply_keys(NodeSpec& node, const nlohmann::json& j, const std::string& wher
       node.link_bandwidth_gbs = positive(v, where, "link_bandwidth_gbs", 1e5);
     } else if (key == "kernel_rates") {
       node.kernel_rates = KernelRates::from_json(v, where);
+    } else if (key == "token_costs") {
+      node.token_costs = TokenCosts::from_json(v, where);
     } else if (key != "count") {
       throw Error(fmt::format("{}: unknown key '{}'", where, key));
     }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "parallel/kernel_rates.h"
+#include "parallel/token_costs.h"
 
 namespace shardlm::parallel {
 
@@ -19,6 +20,7 @@ struct NodeSpec {
   double link_latency_us = 100;        // one small message, one way
   double link_bandwidth_gbs = 1.25;    // 10 GbE
   KernelRates kernel_rates;            // measured matmul rates; empty: memory bandwidth stands in
+  TokenCosts token_costs;              // measured per-token work besides the matrices; empty: estimated from bandwidth
 };
 
 // Defaults for a node known only by address. Loopback peers get the link of
@@ -31,7 +33,8 @@ std::vector<NodeSpec> nodes_from_hostfile(const std::string& path);
 
 // {"defaults": {...}, "nodes": [{"name": "a", "memory_gb": 16, "bandwidth_gbs": 40,
 //   "cores": 8, "link_latency_us": 50, "link_bandwidth_gbs": 1.25, "count": 2,
-//   "kernel_rates": {"Q4_0": [GB/s at 1, 2, 4, 8 tokens], ...}}, ...]}
+//   "kernel_rates": {"Q4_0": [GB/s at 1, 2, 4, 8 tokens], ...},
+//   "token_costs": {"vector_ns": 0.05, "attention_ns": 0.02}}, ...]}
 // (or just the array). Unknown keys and out-of-range values are errors naming
 // the file and the node.
 std::vector<NodeSpec> nodes_from_json_file(const std::string& path);

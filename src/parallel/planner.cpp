@@ -35,12 +35,6 @@ double all_reduce_rank_bytes(int tp, size_t values, DType wire) {
 
 constexpr double kExactWireGbs = 1.0, kHalfWireGbs = 0.1;
 
-double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& link) {
-  if (tp <= 1) return 0;
-  return link.link_latency_us * 1e-6 * std::ceil(std::log2(double(tp))) +
-         all_reduce_rank_bytes(tp, values, wire) / (link.link_bandwidth_gbs * 1e9);
-}
-
 // One forward step of `tokens` tokens through a rank's matrices: the bytes
 // it reads of each (of the experts, the share the step is expected to touch)
 // at the node's measured rate for its type, or at the memory bandwidth where
@@ -61,6 +55,37 @@ MatrixSeconds matrix_seconds(const ModelWeights& w, const NodeSpec& node, int64_
         ((rate > 0 ? rate : node.memory_bandwidth_gbs) * 1e9);
   });
   return s;
+}
+
+// FFN rows one token runs through in one of the rank's layers: its dense
+// rows, or in a mixture-of-experts model the rows of the experts a token
+// uses that the rank holds (whole experts: its share of them) and its shared
+// rows; the MoE figure stands for the leading dense layers too.
+double ff_rows_per_token(const ModelConfig& c, const RankPlan& r) {
+  if (!c.has_experts()) return double(r.ff_rows.size());
+  const double held = double(r.experts.size()) / double(c.moe.n_expert);
+  return double(c.moe.n_expert_used) * held * double(r.expert_rows.size()) + double(r.shared_rows.size());
+}
+
+// A step's per-token work besides the matrices on one rank
+// (parallel/token_costs.h): every layer's element-wise work and the
+// attention of its query heads over `context` cached positions, for each of
+// `tokens` tokens. Both at the node's measured cost; where it measured
+// nothing, the bytes they move at its memory bandwidth (three floats a
+// value: read, read, write; the cached rows attention reads).
+double token_work_seconds(const ModelConfig& c, const RankPlan& r, const NodeSpec& node, int64_t tokens,
+                          int64_t context, size_t kv_elem_bytes) {
+  const double layers = double(r.layers.size()) * double(tokens);
+  const double values = layer_vector_values(c.n_embd, r.heads.size() * c.head_dim_k, r.kv_heads.size() * c.head_dim_k,
+                                            int64_t(ff_rows_per_token(c, r)));
+  const double attended = double(context) * double(c.head_dim_k + c.head_dim_v);
+  const double bandwidth = node.memory_bandwidth_gbs * 1e9;
+  const TokenCosts& k = node.token_costs;
+  const double vector = k.vector_ns > 0 ? values * k.vector_ns * 1e-9 : values * 3 * sizeof(float) / bandwidth;
+  const double attention = k.attention_ns > 0
+                               ? double(r.heads.size()) * attended * k.attention_ns * 1e-9
+                               : double(r.kv_heads.size()) * attended * double(kv_elem_bytes) / bandwidth;
+  return layers * (vector + attention);
 }
 
 // The slowest link of a group of nodes decides its collectives.
@@ -192,18 +217,24 @@ struct Builder {
   // along sequences (as DistributedSession schedules them).
   int64_t micro_tokens(int pp) const { return (pipelined_seqs(pp) + pp - 1) / pp; }
 
+  // Cached positions a decode step attends on average: a generation that
+  // fills its n_ctx positions attends half of them.
+  int64_t mean_context() const { return std::max<int64_t>(1, req.n_ctx / 2); }
+
   // Stage s's time for one step of `tokens` tokens: its slowest rank's
-  // matrices (whole experts: the rest on the slowest rank, the routed experts
-  // as the mean rank's × the expected imbalance), its all-reduces and the
-  // hand-off to the next stage.
+  // matrices and other per-token work (whole experts: the rest on the
+  // slowest rank, the routed experts as the mean rank's × the expected
+  // imbalance), its all-reduces and the hand-off to the next stage.
   double stage_time(const Plan& p, const std::vector<ModelWeights>& w, int s, int64_t tokens, double imbalance) const {
     const size_t b = size_t(p.rank_of(s, 0)), e = b + size_t(p.tp);
     const NodeSpec link = slowest_link(p.nodes, b, e);
     double t = 0, fixed = 0, routed = 0;
     for (size_t r = b; r < e; ++r) {
       const MatrixSeconds m = matrix_seconds(w[r], p.nodes[r], tokens);
-      t = std::max(t, m.total());
-      fixed = std::max(fixed, m.fixed);
+      const double other =
+          token_work_seconds(c, p.ranks[r], p.nodes[r], tokens, mean_context(), dtype_traits_bytes(req.kv_type));
+      t = std::max(t, m.total() + other);
+      fixed = std::max(fixed, m.fixed + other);
       routed += m.routed / double(p.tp);
     }
     if (p.expert_split == ExpertSplit::Experts) t = fixed + imbalance * routed;
@@ -240,7 +271,8 @@ struct Builder {
       // Latent attention caches one row per token (latent + RoPE key), its values inside the keys.
       const int64_t kv_row = c.head_dim_k + (c.latent_attention() ? 0 : c.head_dim_v);
       k.kv_bytes = rp.layers.size() * req.n_seq * req.n_ctx * rp.kv_heads.size() * kv_row * int64_t(kv_elem);
-      k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1).total();
+      k.compute_seconds = matrix_seconds(w.back(), p.nodes[size_t(r)], 1).total() +
+                          token_work_seconds(c, rp, p.nodes[size_t(r)], 1, mean_context(), kv_elem);
       p.costs.push_back(k);
     }
     p.wire_type = choose_wire_type(p);
@@ -346,6 +378,14 @@ struct Builder {
 };
 
 }  // namespace
+
+double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& link) {
+  if (tp <= 1) return 0;
+  return link.link_latency_us * 1e-6 * all_reduce_steps(tp) +
+         all_reduce_rank_bytes(tp, values, wire) / (link.link_bandwidth_gbs * 1e9);
+}
+
+double all_reduce_steps(int tp) { return tp <= 1 ? 0 : std::ceil(std::log2(double(tp))); }
 
 std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vector<double>& weights,
                                   const std::string& what) {
@@ -497,7 +537,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 }
 
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers, const NodeSpec& node,
-                  int64_t n_seq, std::optional<DType> wire_type, bool whole_experts) {
+                  int64_t n_seq, std::optional<DType> wire_type, bool whole_experts, int64_t n_ctx) {
   std::vector<NodeSpec> nodes(size_t(tp * pp), node);
   for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
   PlanRequest req;
@@ -506,7 +546,7 @@ Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> l
   req.n_seq = n_seq;
   req.layers = std::move(layers);
   req.force = true;
-  req.n_ctx = 512;
+  req.n_ctx = n_ctx;
   req.wire_type = wire_type;
   return make_plan(file, nodes, req);
 }

@@ -3,13 +3,17 @@
 // and a decode-speed prediction from a simple cost model (explained in docs
 // and by Plan::notes):
 //
-//   stage time(T tokens) = max over its ranks Σ_matrices bytes / rate(type, T)
+//   stage time(T tokens) = max over its ranks (Σ_matrices bytes / rate(type, T)
+//                                   + T · token work)
 //              (whole experts: max over ranks of the rest + the expected
 //               busiest-rank imbalance × the mean rank's routed experts)
 //              + 2 · layers · all_reduce(tp, T · n_embd values)     when tp > 1
 //              + hand-off of T encoded rows to the next stage       when not last
 //   rate(type, T) = the node's measured kernel rate (parallel/kernel_rates.h),
 //                   else its memory bandwidth
+//   token work = its layers' element-wise work + attention over n_ctx / 2
+//                cached positions, at the node's measured costs
+//                (parallel/token_costs.h), else their bytes at its bandwidth
 //   all_reduce = link latency · ceil(log2 tp) + bytes one rank sends / link bandwidth
 //
 // One sequence visits the stages in turn (tok/s = 1 / Σ stage times(1)); with
@@ -62,7 +66,7 @@ struct RankCost {
   int64_t weight_bytes = 0;     // mapped weights this rank reads
   int64_t kv_bytes = 0;         // its KV cache at n_ctx × n_seq
   int64_t bytes_per_token = 0;  // weight bytes read per decoded token
-  double compute_seconds = 0;   // bytes_per_token / memory bandwidth
+  double compute_seconds = 0;   // one token: its matrices at the node's rates + its token work
   int64_t memory_bytes() const { return weight_bytes + kv_bytes; }
 };
 
@@ -97,6 +101,12 @@ struct Plan {
   std::string describe(const ModelConfig& c) const;  // the table `shardlm plan` prints
 };
 
+// The cost model's all-reduce of `values` floats over tp ranks on `link`:
+// all_reduce_steps(tp) latencies (ceil(log2 tp)) + the bytes one rank sends
+// in `wire` / bandwidth.
+double all_reduce_seconds(int tp, size_t values, DType wire, const NodeSpec& link);
+double all_reduce_steps(int tp);
+
 // Granularity of tensor-parallel splits for this file's tensor types.
 struct SplitUnits {
   int64_t heads = 1;      // query heads per unit (attn_output column blocks)
@@ -117,10 +127,10 @@ std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vect
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& request);
 
 // A plan for local tests and benchmarks: tp × pp copies of `node`, no memory
-// check; n_seq only changes the predicted speed and KV sizes.
+// check; n_seq and n_ctx only change the predicted speed and KV sizes.
 // MoE layers split by expert rows, or by whole experts with `whole_experts`.
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {},
                   const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1,
-                  std::optional<DType> wire_type = {}, bool whole_experts = false);
+                  std::optional<DType> wire_type = {}, bool whole_experts = false, int64_t n_ctx = 512);
 
 }  // namespace shardlm::parallel

@@ -86,10 +86,10 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
   std::printf("(breakdown: rank 0, per decode step incl. the prompt's share; model %s; wire %s)\n",
               c.summary().c_str(), parallel::wire_type_name(plan.wire_type).c_str());
   const auto& node = plan.nodes[0];
-  std::printf("(plan: rank 0 computes a token in %.2f ms; token work measured at %.3f ns a value, attention %.4f ns; "
-              "link latency %.1f us)\n",
-              plan.costs[0].compute_seconds * 1e3, node.token_costs.vector_ns, node.token_costs.attention_ns,
-              node.link_latency_us);
+  std::printf("(plan: rank 0 computes a token in %.2f ms; token costs measured: %.3f ns a value, KV store %.3f ns a "
+              "byte, attention %.4f ns; link latency %.1f us)\n",
+              plan.costs[0].compute_seconds * 1e3, node.token_costs.vector_ns, node.token_costs.kv_store_ns,
+              node.token_costs.attention_ns, node.link_latency_us);
   std::vector<double> compute_ms(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
     const double steps_r = share(all[r]) > 0 ? steps / share(all[r]) : steps;

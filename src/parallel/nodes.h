@@ -34,7 +34,7 @@ std::vector<NodeSpec> nodes_from_hostfile(const std::string& path);
 // {"defaults": {...}, "nodes": [{"name": "a", "memory_gb": 16, "bandwidth_gbs": 40,
 //   "cores": 8, "link_latency_us": 50, "link_bandwidth_gbs": 1.25, "count": 2,
 //   "kernel_rates": {"Q4_0": [GB/s at 1, 2, 4, 8 tokens], ...},
-//   "token_costs": {"vector_ns": 0.05, "attention_ns": 0.02}}, ...]}
+//   "token_costs": {"vector_ns": 0.3, "kv_store_ns": 0.2, "attention_ns": 0.04}}, ...]}
 // (or just the array). Unknown keys and out-of-range values are errors naming
 // the file and the node.
 std::vector<NodeSpec> nodes_from_json_file(const std::string& path);

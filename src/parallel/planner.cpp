@@ -68,24 +68,27 @@ double ff_rows_per_token(const ModelConfig& c, const RankPlan& r) {
 }
 
 // A step's per-token work besides the matrices on one rank
-// (parallel/token_costs.h): every layer's element-wise work and the
-// attention of its query heads over `context` cached positions, for each of
-// `tokens` tokens. Both at the node's measured cost; where it measured
-// nothing, the bytes they move at its memory bandwidth (three floats a
-// value: read, read, write; the cached rows attention reads).
+// (parallel/token_costs.h): every layer's element-wise work, the store of
+// its KV heads' rows and the attention of its query heads over `context`
+// cached positions, for each of `tokens` tokens. Each at the node's
+// measured cost; where it measured nothing, the bytes moved at its memory
+// bandwidth (three floats a value: read, read, write; the rows stored; the
+// cached rows attention reads).
 double token_work_seconds(const ModelConfig& c, const RankPlan& r, const NodeSpec& node, int64_t tokens,
                           int64_t context, size_t kv_elem_bytes) {
   const double layers = double(r.layers.size()) * double(tokens);
   const double values = layer_vector_values(c.n_embd, r.heads.size() * c.head_dim_k, r.kv_heads.size() * c.head_dim_k,
                                             int64_t(ff_rows_per_token(c, r)));
+  const double row_bytes = double(r.kv_heads.size()) * double(c.head_dim_k + c.head_dim_v) * double(kv_elem_bytes);
   const double attended = double(context) * double(c.head_dim_k + c.head_dim_v);
   const double bandwidth = node.memory_bandwidth_gbs * 1e9;
   const TokenCosts& k = node.token_costs;
   const double vector = k.vector_ns > 0 ? values * k.vector_ns * 1e-9 : values * 3 * sizeof(float) / bandwidth;
+  const double store = k.kv_store_ns > 0 ? row_bytes * k.kv_store_ns * 1e-9 : row_bytes / bandwidth;
   const double attention = k.attention_ns > 0
                                ? double(r.heads.size()) * attended * k.attention_ns * 1e-9
                                : double(r.kv_heads.size()) * attended * double(kv_elem_bytes) / bandwidth;
-  return layers * (vector + attention);
+  return layers * (vector + store + attention);
 }
 
 // The slowest link of a group of nodes decides its collectives.

@@ -11,7 +11,7 @@
 //              + hand-off of T encoded rows to the next stage       when not last
 //   rate(type, T) = the node's measured kernel rate (parallel/kernel_rates.h),
 //                   else its memory bandwidth
-//   token work = its layers' element-wise work + attention over n_ctx / 2
+//   token work = its layers' element-wise work, KV store, attention over n_ctx / 2
 //                cached positions, at the node's measured costs
 //                (parallel/token_costs.h), else their bytes at its bandwidth
 //   all_reduce = link latency · ceil(log2 tp) + bytes one rank sends / link bandwidth

@@ -378,7 +378,7 @@ TEST(Planner, MeasuredKernelRatesSetThePredictedSpeed) {
   r.pp = 2;
   r.n_seq = 4;
   auto v = nodes(2);
-  for (auto& n : v) n.token_costs = {1e-12, 1e-12};  // the matrices alone (token work: token_costs_test.cpp)
+  for (auto& n : v) n.token_costs = {1e-12, 1e-12, 1e-12};  // the matrices alone (token work: token_costs_test.cpp)
   const auto by_bandwidth = make_plan(*f, v, r);
   for (auto& n : v) {
     n.kernel_rates.gbs[{DType::F32, 1}] = n.memory_bandwidth_gbs / 4;

@@ -37,9 +37,9 @@ std::unique_ptr<gguf::File> stories() {
   return gguf::File::open(std::filesystem::exists(top) ? top : dir + "/synthetic/stories260K.gguf");
 }
 
-NodeSpec node_with(double vector_ns, double attention_ns) {
+NodeSpec node_with(double vector_ns, double kv_store_ns, double attention_ns) {
   NodeSpec n = default_node("rank");
-  n.token_costs = {vector_ns, attention_ns};
+  n.token_costs = {vector_ns, kv_store_ns, attention_ns};
   return n;
 }
 
@@ -57,12 +57,23 @@ TEST(TokenCosts, EveryTokenOfAStepAddsTheMeasuredLayerWork) {
   const double per_token = double(c.n_layer) * ns * 1e-9 *
                            layer_vector_values(c.n_embd, c.n_head * c.head_dim_k, c.n_head_kv * c.head_dim_k, c.n_ff);
   for (int64_t seqs : {1, 4}) {
-    const double without = step_seconds(*f, node_with(1e-9, 1), seqs, 64);
-    const double with = step_seconds(*f, node_with(ns, 1), seqs, 64);
+    const double without = step_seconds(*f, node_with(1e-9, 1, 1), seqs, 64);
+    const double with = step_seconds(*f, node_with(ns, 1, 1), seqs, 64);
     EXPECT_NEAR(with - without, double(seqs) * per_token, 1e-6 * per_token) << seqs << " sequence(s)";
   }
-  const Plan one = uniform_plan(*f, 1, 1, {}, node_with(ns, 1), 1, {}, false, 64);
+  const Plan one = uniform_plan(*f, 1, 1, {}, node_with(ns, 1, 1), 1, {}, false, 64);
   EXPECT_GT(one.costs[0].compute_seconds, per_token);  // `plan` shows the term in the rank's ms/token
+}
+
+TEST(TokenCosts, EveryTokenStoresItsKeyAndValueRows) {
+  auto f = stories();
+  const ModelConfig c = ModelConfig::from_gguf(*f);
+  const double ns = 2;  // per byte; the plan's cache is f32
+  const double per_token = double(c.n_layer * c.n_head_kv * (c.head_dim_k + c.head_dim_v)) * 4 * ns * 1e-9;
+  for (int64_t seqs : {1, 5}) {
+    const double more = step_seconds(*f, node_with(1, 1 + ns, 1), seqs, 64) - step_seconds(*f, node_with(1, 1, 1), seqs, 64);
+    EXPECT_NEAR(more, double(seqs) * per_token, 1e-6 * per_token) << seqs << " sequence(s)";
+  }
 }
 
 TEST(TokenCosts, AttentionGrowsWithTheContext) {
@@ -71,7 +82,7 @@ TEST(TokenCosts, AttentionGrowsWithTheContext) {
   const double ns = 0.5;
   // n_ctx 1000 attends 500 positions on average, n_ctx 200 attends 100.
   const double more = double(c.n_layer * c.n_head) * 400 * double(c.head_dim_k + c.head_dim_v) * ns * 1e-9;
-  const NodeSpec n = node_with(1, ns);
+  const NodeSpec n = node_with(1, 1, ns);
   EXPECT_NEAR(step_seconds(*f, n, 1, 1000) - step_seconds(*f, n, 1, 200), more, 1e-6 * more);
   EXPECT_NEAR(step_seconds(*f, n, 3, 1000) - step_seconds(*f, n, 3, 200), 3 * more, 3e-6 * more);
   // Unmeasured: the cached rows' bytes at the node's bandwidth, still growing with the context.
@@ -83,26 +94,32 @@ TEST(TokenCosts, MeasuredFiguresArePositive) {
   const TokenCosts k = measure_token_costs();
   EXPECT_GT(k.vector_ns, 0);
   EXPECT_LT(k.vector_ns, 1000);
+  EXPECT_GT(k.kv_store_ns, 0);
+  EXPECT_LT(k.kv_store_ns, 1000);
   EXPECT_GT(k.attention_ns, 0);
   EXPECT_LT(k.attention_ns, 1000);
 }
 
 TEST(TokenCosts, JsonRoundTripAndErrors) {
-  const TokenCosts k{0.25, 0.04};
+  const TokenCosts k{0.25, 0.125, 0.04};
   const TokenCosts back = TokenCosts::from_json(k.to_json(), "t");
   EXPECT_EQ(back.vector_ns, 0.25);
+  EXPECT_EQ(back.kv_store_ns, 0.125);
   EXPECT_EQ(back.attention_ns, 0.04);
   EXPECT_TRUE(TokenCosts::from_json(TokenCosts{}.to_json(), "t").empty());  // a worker that measured nothing
   auto error = [](const char* text) {
     return error_of([&] { TokenCosts::from_json(nlohmann::json::parse(text), "worker w1"); });
   };
   EXPECT_EQ(error("[1, 2]"), "worker w1: token_costs is not an object");
-  EXPECT_EQ(error(R"({"vector_ns": 1})"), "worker w1: token_costs has no 'attention_ns'");
-  EXPECT_EQ(error(R"({"vector_ns": "1", "attention_ns": 1})"), "worker w1: token_costs.vector_ns is not a number");
-  EXPECT_EQ(error(R"({"vector_ns": -1, "attention_ns": 1})"), "worker w1: token_costs.vector_ns = -1 is out of range");
-  EXPECT_EQ(error(R"({"vector_ns": 1, "attention_ns": 1, "x": 2})"), "worker w1: token_costs has an unknown key 'x'");
-  const auto n = nodes_from_json_text(R"([{"name": "a", "token_costs": {"vector_ns": 0.5, "attention_ns": 0.1}}])",
-                                      "n.json");
+  EXPECT_EQ(error(R"({"vector_ns": 1, "kv_store_ns": 1})"), "worker w1: token_costs has no 'attention_ns'");
+  EXPECT_EQ(error(R"({"vector_ns": "1", "kv_store_ns": 1, "attention_ns": 1})"),
+            "worker w1: token_costs.vector_ns is not a number");
+  EXPECT_EQ(error(R"({"vector_ns": 1, "kv_store_ns": -1, "attention_ns": 1})"),
+            "worker w1: token_costs.kv_store_ns = -1 is out of range");
+  EXPECT_EQ(error(R"({"vector_ns": 1, "kv_store_ns": 1, "attention_ns": 1, "x": 2})"),
+            "worker w1: token_costs has an unknown key 'x'");
+  const auto n = nodes_from_json_text(
+      R"([{"name": "a", "token_costs": {"vector_ns": 0.5, "kv_store_ns": 0.25, "attention_ns": 0.1}}])", "n.json");
   EXPECT_EQ(n[0].token_costs.vector_ns, 0.5);
   EXPECT_EQ(n[0].token_costs.attention_ns, 0.1);
 }

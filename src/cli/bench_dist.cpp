@@ -144,15 +144,17 @@ double decode_steps(parallel::DistributedSession& s, const std::vector<std::vect
 
 // The link latency this host's tensor-parallel groups see (parallel/sync_cost.h):
 // each all-reduce of a token's activations after the rank's share of an
-// attention block or an FFN (matrices of the model's FFN type), one
-// layer's worth of each for every layer of a stage, less the bytes the
-// planner already charges. Collective over `world`; 0 without tp.
+// attention block or an FFN (matrices of the model's main type), two decode
+// steps' worth, less the bytes the planner already charges, per latency
+// step. Collective over `world`; 0 without tp.
 double measured_link_latency_us(comm::Communicator& world, const DistBenchOptions& o, const gguf::File& file,
                                 const parallel::Plan& plan, const parallel::NodeSpec& node) {
   if (o.tp <= 1) return 0;
   auto group = world.split(world.rank() / o.tp, world.rank() % o.tp);
   const ModelConfig c = ModelConfig::from_gguf(file);
-  const DType type = file.require_tensor("blk.0.ffn_up.weight").type;
+  // A dense FFN's type, else (mixture of experts) the attention output's: the model's main matrices.
+  const auto* ffn_up = file.find_tensor("blk.0.ffn_up.weight");
+  const DType type = (ffn_up ? *ffn_up : file.require_tensor("blk.0.attn_output.weight")).type;
   const int64_t kv = c.n_head_kv * c.head_dim_k;
   const BenchMatrix attention = make_model_bench_matrix(type, (2 * c.n_embd + 2 * kv) / o.tp, c.n_embd);
   const BenchMatrix ffn = make_model_bench_matrix(type, 3 * c.n_ff / o.tp, c.n_embd);

@@ -43,13 +43,15 @@ const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
 // 32 KiB would cost a copy.
 constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 // A combining receive is always read through the stage, so there a larger
-// read costs no copy and saves recv(2) calls: up to this much of the payload
-// (plus the next header) per call, as much as loopback TCP tends to have
-// queued, and after a long combined frame the next header is read that way
-// too (the next frame of a collective is usually combined as well). The
-// stage grows to this size only for a peer that has had a long combining
-// receive.
-constexpr size_t kCombineReadBytes = (size_t(128) << 10) + FrameHeader::kBytes;
+// read costs no copy and saves recv(2) calls: up to this much per call, a
+// padded header with 512 KiB of payload (loopback TCP has a 2-rank
+// exchange's whole message queued by the time the receiver reads), and after
+// a long combined frame the next header is read that way too (the next frame
+// of a collective is usually combined as well). Reads of 128 KiB made a
+// 256 KiB exchange 1.2x and a 512 KiB one 1.1x as slow (docs/bench/comm8.md).
+// The stage grows to this size only for a peer that has had a long
+// combining receive.
+constexpr size_t kCombineReadBytes = (size_t(512) << 10) + FrameHeader::kPaddedBytes;
 
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Stalled };

@@ -49,12 +49,20 @@ void ChainAllReduce::reduce_to_first() {
   }
   const size_t window = std::min(total, kWindow);
   const size_t slot_bytes = chunk_elems_ * elem_;
-  uint8_t* scratch = links_.scratch(window * slot_bytes);
+  // Pieces are combined into the buffer as they arrive where the backend
+  // can (a piece goes down only once combined), else received into rotating
+  // scratch slots and reduced after; the same bits either way.
+  uint8_t* scratch = nullptr;
   std::deque<RequestPtr> recvs;
   auto post = [&](size_t i) {
     size_t off, n;
     piece(i, off, n);
-    recvs.push_back(links_.irecv(me + 1, scratch + (i % window) * slot_bytes, n * elem_));
+    RequestPtr r = scratch ? nullptr : links_.irecv_reduce(me + 1, buf_ + off * elem_, n, dtype_, op_, false);
+    if (!r) {
+      if (!scratch) scratch = links_.scratch(window * slot_bytes);
+      r = links_.irecv(me + 1, scratch + (i % window) * slot_bytes, n * elem_);
+    }
+    recvs.push_back(r);
   };
   for (size_t i = 0; i < window; ++i) post(i);
   for (size_t i = 0; i < total; ++i) {
@@ -62,7 +70,7 @@ void ChainAllReduce::reduce_to_first() {
     recvs.pop_front();
     size_t off, n;
     piece(i, off, n);
-    reduce_into(buf_ + off * elem_, scratch + (i % window) * slot_bytes, n, dtype_, op_);
+    if (scratch) reduce_into(buf_ + off * elem_, scratch + (i % window) * slot_bytes, n, dtype_, op_);
     if (i + window < total) post(i + window);
     if (me > 0) send_down(i);
   }

@@ -30,9 +30,9 @@ void ChainAllReduce::piece(size_t i, size_t& off, size_t& n) const {
   n = std::min(count_ - off, chunk_elems_);
 }
 
-// Rank k receives the partial of ranks k+1..n-1 piece by piece into a few
-// rotating buffers, combines it into its own piece (own op partial, always in
-// that order) and passes the piece down to k-1.
+// Rank k receives the partial of ranks k+1..n-1 piece by piece, a few pieces
+// ahead, combines it into its own piece (own op partial, always in that
+// order) and passes the piece down to k-1.
 void ChainAllReduce::reduce_to_first() {
   const int me = links_.rank(), last = links_.size() - 1;
   const size_t total = pieces();

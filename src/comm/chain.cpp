@@ -30,9 +30,9 @@ void ChainAllReduce::piece(size_t i, size_t& off, size_t& n) const {
   n = std::min(count_ - off, chunk_elems_);
 }
 
-// Rank k receives the partial of ranks k+1..n-1 piece by piece into a few
-// rotating buffers, combines it into its own piece (own op partial, always in
-// that order) and passes the piece down to k-1.
+// Rank k receives the partial of ranks k+1..n-1 piece by piece, a few pieces
+// ahead, combines it into its own piece (own op partial, always in that
+// order) and passes the piece down to k-1.
 void ChainAllReduce::reduce_to_first() {
   const int me = links_.rank(), last = links_.size() - 1;
   const size_t total = pieces();
@@ -49,12 +49,20 @@ void ChainAllReduce::reduce_to_first() {
   }
   const size_t window = std::min(total, kWindow);
   const size_t slot_bytes = chunk_elems_ * elem_;
-  uint8_t* scratch = links_.scratch(window * slot_bytes);
+  // Pieces are combined into the buffer as they arrive where the backend
+  // can (a piece goes down only once combined), else received into rotating
+  // scratch slots and reduced after; the same bits either way.
+  uint8_t* scratch = nullptr;
   std::deque<RequestPtr> recvs;
   auto post = [&](size_t i) {
     size_t off, n;
     piece(i, off, n);
-    recvs.push_back(links_.irecv(me + 1, scratch + (i % window) * slot_bytes, n * elem_));
+    RequestPtr r = scratch ? nullptr : links_.irecv_reduce(me + 1, buf_ + off * elem_, n, dtype_, op_, false);
+    if (!r) {
+      if (!scratch) scratch = links_.scratch(window * slot_bytes);
+      r = links_.irecv(me + 1, scratch + (i % window) * slot_bytes, n * elem_);
+    }
+    recvs.push_back(r);
   };
   for (size_t i = 0; i < window; ++i) post(i);
   for (size_t i = 0; i < total; ++i) {
@@ -62,7 +70,7 @@ void ChainAllReduce::reduce_to_first() {
     recvs.pop_front();
     size_t off, n;
     piece(i, off, n);
-    reduce_into(buf_ + off * elem_, scratch + (i % window) * slot_bytes, n, dtype_, op_);
+    if (scratch) reduce_into(buf_ + off * elem_, scratch + (i % window) * slot_bytes, n, dtype_, op_);
     if (i + window < total) post(i + window);
     if (me > 0) send_down(i);
   }

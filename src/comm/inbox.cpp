@@ -70,6 +70,8 @@ RequestPtr Inbox::post(int peer, uint64_t tag, void* data, size_t capacity, cons
   return r;
 }
 
+bool Inbox::oldest_posted_combines() const { return !posted_.empty() && posted_.front()->combine; }
+
 Inbox::Delivery Inbox::arrive(uint64_t tag, size_t len, bool ignore_budget) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if ((*it)->tag() != tag) continue;

@@ -61,6 +61,8 @@ class Inbox {
   void complete(Delivery& d);
 
   bool has_posted() const { return !posted_.empty(); }
+  // The oldest posted irecv combines (the next message is most likely its).
+  bool oldest_posted_combines() const;
 
  private:
   void check_fits(uint64_t tag, size_t len, const Recv& r) const;

@@ -38,18 +38,21 @@ const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
 // through a per-peer stage: one recv(2) then takes a header with its payload
 // (and whatever follows) instead of one for each, a syscall saved per
 // small message. Longer remainders go straight to their buffer. After a
-// long frame read straight into its buffer the next header is read alone: a
-// long payload takes a recv(2) of its own anyway, and staging its first
-// 32 KiB would cost a copy.
+// long frame the next header is read alone unless a combining receive waits
+// for it (below): a long payload takes a recv(2) of its own anyway, and
+// staging its first 32 KiB would cost a copy.
 constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 // A combining receive is always read through the stage, so there a larger
-// read costs no copy and saves recv(2) calls: up to this much of the payload
-// (plus the next header) per call, as much as loopback TCP tends to have
-// queued, and after a long combined frame the next header is read that way
-// too (the next frame of a collective is usually combined as well). The
-// stage grows to this size only for a peer that has had a long combining
-// receive.
-constexpr size_t kCombineReadBytes = (size_t(128) << 10) + FrameHeader::kBytes;
+// read costs no copy and saves recv(2) calls: up to this much per call, a
+// padded header with 512 KiB of payload (loopback TCP has a 2-rank
+// exchange's whole message queued by the time the receiver reads). A header
+// is read that way too while the oldest posted receive from the peer
+// combines (the frame is most likely its), and otherwise alone after a long
+// frame: staging a plain frame's payload would cost a copy. Reads of 128 KiB
+// made a 256 KiB exchange 1.2x and a 512 KiB one 1.1x as slow
+// (docs/bench/comm8.md). The stage grows to this size only for a peer that
+// has had a long combining receive.
+constexpr size_t kCombineReadBytes = (size_t(512) << 10) + FrameHeader::kPaddedBytes;
 
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Stalled };
@@ -70,11 +73,8 @@ struct TcpTransport::Peer {
     return header_got < FrameHeader::kBytes ? FrameHeader::kBytes
                                             : FrameHeader::kBytes + 8 * size_t(header_bytes[offsetof(FrameHeader, pad_words)]);
   }
-  // How the next frame starts: after a long payload read straight into its
-  // buffer, with the header alone; after a long combined one, with a
-  // combining-sized read; else with a stage-sized read.
-  enum class After { Short, LongDirect, Combined };
-  After after = After::Short;
+  // The last frame's payload was at least kStageBytes (see kCombineReadBytes).
+  bool after_long = false;
   FrameHeader frame;
   uint8_t* target = nullptr;  // where the payload being read goes
   size_t target_got = 0;
@@ -259,9 +259,7 @@ void TcpTransport::route_payload(Peer& p) {
   p.target = reinterpret_cast<uint8_t*>(p.delivery.data());
   p.read = Peer::Read::Payload;
   p.target_got = 0;
-  p.after = p.frame.length < kStageBytes ? Peer::After::Short
-            : p.delivery.combine()         ? Peer::After::Combined
-                                           : Peer::After::LongDirect;
+  p.after_long = p.frame.length >= kStageBytes;
   if (p.frame.length == 0) finish_frame(p);
 }
 
@@ -377,17 +375,16 @@ void TcpTransport::read_ready(Peer& p) {
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
     // (The pad of a padded header comes through the stage.)
-    const bool header_alone =
-        header && p.after == Peer::After::LongDirect && p.header_got < FrameHeader::kBytes;
-    const bool combining = header ? p.after == Peer::After::Combined : bool(p.delivery.combine());
+    const bool combining = header ? p.inbox.oldest_posted_combines() : bool(p.delivery.combine());
+    const bool header_alone = header && !combining && p.after_long && p.header_got < FrameHeader::kBytes;
     const bool direct = left >= kStageBytes && !combining;
     size_t stage_read = 0;  // bytes asked for at the stage's end
     if (!direct && !header_alone) {
       // A combining read of a payload stops after the next header: staging
       // more of a frame that is not combined would cost a copy.
-      stage_read = !combining ? kStageBytes
-                   : header   ? kCombineReadBytes
-                              : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
+      stage_read = !combining || (header && !p.after_long) ? kStageBytes
+                   : header ? kCombineReadBytes
+                            : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
       reserve_stage(p, p.stage_kept + stage_read);
     }
     ssize_t r = header_alone

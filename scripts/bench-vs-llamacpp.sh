@@ -10,6 +10,10 @@
 # them). Settings, from the environment:
 #   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"
 #   ROUNDS (3)  THREADS ("1 2")  PROMPT (512)  GEN (64)
+#   DEPTH (0)   decode after this many tokens of context (llama-bench -d;
+#               shardlm bench --prompt DEPTH), as a long conversation does
+#   KV_TYPE     unset: each engine's default KV cache type (llama.cpp f16,
+#               shardlm f32); f16 / f32: both engines hold their cache so
 #   LLAMA_MMAP  0 (default): llama-bench -mmp 0, weights read into its own
 #               memory as shardlm copies them at load (on some machines a
 #               mapped file streams far slower than anonymous memory);
@@ -31,6 +35,9 @@ rounds=${ROUNDS:-3}
 threads=${THREADS:-"1 2"}
 prompt=${PROMPT:-512}
 gen=${GEN:-64}
+depth=${DEPTH:-0}
+kv_type=${KV_TYPE:-}
+case "$kv_type" in ""|f16|f32) ;; *) echo "KV_TYPE=$kv_type: expected f16 or f32 (or unset)" >&2; exit 1 ;; esac
 models=${SHARDLM_BENCH_MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"}
 [ -x "$shardlm" ] || { echo "no $shardlm: build it first (scripts/build.sh $build)" >&2; exit 1; }
 [ -x "$llama" ] || { echo "no llama-bench at $llama: set LLAMA_BENCH" >&2; exit 1; }
@@ -60,26 +67,40 @@ esac
 # One line per measurement: model threads metric engine tok/s.
 record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
 
+llama_kv=()
+[ -z "$kv_type" ] || llama_kv=(-ctk "$kv_type" -ctv "$kv_type")
+shardlm_kv=()
+[ -z "$kv_type" ] || shardlm_kv=(--kv-type "$kv_type")
+decode_test=decode
+[ "$depth" = 0 ] || decode_test="decode@$depth"
+
 run_llama() {  # model threads
   local csv
-  csv=$("$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" -o csv 2>/dev/null)
+  # Decode at a depth is a run of its own: llama-bench's -d would put the
+  # prompt test at that depth too.
+  csv=$(if [ "$depth" = 0 ]; then
+          "$llama" -m "$dir/$1.gguf" -p "$prompt" -n "$gen" -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" "${llama_kv[@]}" -o csv 2>/dev/null
+        else
+          "$llama" -m "$dir/$1.gguf" -p "$prompt" -n 0 -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" "${llama_kv[@]}" -o csv 2>/dev/null
+          "$llama" -m "$dir/$1.gguf" -p 0 -n "$gen" -d "$depth" -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" "${llama_kv[@]}" -o csv 2>/dev/null | tail -n +2
+        fi)
   # The header is plain, the rows quote every field; avg_ts is tok/s.
-  echo "$csv" | awk -v m="$1" -v t="$2" '
+  echo "$csv" | awk -v m="$1" -v t="$2" -v d="$decode_test" '
     NR == 1 { n = split($0, h, ","); for (i = 1; i <= n; i++) col[h[i]] = i; next }
     { sub(/^"/, ""); sub(/"$/, ""); split($0, f, "\",\"")
-      print m, t, (f[col["n_prompt"]] > 0 ? "prompt" : "decode"), "llama.cpp", f[col["avg_ts"]] }' >>"$results"
+      print m, t, (f[col["n_prompt"]] > 0 ? "prompt" : d), "llama.cpp", f[col["avg_ts"]] }' >>"$results"
 }
 
 run_shardlm() {  # model threads
-  # Prompt and decode in separate runs so decode starts from an empty context,
-  # as llama-bench's tg test does.
+  # Prompt and decode in separate runs so decode starts from an empty context
+  # (or DEPTH tokens of one), as llama-bench's tg test does.
   local pp tg
-  pp=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt "$prompt" --gen 0 --bandwidth-mib 64 2>/dev/null |
+  pp=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt "$prompt" --gen 0 --bandwidth-mib 64 "${shardlm_kv[@]}" 2>/dev/null |
        awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { gsub(/ /, "", $3); print $3 }')
-  tg=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt 0 --gen "$gen" --bandwidth-mib 64 2>/dev/null |
+  tg=$("$shardlm" bench -m "$dir/$1.gguf" -t "$2" --prompt "$depth" --gen "$gen" --bandwidth-mib 64 "${shardlm_kv[@]}" 2>/dev/null |
        awk -F'|' '$2 ~ /^ *[0-9]+ *$/ { gsub(/ /, "", $4); print $4 }')
   record "$1" "$2" prompt shardlm "$pp"
-  record "$1" "$2" decode shardlm "$tg"
+  record "$1" "$2" "$decode_test" shardlm "$tg"
 }
 
 cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
@@ -88,7 +109,7 @@ echo "cpu: $cpu, $(nproc) cpus"
 "$shardlm" bench -m "$dir/$first.gguf" -t 1 --prompt 0 --gen 1 --bandwidth-mib 64 2>/dev/null | sed -n 's/^cpu: */shardlm: /p'
 "$llama" -m "$dir/$first.gguf" -p 0 -n 1 -t 1 -r 1 2>&1 >/dev/null | sed -n 's/.*load_backend: loaded CPU backend from/llama.cpp: CPU backend/p' | head -1
 echo "date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens from an empty context; best of the rounds"
+echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens after $depth of context; KV cache: ${kv_type:-each engine's default}; best of the rounds"
 
 for ((r = 1; r <= rounds; r++)); do
   for m in $models; do

@@ -20,7 +20,7 @@ std::shared_ptr<uint8_t[]> alloc_huge_page_buffer(size_t bytes) {
   const size_t slack = size >= kHuge ? kHuge - page : 0;
   void* map = ::mmap(nullptr, size + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED)
-    throw Error(fmt::format("cannot allocate {} bytes for weights: {}", bytes, std::strerror(errno)));
+    throw Error(fmt::format("cannot allocate {} bytes: {}", bytes, std::strerror(errno)));
   const auto base = reinterpret_cast<uintptr_t>(map);
   const uintptr_t start = slack ? (base + kHuge - 1) & ~(kHuge - 1) : base;
   // Unmaps the slack before and after the aligned stretch.

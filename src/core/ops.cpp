@@ -123,6 +123,7 @@ int64_t find_above(const float* x, int64_t n, float floor) {
 }
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
+  if (active_isa() >= Isa::Avx512 && avx512::attend(q, n_q, kv, n_pos, scale, scores, out)) return;
   use_avx2() ? avx2::attend(q, n_q, kv, n_pos, scale, scores, out) : ref::attend(q, n_q, kv, n_pos, scale, scores, out);
 }
 

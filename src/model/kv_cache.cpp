@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <new>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace shardlm {
 namespace {
@@ -40,10 +40,13 @@ KvCache::KvCache(int64_t n_layer, int64_t n_seq, int64_t n_ctx, int64_t n_head, 
   const size_t per = bytes_per_dim();
   bytes_ = per * size_t(head_dim_k + v_stored);
   try {
-    // Not value-initialised: pages are touched only as positions are written.
-    k_.reset(new uint8_t[per * size_t(head_dim_k)]);
-    v_.reset(new uint8_t[per * size_t(v_stored)]);
-  } catch (const std::bad_alloc&) {
+    // Pages are touched only as positions are written; 2 MiB ones where the
+    // OS grants them: attention streams every cached row of a sequence each
+    // step, and with 4 KiB pages a long context's rows cost a page walk
+    // every 16 rows.
+    k_ = alloc_huge_page_buffer(per * size_t(head_dim_k));
+    if (v_stored > 0) v_ = alloc_huge_page_buffer(per * size_t(v_stored));
+  } catch (const Error&) {
     throw Error(fmt::format("KV cache: cannot allocate {:.1f} MiB: lower --ctx", double(bytes_) / (1 << 20)));
   }
 }

@@ -60,7 +60,7 @@ class KvCache {
   bool values_in_keys_;
   size_t elem_;
   size_t bytes_;
-  std::unique_ptr<uint8_t[]> k_, v_;
+  std::shared_ptr<uint8_t[]> k_, v_;  // core/huge_pages.h
 };
 
 }  // namespace shardlm

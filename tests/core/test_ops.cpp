@@ -146,15 +146,18 @@ TEST_P(OpsAvx2, ElementwiseAndDotMatchReference) {
 // Below, at and past the vector width, the 4×8 unroll and a long row.
 INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2, ::testing::Values(1, 7, 8, 9, 31, 33, 64, 100, 4097));
 
-// Grouped-query attention: 1-5 query heads over one K/V head, head sizes
-// below, at and past the 32-wide register block, 1 to 300 positions, rows
-// padded (strides larger than the head, as in the KV cache); f32 and f16 caches.
+// Grouped-query attention: 1-16 query heads over one K/V head, head sizes
+// below, at and past the register blocks (AVX-512: multiples of 16 up to
+// latent attention's 576 / 512), 1 to 301 positions (every remainder of the
+// 4-position steps), rows padded (strides larger than the head, as in the KV
+// cache); f32 and f16 caches; AVX2 and AVX-512 against the reference.
 TEST(OpsAvx2Attention, MatchesReference) {
   if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
   struct Shape { int64_t n_q, dim_k, dim_v, n_pos; };
   for (const bool f16 : {false, true}) {
     for (const Shape sh : {Shape{1, 64, 64, 1}, Shape{4, 64, 64, 300}, Shape{3, 128, 128, 17},
-                           Shape{5, 13, 7, 9}, Shape{2, 40, 72, 33}}) {
+                           Shape{5, 13, 7, 9}, Shape{2, 40, 72, 33}, Shape{8, 64, 64, 301}, Shape{7, 128, 128, 130},
+                           Shape{6, 96, 80, 6}, Shape{16, 576, 512, 37}, Shape{2, 32, 16, 3}}) {
       const int64_t k_stride = sh.dim_k * 3 + 5, v_stride = sh.dim_v * 2 + 3;
       const auto q = random_vector(sh.n_q * sh.dim_k, 11, 0.3f);
       const auto k = random_vector(sh.n_pos * k_stride, 12), v = random_vector(sh.n_pos * v_stride, 13);
@@ -165,11 +168,19 @@ TEST(OpsAvx2Attention, MatchesReference) {
       if (f16) kv.k = k16.data(), kv.v = v16.data();
       std::vector<float> scores(size_t(sh.n_q * sh.n_pos)), want(size_t(sh.n_q * sh.dim_v)), got(want.size());
       ref::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), want.data());
+      auto check = [&](const char* isa) {
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
+              << isa << (f16 ? " f16" : " f32") << " n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v "
+              << sh.dim_v << " n_pos " << sh.n_pos << " [" << i << "]";
+      };
       avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
-            << (f16 ? "f16" : "f32") << " n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v " << sh.dim_v
-            << " n_pos " << sh.n_pos << " [" << i << "]";
+      check("avx2");
+      if (!isa_available(Isa::Avx512)) continue;
+      std::fill(got.begin(), got.end(), -1.0f);
+      const bool taken = avx512::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
+      ASSERT_EQ(taken, sh.dim_k % 16 == 0 && sh.dim_v % 16 == 0) << sh.dim_k << " " << sh.dim_v;
+      if (taken) check("avx512");
     }
   }
 }

@@ -1,0 +1,206 @@
+// Decode attention (one token: n_q query heads over one cached K/V head) on
+// AVX-512, where AVX2's version spends most of its time in horizontal sums
+// and in re-reading V rows once per 8-dimension slice:
+//   scores: 4 positions × up to 4 heads at a time, 16-dimension products
+//   accumulated per (position, head), the 16 sums then reduced together in
+//   one transposing tree (15 shuffle-add steps for 16 dot products);
+//   softmax: per head (avx2::softmax: the same e^x, weights normalized before
+//   they weigh the values, as the reference does);
+//   output: up to 16 accumulators (4 heads × 64 dimensions, or 2 × 128, so
+//   a 128-wide V row is read whole once per pair of heads) while the
+//   positions stream past, in chunks whose V rows stay in L1 for the other
+//   slices and head groups (the sums go on in position order across chunks,
+//   so chunking changes no bit).
+// K rows are prefetched 8 KiB ahead; 2 KiB ahead was slower than none, and
+// prefetching V gained nothing measurable (docs/BENCHMARKS.md, decode
+// attention).
+// Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "core/ops_impl.h"
+
+namespace shardlm::ops::avx512 {
+namespace {
+
+constexpr int kVec = 16;          // floats in a vector
+constexpr int kHeads = 4;         // query heads per pass over the rows
+constexpr int kPositions = 4;     // positions per score step
+constexpr int kMaxValueVecs = 8;  // dimensions per value pass (× heads ≤ 16 accumulators)
+constexpr int64_t kAheadBytes = 8 << 10;          // K prefetch distance
+constexpr int64_t kValueChunkBytes = 16 << 10;    // V rows re-read from L1 by the other passes
+
+template <bool F16>
+inline __m512 load16(const void* base, int64_t i) {
+  if constexpr (F16)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+  else
+    return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+}
+
+// s[a, b, c, d]: per 128-bit chunk, the pairwise partial sums of two inputs
+// interleaved, then of four; then across chunks. The result's chunk m holds
+// the sums of x[4m .. 4m + 3], in order.
+inline __attribute__((always_inline)) __m512 reduce16(const __m512 (&x)[16]) {
+  __m512 pair[8], quad[4];
+  for (int j = 0; j < 8; ++j)
+    pair[j] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * j], x[2 * j + 1]), _mm512_unpackhi_ps(x[2 * j], x[2 * j + 1]));
+  for (int j = 0; j < 4; ++j) {
+    const __m512d a = _mm512_castps_pd(pair[2 * j]), b = _mm512_castps_pd(pair[2 * j + 1]);
+    quad[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // quad[j]'s chunk k: chunk k's partial sums of x[4j .. 4j + 3].
+  const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[0], quad[1], 0x88), _mm512_shuffle_f32x4(quad[0], quad[1], 0xdd));
+  const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[2], quad[3], 0x88), _mm512_shuffle_f32x4(quad[2], quad[3], 0xdd));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xdd));
+}
+
+// scores[g·n_pos + i] = scale · q_g·k_(p0+i) for NH heads (≤ 4) and the
+// positions i < `valid` of the 4 at `rows` (element offsets; rows past
+// `valid` repeat a valid one and are not stored).
+template <bool F16, int NH>
+inline __attribute__((always_inline)) void scores_step(const float* q, const KvHead& kv, const int64_t (&rows)[kPositions],
+                                                       int64_t valid, float scale, float* scores, int64_t n_pos) {
+  __m512 acc[kHeads * kPositions];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int64_t d = 0; d < kv.dim_k; d += kVec) {
+    __m512 k[kPositions];
+    for (int i = 0; i < kPositions; ++i) k[i] = load16<F16>(kv.k, rows[i] + d);
+    for (int g = 0; g < NH; ++g) {
+      const __m512 qg = _mm512_loadu_ps(q + g * kv.dim_k + d);
+      for (int i = 0; i < kPositions; ++i) acc[g * kPositions + i] = _mm512_fmadd_ps(qg, k[i], acc[g * kPositions + i]);
+    }
+  }
+  const __m512 s = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
+  if (valid == kPositions) {
+    _mm_storeu_ps(scores, _mm512_castps512_ps128(s));
+    if (NH > 1) _mm_storeu_ps(scores + n_pos, _mm512_extractf32x4_ps(s, 1));
+    if (NH > 2) _mm_storeu_ps(scores + 2 * n_pos, _mm512_extractf32x4_ps(s, 2));
+    if (NH > 3) _mm_storeu_ps(scores + 3 * n_pos, _mm512_extractf32x4_ps(s, 3));
+    return;
+  }
+  const __mmask8 keep = __mmask8((1u << valid) - 1);
+  _mm_mask_storeu_ps(scores, keep, _mm512_castps512_ps128(s));
+  if (NH > 1) _mm_mask_storeu_ps(scores + n_pos, keep, _mm512_extractf32x4_ps(s, 1));
+  if (NH > 2) _mm_mask_storeu_ps(scores + 2 * n_pos, keep, _mm512_extractf32x4_ps(s, 2));
+  if (NH > 3) _mm_mask_storeu_ps(scores + 3 * n_pos, keep, _mm512_extractf32x4_ps(s, 3));
+}
+
+// Every head's scores, 4 positions at a time; each step's K rows serve all
+// head groups from L1.
+template <bool F16>
+void scores_all(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores) {
+  constexpr int64_t elem = F16 ? 2 : 4;
+  const auto* k_bytes = static_cast<const char*>(kv.k);
+  for (int64_t p0 = 0; p0 < n_pos; p0 += kPositions) {
+    const int64_t valid = std::min<int64_t>(kPositions, n_pos - p0);
+    int64_t rows[kPositions];
+    for (int i = 0; i < kPositions; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
+    // (A prefetch past the cache's end is harmless: it never faults.)
+    for (int i = 0; i < kPositions; ++i)
+      for (int64_t b = 0; b < kv.dim_k * elem; b += 64) _mm_prefetch(k_bytes + rows[i] * elem + kAheadBytes + b, _MM_HINT_T0);
+    for (int64_t g = 0; g < n_q; g += kHeads) {
+      const float* qg = q + g * kv.dim_k;
+      float* sg = scores + g * n_pos + p0;
+      switch (std::min<int64_t>(kHeads, n_q - g)) {
+        case 1: scores_step<F16, 1>(qg, kv, rows, valid, scale, sg, n_pos); break;
+        case 2: scores_step<F16, 2>(qg, kv, rows, valid, scale, sg, n_pos); break;
+        case 3: scores_step<F16, 3>(qg, kv, rows, valid, scale, sg, n_pos); break;
+        default: scores_step<F16, 4>(qg, kv, rows, valid, scale, sg, n_pos); break;
+      }
+    }
+  }
+}
+
+// out_g[d0, d0 + 16·C) += Σ_p w_g[p] · v_p[d0, d0 + 16·C) over [p0, p1) for
+// the G heads (w_g at w + g·n_pos, out_g at out + g·dim_v).
+template <bool F16, int G, int C>
+void weigh(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t p0, int64_t p1, float* out) {
+  __m512 acc[G][C];
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out + g * kv.dim_v + d0 + c * kVec);
+  for (int64_t p = p0; p < p1; ++p) {
+    __m512 v[C];
+    for (int c = 0; c < C; ++c) v[c] = load16<F16>(kv.v, p * kv.v_stride + d0 + c * kVec);
+    for (int g = 0; g < G; ++g) {
+      const __m512 wg = _mm512_set1_ps(w[g * n_pos + p]);
+      for (int c = 0; c < C; ++c) acc[g][c] = _mm512_fmadd_ps(wg, v[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + g * kv.dim_v + d0 + c * kVec, acc[g][c]);
+}
+
+using WeighFn = void (*)(const float*, int64_t, const KvHead&, int64_t, int64_t, int64_t, float*);
+
+// weigh for G heads and C vectors (G·C ≤ 16 accumulators).
+template <bool F16, int G>
+WeighFn weigh_fn(int64_t c) {
+  if constexpr (G <= 2) {
+    switch (c) {
+      case 5: return weigh<F16, G, 5>;
+      case 6: return weigh<F16, G, 6>;
+      case 7: return weigh<F16, G, 7>;
+      case 8: return weigh<F16, G, 8>;
+      default: break;
+    }
+  }
+  switch (c) {
+    case 1: return weigh<F16, G, 1>;
+    case 2: return weigh<F16, G, 2>;
+    case 3: return weigh<F16, G, 3>;
+    default: return weigh<F16, G, 4>;
+  }
+}
+
+// The weighted values of every head over the positions [p0, p1): slices of
+// up to 8 vectors of each V row (a 128-wide row in one slice, read whole
+// once per pair of heads), the heads 4 at a time for slices of up to 4
+// vectors, else 2.
+template <bool F16>
+void weigh_chunk(const float* w, int64_t n_q, int64_t n_pos, const KvHead& kv, int64_t p0, int64_t p1, float* out) {
+  for (int64_t d0 = 0; d0 < kv.dim_v;) {
+    const int64_t c = std::min<int64_t>(kMaxValueVecs, (kv.dim_v - d0) / kVec);
+    const int64_t heads = c > 4 ? 2 : 4;
+    for (int64_t g = 0; g < n_q; g += heads) {
+      WeighFn fn = nullptr;
+      switch (std::min(heads, n_q - g)) {
+        case 1: fn = weigh_fn<F16, 1>(c); break;
+        case 2: fn = weigh_fn<F16, 2>(c); break;
+        case 3: fn = weigh_fn<F16, 3>(c); break;
+        default: fn = weigh_fn<F16, 4>(c); break;
+      }
+      fn(w + g * n_pos, n_pos, kv, d0, p0, p1, out + g * kv.dim_v);
+    }
+    d0 += c * kVec;
+  }
+}
+
+template <bool F16>
+void attend_heads(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out) {
+  scores_all<F16>(q, n_q, kv, n_pos, scale, scores);
+  for (int64_t g = 0; g < n_q; ++g) avx2::softmax(scores + g * n_pos, n_pos);
+  std::fill(out, out + n_q * kv.dim_v, 0.0f);
+  const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * (F16 ? 2 : 4)));
+  for (int64_t p0 = 0; p0 < n_pos; p0 += chunk) {
+    const int64_t p1 = std::min(n_pos, p0 + chunk);
+    weigh_chunk<F16>(scores, n_q, n_pos, kv, p0, p1, out);
+  }
+}
+
+}  // namespace
+
+bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out) {
+  if (kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0 || n_pos < 1) return false;
+  kv.f16 ? attend_heads<true>(q, n_q, kv, n_pos, scale, scores, out)
+         : attend_heads<false>(q, n_q, kv, n_pos, scale, scores, out);
+  return true;
+}
+
+}  // namespace shardlm::ops::avx512
+
+#pragma GCC diagnostic pop

@@ -1,5 +1,6 @@
 // `shardlm bench kernels`: memory-read bandwidth, then matvec (decode) GB/s as
-// a fraction of it, then matmul (prefill) GOP/s next to a peak estimate.
+// a fraction of it, then matmul (prefill) GOP/s next to a peak estimate, then
+// decode attention's GB/s per ISA path.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -19,7 +20,9 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/matmul.h"
+#include "core/huge_pages.h"
 #include "core/membw.h"
+#include "core/ops.h"
 #include "core/peak_rate.h"
 #include "core/quant.h"
 #include "core/thread_pool.h"
@@ -196,6 +199,52 @@ void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& 
   }
 }
 
+// Decode attention per ISA path, one thread: a token's 4 query heads (a
+// Llama 3's group) over each of many cached K/V heads of one context, f32
+// rows on 2 MiB pages as in the KV cache, more of them than the caches hold,
+// so the rows come from memory as in a decode step.
+void print_attention_table(bool quick, double bandwidth_gbs, double min_time) {
+  fmt::print("\ndecode attention: 4 query heads per K/V head, f32 cache; K and V bytes / time, 1 thread; "
+             "* = the path attend() picks\n");
+  fmt::print("| head dim | positions | isa | MiB | us per head | GB/s | % of bw |\n|---:|---:|---|---:|---:|---:|---:|\n");
+  struct Case { int64_t dim, n_pos; };
+  const std::vector<Case> cases = quick ? std::vector<Case>{{64, 1024}} : std::vector<Case>{{64, 1024}, {64, 4096}, {128, 4096}};
+  const int64_t n_q = 4;
+  const size_t total_bytes = size_t(quick ? 64 : 256) << 20;
+  for (const Case& c : cases) {
+    const size_t head_floats = size_t(c.n_pos * c.dim);
+    const int64_t heads = std::max<int64_t>(1, int64_t(total_bytes / (2 * head_floats * sizeof(float))));
+    const size_t bytes = size_t(heads) * head_floats * sizeof(float);
+    auto k = alloc_huge_page_buffer(bytes), v = alloc_huge_page_buffer(bytes);
+    auto* kf = reinterpret_cast<float*>(k.get());
+    auto* vf = reinterpret_cast<float*>(v.get());
+    for (size_t i = 0; i < size_t(heads) * head_floats; ++i) {
+      kf[i] = float(int(i * 2654435761u >> 22) - 512) * 1e-3f;
+      vf[i] = float(int(i * 40503u >> 6) % 1024 - 512) * 1e-3f;
+    }
+    std::vector<float> q(size_t(n_q * c.dim), 0.05f), scores(size_t(n_q * c.n_pos)), out(size_t(n_q * c.dim));
+    ops::KvHead kv{kf, vf, c.dim, c.dim, c.dim, c.dim, false};
+    const Isa chosen = ops::attend_isa(kv);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (isa > active_isa() || (isa == Isa::Scalar && chosen != Isa::Scalar)) continue;
+      bool taken = true;
+      const double sec = best_seconds(min_time, [&] {
+        for (int64_t h = 0; h < heads && taken; ++h) {
+          ops::KvHead head = kv;
+          head.k = kf + size_t(h) * head_floats;
+          head.v = vf + size_t(h) * head_floats;
+          taken = ops::attend_with_isa(isa, q.data(), n_q, head, c.n_pos, 0.125f, scores.data(), out.data());
+        }
+      });
+      if (!taken) continue;
+      const double gbs = 2.0 * double(bytes) / sec / 1e9;
+      fmt::print("| {} | {} | {}{} | {:.0f} | {:.0f} | {:.1f} | {} |\n", c.dim, c.n_pos, isa_name(isa),
+                 isa == chosen ? " *" : "", 2.0 * double(bytes) / (1 << 20), sec * 1e6 / double(heads), gbs,
+                 bandwidth_gbs > 0 ? fmt::format("{:.0f}%", 100.0 * gbs / bandwidth_gbs) : "-");
+    }
+  }
+}
+
 void run_kernel_bench(const KernelBenchOptions& o) {
   if (o.threads < 1 || o.threads > 256) throw Error(fmt::format("--threads {}: expected 1..256", o.threads));
   const auto types = parse_types(o.types.empty() ? (o.quick ? kQuickTypes : kAllTypes) : o.types);
@@ -210,6 +259,7 @@ void run_kernel_bench(const KernelBenchOptions& o) {
   const std::vector<double> bw = print_bandwidth_table(o, pools);
   print_decode_table(o, types, pools, bw, min_time);
   print_prefill_table(o, types, pools, peak, min_time);
+  print_attention_table(o.quick, bw.empty() ? 0.0 : bw[0], min_time);
 }
 
 }  // namespace

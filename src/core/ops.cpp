@@ -121,10 +121,26 @@ int64_t find_above(const float* x, int64_t n, float floor) {
   if (active_isa() >= Isa::Avx512) return avx512::find_above(x, n, floor);
   return use_avx2() ? avx2::find_above(x, n, floor) : ref::find_above(x, n, floor);
 }
+bool attend_with_isa(Isa isa, const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale,
+                     float* scores, float* out) {
+  if (isa > active_isa()) return false;
+  switch (isa) {
+    case Isa::Scalar: ref::attend(q, n_q, kv, n_pos, scale, scores, out); return true;
+    case Isa::Avx2: avx2::attend(q, n_q, kv, n_pos, scale, scores, out); return true;
+    case Isa::Avx512: return avx512::attend(q, n_q, kv, n_pos, scale, scores, out);
+    default: return false;  // AMX has no attention of its own
+  }
+}
+
+// (avx512::attend takes head dimensions in multiples of 16.)
+Isa attend_isa(const KvHead& kv) {
+  if (active_isa() >= Isa::Avx512 && kv.dim_k % 16 == 0 && kv.dim_v % 16 == 0) return Isa::Avx512;
+  return use_avx2() ? Isa::Avx2 : Isa::Scalar;
+}
+
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out) {
-  if (active_isa() >= Isa::Avx512 && avx512::attend(q, n_q, kv, n_pos, scale, scores, out)) return;
-  use_avx2() ? avx2::attend(q, n_q, kv, n_pos, scale, scores, out) : ref::attend(q, n_q, kv, n_pos, scale, scores, out);
+  attend_with_isa(attend_isa(kv), q, n_q, kv, n_pos, scale, scores, out);
 }
 
 void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "core/cpu.h"
+
 namespace shardlm::ops {
 
 // out[i] = x[i] / sqrt(mean(x²) + eps) · weight[i]; weight may be null (= 1).
@@ -53,6 +55,12 @@ struct KvHead {
 };
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
             float* out);
+// attend on one ISA's path (benchmarks): false, with nothing done, where this
+// CPU lacks it or it does not take the shape (AVX-512: head dimensions in
+// multiples of 16). attend_isa: the path attend takes for this shape.
+bool attend_with_isa(Isa isa, const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale,
+                     float* scores, float* out);
+Isa attend_isa(const KvHead& kv);
 
 // attend for n_tok consecutive tokens of one sequence (prefill): token i has
 // its n_q queries at q + i·q_stride, its outputs at out + i·out_stride, and

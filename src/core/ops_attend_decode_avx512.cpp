@@ -195,7 +195,7 @@ void attend_heads(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
 }  // namespace
 
 bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out) {
-  if (kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0 || n_pos < 1) return false;
+  if (kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0) return false;
   kv.f16 ? attend_heads<true>(q, n_q, kv, n_pos, scale, scores, out)
          : attend_heads<false>(q, n_q, kv, n_pos, scale, scores, out);
   return true;

@@ -13,7 +13,7 @@
 #   DEPTH (0)   decode after this many tokens of context (llama-bench -d;
 #               shardlm bench --prompt DEPTH), as a long conversation does
 #   KV_TYPE     unset: each engine's default KV cache type (llama.cpp f16,
-#               shardlm f32); f16 / f32: both engines hold their cache so
+#               shardlm f32); f16 / f32: both engines use that type
 #   LLAMA_MMAP  0 (default): llama-bench -mmp 0, weights read into its own
 #               memory as shardlm copies them at load (on some machines a
 #               mapped file streams far slower than anonymous memory);
@@ -72,6 +72,7 @@ llama_kv=()
 shardlm_kv=()
 [ -z "$kv_type" ] || shardlm_kv=(--kv-type "$kv_type")
 decode_test=decode
+kv_label=${kv_type:-"each engine's default"}
 [ "$depth" = 0 ] || decode_test="decode@$depth"
 
 run_llama() {  # model threads
@@ -109,7 +110,7 @@ echo "cpu: $cpu, $(nproc) cpus"
 "$shardlm" bench -m "$dir/$first.gguf" -t 1 --prompt 0 --gen 1 --bandwidth-mib 64 2>/dev/null | sed -n 's/^cpu: */shardlm: /p'
 "$llama" -m "$dir/$first.gguf" -p 0 -n 1 -t 1 -r 1 2>&1 >/dev/null | sed -n 's/.*load_backend: loaded CPU backend from/llama.cpp: CPU backend/p' | head -1
 echo "date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens after $depth of context; KV cache: ${kv_type:-each engine's default}; best of the rounds"
+echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens after $depth of context; KV cache: $kv_label; best of the rounds"
 
 for ((r = 1; r <= rounds; r++)); do
   for m in $models; do

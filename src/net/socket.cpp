@@ -125,6 +125,38 @@ void tune_stream(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+// A loopback peer, or one at this socket's own address.
+static bool same_host(int fd) {
+  sockaddr_storage here{}, there{};
+  socklen_t here_len = sizeof here, there_len = sizeof there;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&here), &here_len) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&there), &there_len) != 0 || here.ss_family != there.ss_family)
+    return false;
+  if (there.ss_family == AF_INET) {
+    const in_addr a = reinterpret_cast<const sockaddr_in&>(here).sin_addr;
+    const in_addr b = reinterpret_cast<const sockaddr_in&>(there).sin_addr;
+    return a.s_addr == b.s_addr || (ntohl(b.s_addr) >> 24) == 127;
+  }
+  if (there.ss_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6&>(here).sin6_addr;
+    const in6_addr& b = reinterpret_cast<const sockaddr_in6&>(there).sin6_addr;
+    return std::memcmp(&a, &b, sizeof a) == 0 || IN6_IS_ADDR_LOOPBACK(&b);
+  }
+  return false;
+}
+
+// Same-host links use Reno whatever the system's default congestion
+// control: under BBR (this VM's default) a loopback connection falls into a
+// paced mode that took 2-4 MiB all-reduces to a third of Reno's speed on an
+// idle host and to a fifth under load (docs/BENCHMARKS.md, #15), and there is
+// no network whose bandwidth to probe. Reno is the one every unprivileged
+// process may pick (net.ipv4.tcp_allowed_congestion_control); links between
+// hosts keep the system's choice.
+static void use_reno_if_same_host(int fd) {
+  static constexpr char kReno[] = "reno";
+  if (same_host(fd)) setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kReno, socklen_t(sizeof kReno - 1));
+}
+
 // Deep buffers let a whole ring piece sit in the kernel while the receiver is
 // descheduled (2 vCPUs, many processes). Only before listen()/connect(): the
 // window the SYN announces and its growth follow the receive buffer then. A
@@ -227,6 +259,7 @@ Fd try_connect_once(const HostPort& where, Deadline deadline, int* err) {
       *err = errno;
       continue;
     }
+    use_reno_if_same_host(fd.get());
     return fd;
   }
   return Fd();
@@ -247,6 +280,7 @@ Fd accept_until(int listen_fd, Deadline deadline) {
     int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       tune_stream(fd);
+      use_reno_if_same_host(fd);
       return Fd(fd);
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)

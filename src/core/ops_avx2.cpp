@@ -195,17 +195,23 @@ float score_at(const float* q, const KvHead& kv, int64_t p, float scale) {
   return horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
 }
 
-// out_g[d0, d0 + 8·C) = Σ_p w_g[p] · v_p[d0, d0 + 8·C) for the G heads from
-// out (w_g at w + g·n_pos, out_g at out + g·dim_v), each V row read once for
-// all G; with kPartial the last vector has `tail` elements. G·C accumulator
-// chains run at once, so their FMA latencies overlap; each lane still adds its
-// positions in order from zero.
+// out_g[d0, d0 + 8·C) += Σ_p w_g[p] · v_p[d0, d0 + 8·C) over [p0, p1) for the
+// G heads from out (w_g at w + g·n_pos, out_g at out + g·dim_v), each V row
+// read once for all G; with kPartial the last vector has `tail` elements.
+// G·C accumulator chains run at once, so their FMA latencies overlap; each
+// lane still adds its positions in order, from zero at p0 = 0.
 template <bool F16, int G, int C, bool kPartial>
-void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t tail, float* out) {
+void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t tail, int64_t p0, int64_t p1,
+                  float* out) {
   __m256 acc[G][C];
-  for (auto& head : acc)
-    for (auto& a : head) a = _mm256_setzero_ps();
-  for (int64_t p = 0; p < n_pos; ++p) {
+  for (int g = 0; g < G; ++g)
+    for (int c = 0; c < C; ++c) {
+      const float* o = out + g * kv.dim_v + d0 + 8 * c;
+      acc[g][c] = p0 == 0                           ? _mm256_setzero_ps()
+                  : kPartial && c == C - 1 ? _mm256_maskload_ps(o, tail_mask(tail))
+                                           : _mm256_loadu_ps(o);
+    }
+  for (int64_t p = p0; p < p1; ++p) {
     const int64_t at = p * kv.v_stride + d0;
     __m256 v[C];
 #pragma GCC unroll 4
@@ -228,15 +234,16 @@ void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, i
     }
 }
 
-// Every dimension of G heads: 8·C at a time (C = 2 keeps 8 accumulators
-// for 4 heads; fewer heads take wider slices), then 8, then the rest.
+// Every dimension of G heads over [p0, p1): 8·C at a time (C = 2 keeps 8
+// accumulators for 4 heads; fewer heads take wider slices), then 8, then the
+// rest.
 template <bool F16, int G>
-void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, float* out) {
+void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, int64_t p0, int64_t p1, float* out) {
   constexpr int C = G <= 2 ? 4 : 2;
   int64_t d0 = 0;
-  for (; d0 + 8 * C <= kv.dim_v; d0 += 8 * C) weigh_values<F16, G, C, false>(w, n_pos, kv, d0, 0, out);
-  for (; d0 + 8 <= kv.dim_v; d0 += 8) weigh_values<F16, G, 1, false>(w, n_pos, kv, d0, 0, out);
-  if (d0 < kv.dim_v) weigh_values<F16, G, 1, true>(w, n_pos, kv, d0, kv.dim_v - d0, out);
+  for (; d0 + 8 * C <= kv.dim_v; d0 += 8 * C) weigh_values<F16, G, C, false>(w, n_pos, kv, d0, 0, p0, p1, out);
+  for (; d0 + 8 <= kv.dim_v; d0 += 8) weigh_values<F16, G, 1, false>(w, n_pos, kv, d0, 0, p0, p1, out);
+  if (d0 < kv.dim_v) weigh_values<F16, G, 1, true>(w, n_pos, kv, d0, kv.dim_v - d0, p0, p1, out);
 }
 
 // Decode attention is many short rows (head_dim 64-128) per position, so the
@@ -244,25 +251,45 @@ void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, float* out) {
 // each head (the four dot products are reduced together), and the weighted
 // values of up to four heads are accumulated in registers while the
 // positions stream past, each V row read once for them.
+// K rows are prefetched 8 KiB ahead (the hardware prefetchers restart at
+// every 4 KiB page), and the weighted values go through the positions in
+// chunks whose V rows stay in L1 for the other dimension slices and heads
+// (else a long context's V streams from memory once per slice); neither
+// changes a bit.
+constexpr int64_t kAheadBytes = 8 << 10;
+constexpr int64_t kValueChunkBytes = 16 << 10;
+
 template <bool F16>
 void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
                   float* out) {
+  constexpr int64_t elem = F16 ? 2 : 4;
+  const auto* k_bytes = static_cast<const char*>(kv.k);
   int64_t p = 0;
-  for (; p + 4 <= n_pos; p += 4)
+  for (; p + 4 <= n_pos; p += 4) {
+    // (A prefetch past the cache's end is harmless: it never faults.)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t b = 0; b < kv.dim_k * elem; b += 64)
+        _mm_prefetch(k_bytes + (p + i) * kv.k_stride * elem + kAheadBytes + b, _MM_HINT_T0);
     for (int64_t g = 0; g < n_q; ++g) _mm_storeu_ps(scores + g * n_pos + p, scores4<F16>(q + g * kv.dim_k, kv, p, scale));
+  }
   for (; p < n_pos; ++p)
     for (int64_t g = 0; g < n_q; ++g) scores[g * n_pos + p] = score_at<F16>(q + g * kv.dim_k, kv, p, scale);
   for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
-  for (int64_t g = 0; g < n_q; g += 4) {
-    const float* w = scores + g * n_pos;
-    float* o = out + g * kv.dim_v;
-    switch (std::min<int64_t>(4, n_q - g)) {
-      case 1: weigh_heads<F16, 1>(w, n_pos, kv, o); break;
-      case 2: weigh_heads<F16, 2>(w, n_pos, kv, o); break;
-      case 3: weigh_heads<F16, 3>(w, n_pos, kv, o); break;
-      default: weigh_heads<F16, 4>(w, n_pos, kv, o); break;
+  const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * elem));
+  for (int64_t p0 = 0; p0 < n_pos; p0 += chunk) {
+    const int64_t p1 = std::min(n_pos, p0 + chunk);
+    for (int64_t g = 0; g < n_q; g += 4) {
+      const float* w = scores + g * n_pos;
+      float* o = out + g * kv.dim_v;
+      switch (std::min<int64_t>(4, n_q - g)) {
+        case 1: weigh_heads<F16, 1>(w, n_pos, kv, p0, p1, o); break;
+        case 2: weigh_heads<F16, 2>(w, n_pos, kv, p0, p1, o); break;
+        case 3: weigh_heads<F16, 3>(w, n_pos, kv, p0, p1, o); break;
+        default: weigh_heads<F16, 4>(w, n_pos, kv, p0, p1, o); break;
+      }
     }
   }
+  if (n_pos == 0) std::fill(out, out + n_q * kv.dim_v, 0.0f);
 }
 
 }  // namespace

@@ -132,9 +132,8 @@ bool attend_with_isa(Isa isa, const float* q, int64_t n_q, const KvHead& kv, int
   }
 }
 
-// (avx512::attend takes head dimensions in multiples of 16.)
 Isa attend_isa(const KvHead& kv) {
-  if (active_isa() >= Isa::Avx512 && kv.dim_k % 16 == 0 && kv.dim_v % 16 == 0) return Isa::Avx512;
+  if (active_isa() >= Isa::Avx512 && avx512::takes_attend(kv)) return Isa::Avx512;
   return use_avx2() ? Isa::Avx2 : Isa::Scalar;
 }
 

@@ -76,13 +76,6 @@ inline __attribute__((always_inline)) void scores_step(const float* q, const KvH
     }
   }
   const __m512 s = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
-  if (valid == kPositions) {
-    _mm_storeu_ps(scores, _mm512_castps512_ps128(s));
-    if (NH > 1) _mm_storeu_ps(scores + n_pos, _mm512_extractf32x4_ps(s, 1));
-    if (NH > 2) _mm_storeu_ps(scores + 2 * n_pos, _mm512_extractf32x4_ps(s, 2));
-    if (NH > 3) _mm_storeu_ps(scores + 3 * n_pos, _mm512_extractf32x4_ps(s, 3));
-    return;
-  }
   const __mmask8 keep = __mmask8((1u << valid) - 1);
   _mm_mask_storeu_ps(scores, keep, _mm512_castps512_ps128(s));
   if (NH > 1) _mm_mask_storeu_ps(scores + n_pos, keep, _mm512_extractf32x4_ps(s, 1));
@@ -195,7 +188,8 @@ void attend_heads(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
 }  // namespace
 
 bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out) {
-  if (kv.dim_k % kVec != 0 || kv.dim_v % kVec != 0) return false;
+  static_assert(kVec == 16, "takes_attend's multiples");
+  if (!takes_attend(kv)) return false;
   kv.f16 ? attend_heads<true>(q, n_q, kv, n_pos, scale, scores, out)
          : attend_heads<false>(q, n_q, kv, n_pos, scale, scores, out);
   return true;

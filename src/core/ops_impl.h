@@ -46,8 +46,10 @@ namespace avx512 {
 // does not take.
 bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
                   float scale, float* out, int64_t out_stride);
-// Decode attention (core/ops_attend_decode_avx512.cpp); false (nothing done)
-// unless both head dimensions are multiples of 16.
+// Decode attention (core/ops_attend_decode_avx512.cpp) for the shapes
+// takes_attend accepts (both head dimensions multiples of 16); false
+// (nothing done) for the others.
+inline bool takes_attend(const KvHead& kv) { return kv.dim_k % 16 == 0 && kv.dim_v % 16 == 0; }
 bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out);
 int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx512.cpp
 int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_above_avx512.cpp

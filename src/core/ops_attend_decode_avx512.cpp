@@ -11,9 +11,8 @@
 //   positions stream past, in chunks whose V rows stay in L1 for the other
 //   slices and head groups (the sums go on in position order across chunks,
 //   so chunking changes no bit).
-// K rows are prefetched 8 KiB ahead; 2 KiB ahead was slower than none, and
-// prefetching V gained nothing measurable (docs/BENCHMARKS.md, decode
-// attention).
+// K rows are prefetched 8 KiB ahead (15-35 % over none); prefetching V gained
+// nothing measurable (docs/BENCHMARKS.md, decode after a long context).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

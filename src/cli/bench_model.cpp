@@ -35,6 +35,7 @@ struct ModelBenchOptions {
   int gen = 128;
   int batch = 512;
   std::string kv_type = "f32";
+  bool mmap = false;
   int bandwidth_mib = 512;  // ≫ last-level cache, so the read rate is DRAM's
   ClusterRunOptions cluster;
 };
@@ -58,6 +59,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   mo.n_ctx = o.prompt + o.gen + 1;
   mo.n_batch = std::min(o.batch, std::max(o.prompt, 1));
   mo.kv_type = kv_type;
+  mo.weights_in_memory = !o.mmap;
   mo.pool = pool.get();
   Model model(file, mo);
   const int64_t n_vocab = model.config().n_vocab;
@@ -140,6 +142,7 @@ void add_bench_model(CLI::App& bench) {
   bench.add_option("--batch", o->batch, "prompt tokens per forward pass")->capture_default_str()->check(
       CLI::Range(1, 65536));
   add_kv_type_option(bench, o->kv_type);
+  add_mmap_flag(bench, o->mmap);
   bench.add_option("--bandwidth-mib", o->bandwidth_mib, "buffer read to measure memory bandwidth")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));

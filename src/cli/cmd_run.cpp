@@ -48,6 +48,7 @@ struct RunOptions {
   int64_t ctx = kDefaultCtx;
   int64_t batch = 512;
   std::string kv_type = "f32";
+  bool mmap = false;
   ClusterRunOptions cluster;  // --nodes/--hostfile: run on workers (cli/run_cluster.h)
 };
 
@@ -109,6 +110,7 @@ void run(RunOptions o, const CLI::App& cmd) {
   mo.n_ctx = o.ctx;
   mo.n_batch = o.batch + 1;  // a prompt chunk of --batch, and room for the scheduler's decode entry
   mo.kv_type = kv_type;
+  mo.weights_in_memory = !o.mmap;
   mo.pool = pool.get();
   serve::LocalEngine engine(*file, mo);
   const ModelConfig config = ModelConfig::from_gguf(*file);
@@ -196,6 +198,7 @@ void add_run(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(1, 65536));
   add_kv_type_option(*cmd, o->kv_type);
+  add_mmap_flag(*cmd, o->mmap);
   add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o, cmd] { run(*o, *cmd); });
 }

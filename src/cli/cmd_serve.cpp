@@ -48,6 +48,7 @@ struct ServeOptions {
   std::string api_key_file;
   std::string alias;
   std::string chat_template_file;
+  bool mmap = false;
   ClusterRunOptions cluster;  // --nodes/--hostfile: the workers compute (cli/run_cluster.h)
 };
 
@@ -151,6 +152,7 @@ void serve(const ServeOptions& o) {
     mo.n_batch = step_entries;
     mo.pool = pool.get();
     mo.commit_kv_cache = true;
+    mo.weights_in_memory = !o.mmap;
     auto local = std::make_unique<serve::LocalEngine>(*file, mo);
     spdlog::info("serve: KV cache {} slots × {} positions, {:.0f} MiB resident", o.parallel, o.ctx,
                  double(local->kv_cache_bytes()) / (1 << 20));
@@ -191,6 +193,7 @@ void add_serve(CLI::App& app) {
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
+  add_mmap_flag(*cmd, o->mmap);
   add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o, cmd] {
     if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))

@@ -46,6 +46,12 @@ CLI::Option* add_kv_type_option(CLI::App& cmd, std::string& into) {
       ->check(CLI::Validator([](std::string& text) { return kv_type_problem(text); }, "f32|f16"));
 }
 
+CLI::Option* add_mmap_flag(CLI::App& cmd, bool& into) {
+  return cmd.add_flag("--mmap", into,
+                      "read the weights from the file's mapping at every step instead of copying them into memory "
+                      "at load (for a model larger than memory; slower on many machines)");
+}
+
 DType kv_type_of(const std::string& name) {
   if (const auto t = kv_type_from_name(name)) return *t;
   throw UsageError(fmt::format("--kv-type: {}", kv_type_problem(name)));

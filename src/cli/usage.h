@@ -25,6 +25,9 @@ CLI::Validator integer_in(long long lo, long long hi);
 
 // --kv-type f32|f16 (default f32), the same on every subcommand.
 CLI::Option* add_kv_type_option(CLI::App& cmd, std::string& into);
+// --mmap: into = true keeps the weights in the file's mapping
+// (ModelOptions::weights_in_memory false).
+CLI::Option* add_mmap_flag(CLI::App& cmd, bool& into);
 // The DType of a --kv-type value; UsageError naming the flag for anything but f32/f16.
 DType kv_type_of(const std::string& name);
 

@@ -52,6 +52,10 @@ struct ModelOptions {
   // it starts and does not grow under load); otherwise pages are touched as
   // positions are first written.
   bool commit_kv_cache = false;
+  // The weight matrices read into memory owned by the model at load
+  // (ModelWeights::read_into_memory, llama.cpp's --no-mmap); false: read
+  // from the file's mapping at every step (a model larger than memory).
+  bool weights_in_memory = true;
   ThreadPool* pool = nullptr;      // null: single thread
   std::optional<RankPlan> plan;    // null: the whole model
   ForwardHooks hooks;

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -306,6 +308,96 @@ void ModelWeights::release_unread_file_pages(const gguf::File& file) const {
     at = std::max(at, hi);
   }
   release_to((file_end + page - 1) & ~(page - 1));
+}
+
+void ModelWeights::read_into_memory(const gguf::File& file) {
+  if (!file.mapped()) return;
+  const uint8_t* const file_begin = file.bytes();
+  const uint8_t* const file_end = file_begin + file.file_size();
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } const f{::open(file.path().c_str(), O_RDONLY | O_CLOEXEC)};
+  // Copies the n bytes at `from` (inside the mapping) to `to`.
+  const auto read = [&](uint8_t* to, const uint8_t* from, size_t n) {
+    if (f.fd < 0) return void(std::memcpy(to, from, n));
+    for (size_t done = 0; done < n;) {
+      const auto at = off_t(from - file_begin) + off_t(done);
+      const ssize_t got = ::pread(f.fd, to + done, n - done, at);
+      if (got > 0) {
+        done += size_t(got);
+      } else if (got == 0 || errno != EINTR) {
+        throw Error(fmt::format("{}: reading {} bytes at offset {}: {}", file.path(), n - done, at,
+                                got < 0 ? std::strerror(errno) : "the file is shorter than its mapping"));
+      }
+    }
+  };
+  const auto in_file = [&](const MatrixView& m) {
+    const auto* p = static_cast<const uint8_t*>(m.data);
+    return m.rows > 0 && p >= file_begin && p < file_end;
+  };
+  // The rows of `parts` (same type and columns) back to back in a new buffer.
+  const auto copy_rows = [&](const std::vector<MatrixView>& parts) {
+    const size_t row = row_bytes(parts[0].type, parts[0].cols);
+    size_t bytes = 0;
+    for (const MatrixView& m : parts) bytes += row * size_t(m.rows);
+    std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(bytes);
+    uint8_t* to = copy.get();
+    for (const MatrixView& m : parts) {
+      if (m.row_stride == row) {
+        read(to, static_cast<const uint8_t*>(m.data), row * size_t(m.rows));
+        to += row * size_t(m.rows);
+      } else {
+        for (int64_t r = 0; r < m.rows; ++r, to += row) read(to, m.row(r), row);
+      }
+    }
+    uint8_t* data = copy.get();
+    packed.push_back({std::move(copy), bytes});
+    return data;
+  };
+  const auto own_matrix = [&](MatrixView& m) {
+    if (!in_file(m)) return;
+    m.data = copy_rows({m});
+    m.row_stride = row_bytes(m.type, m.cols);
+  };
+  // An expert stack keeps only its experts' held rows, back to back.
+  const auto own_stack = [&](ExpertStack& s) {
+    if (!in_file(s.all)) return;
+    std::vector<MatrixView> experts;
+    for (int64_t e = s.first; e < s.first + s.count; ++e) experts.push_back(s.expert(e));
+    s.all.data = copy_rows(experts);
+    s.all.rows = s.count * s.rows_per_expert;
+    s.all.row_stride = row_bytes(s.all.type, s.all.cols);
+    s.row_step = s.rows_per_expert;
+  };
+  // A layer's per-head matrices (latent attention) in one buffer, not a
+  // mapping of their own each.
+  const auto own_heads = [&](std::vector<MatrixView>& heads) {
+    if (heads.empty() || !std::all_of(heads.begin(), heads.end(), in_file)) {
+      for (auto& m : heads) own_matrix(m);
+      return;
+    }
+    uint8_t* at = copy_rows(heads);
+    for (auto& m : heads) {
+      m.data = at;
+      m.row_stride = row_bytes(m.type, m.cols);
+      at += m.row_stride * size_t(m.rows);
+    }
+  };
+  const bool embedding_is_output = output.data && output.data == token_embd.data && output.rows == token_embd.rows &&
+                                   output.row_stride == token_embd.row_stride;
+  for (auto& L : layers) {
+    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a, &L.latent.wq,
+                          &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate, &L.experts.shared_up,
+                          &L.experts.shared_down})
+      own_matrix(*m);
+    for (auto* heads : {&L.latent.k_b, &L.latent.v_b}) own_heads(*heads);
+    for (ExpertStack* s : {&L.experts.gate, &L.experts.up, &L.experts.down}) own_stack(*s);
+  }
+  own_matrix(output);
+  if (embedding_is_output) token_embd = output;
 }
 
 size_t ModelWeights::owned_bytes() const {

@@ -120,6 +120,17 @@ struct ModelWeights {
   // file's pages behind each repacked matrix are dropped from this process
   // (the page cache keeps them), so memory stays the file's size.
   void pack_panels(bool release_file_pages);
+  // Copies every matrix still read from `file`'s mapping (all but the token
+  // embedding, whose rows are looked up one per token) into memory owned
+  // here, on 2 MiB pages, compacting expert stacks to the rows this rank
+  // holds: llama.cpp's --no-mmap. Streaming a matrix through the mapping
+  // walks 4 KiB pages, and on some machines the page cache itself serves a
+  // mapped file at a fraction of memory speed (a 1.2 GB Q8_0 file: 11 tok/s
+  // mapped, 17 from a copy of the file, same kernels; docs/BENCHMARKS.md).
+  // Reads with pread(2) (a copy from the page cache, without faulting the
+  // mapping in); from the mapping where the file cannot be reopened. Without
+  // a mapping of its own, nothing.
+  void read_into_memory(const gguf::File& file);
   // Drops from this process every page of `file`'s mapping (gguf::File::open)
   // that no matrix still read from it covers: the header, the repacked
   // matrices, the pages faults brought in around them. For weights mapped

@@ -145,6 +145,7 @@ Isa matmul_impl::panel_isa(Isa isa, DType type, int64_t n_tokens) {
   if (isa == Isa::Amx && n_tokens > kPanelOnePassTokens && isa_available(Isa::Amx) && amx_panel_kernel(type))
     return Isa::Amx;
   if (isa >= Isa::Avx512 && isa_available(Isa::Avx512) && avx512_panel_kernel(type)) return Isa::Avx512;
+  if (isa >= Isa::Avx2 && isa_available(Isa::Avx2) && avx2_panel_kernel(type)) return Isa::Avx2;
   return Isa::Scalar;
 }
 
@@ -152,6 +153,7 @@ Kernel matmul_impl::panel_kernel(Isa isa, DType type, int64_t n_tokens) {
   switch (panel_isa(isa, type, n_tokens)) {
     case Isa::Amx: return amx_panel_kernel(type);
     case Isa::Avx512: return avx512_panel_kernel(type);
+    case Isa::Avx2: return avx2_panel_kernel(type);
     default: return scalar_panel_kernel(type);
   }
 }

@@ -73,45 +73,57 @@ void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, 
   }
 }
 
+// One block of 8 interleaved rows × T tokens, added to acc[h][t] (h: the
+// half block of kHalves types). codes(v) is the block's vector v (element
+// 4v..4v+3 of each row in its dword lanes); dw and bias hold the rows'
+// scales and W::bias terms. Every AVX2 kernel on interleaved rows runs this
+// (the prefill tiles below, the panel decode of matmul_panels_avx2.cpp), so
+// a row's result has the same bits whichever of them computes it.
+template <class W, int T, class Codes>
+inline void rowgroup_block(const Codes& codes, __m256 dw, __m256 bias, const block_q8_32* const* x, int64_t b,
+                           __m256 (&acc)[kHalves<W> ? 2 : 1][T]) {
+  constexpr int S = kSum16<W>, kHalfVectors = kHalves<W> ? 4 : 8;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s16[T], s32[T];
+#pragma GCC unroll 8
+  for (int v = 0; v < 8; ++v) {
+    const __m256i q = codes(v);
+    const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      int32_t a4;
+      std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
+      const __m256i act = _mm256_set1_epi32(a4);
+      const __m256i prod = _mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act);
+      s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
+      if (v % S == S - 1) {
+        const __m256i wide = _mm256_madd_epi16(s16[t], ones);
+        s32[t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[t], wide));
+      }
+    }
+    if (v % kHalfVectors == kHalfVectors - 1) {
+      const int h = v / kHalfVectors;
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[h][t]);
+        if (W::kBias && h == 0) acc[0][t] = _mm256_fmadd_ps(bias, _mm256_set1_ps(W::act_sum(x[t][b])), acc[0][t]);
+      }
+    }
+  }
+}
+
 // 8 interleaved rows × kPTokens tokens over nb blocks: out[t] lane i is row
 // i's sum for token t.
 template <class W>
 void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256 out[kPTokens]) {
-  constexpr int S = kSum16<W>, H = kHalves<W> ? 2 : 1, kHalfVectors = 8 / H;
-  const __m256i ones = _mm256_set1_epi16(1);
+  constexpr int H = kHalves<W> ? 2 : 1;
   __m256 acc[H][kPTokens];
   for (auto& half : acc)
     for (auto& v : half) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const RowGroupBlock& p = wb[b];
-    const __m256 dw = _mm256_loadu_ps(p.d);
-    __m256i s16[kPTokens], s32[kPTokens];
-#pragma GCC unroll 8
-    for (int v = 0; v < 8; ++v) {
-      const __m256i q = load32(p.codes[v]);
-      const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
-#pragma GCC unroll 4
-      for (int t = 0; t < kPTokens; ++t) {
-        int32_t a4;
-        std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
-        const __m256i act = _mm256_set1_epi32(a4);
-        const __m256i prod = _mm256_maddubs_epi16(uq, W::kSigned ? _mm256_sign_epi8(act, q) : act);
-        s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
-        if (v % S == S - 1) {
-          const __m256i wide = _mm256_madd_epi16(s16[t], ones);
-          s32[t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[t], wide));
-        }
-      }
-      if (v % kHalfVectors == kHalfVectors - 1) {
-        const int h = v / kHalfVectors;
-#pragma GCC unroll 4
-        for (int t = 0; t < kPTokens; ++t) {
-          acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[h][t]);
-          if (W::kBias && h == 0)
-            acc[0][t] = _mm256_fmadd_ps(_mm256_loadu_ps(p.bias), _mm256_set1_ps(W::act_sum(x[t][b])), acc[0][t]);
-        }
-      }
-    }
+    rowgroup_block<W, kPTokens>([&](int v) { return load32(p.codes[v]); }, _mm256_loadu_ps(p.d),
+                                _mm256_loadu_ps(p.bias), x, b, acc);
   }
   for (int t = 0; t < kPTokens; ++t) out[t] = H == 2 ? _mm256_add_ps(acc[0][t], acc[H - 1][t]) : acc[0][t];
 }

@@ -102,8 +102,9 @@ Kernel amx_gemm_kernel(DType type);
 
 // Kernels for WeightLayout::Panels16 matrices, any token count (nullptr for
 // types without that layout or when the ISA lacks VNNI / AMX; AMX from
-// kGemmMinTokens on).
+// kGemmMinTokens on; AVX2: Q4_0 and Q8_0).
 Kernel scalar_panel_kernel(DType type);
+Kernel avx2_panel_kernel(DType type);
 Kernel avx512_panel_kernel(DType type);
 Kernel amx_panel_kernel(DType type);
 

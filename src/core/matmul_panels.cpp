@@ -113,8 +113,7 @@ using namespace matmul_impl;
 
 bool panels_pay(const MatrixView& w) {
   return w.layout == WeightLayout::Rows && has_panel_layout(w.type) && w.rows > 0 && w.rows % kGroupRows == 0 &&
-         w.row_stride == row_bytes(w.type, w.cols) && active_isa() >= Isa::Avx512 && isa_available(Isa::Avx512) &&
-         avx512_panel_kernel(w.type) != nullptr;
+         w.row_stride == row_bytes(w.type, w.cols) && panel_isa(active_isa(), w.type, 1) != Isa::Scalar;
 }
 
 void repack_panels(const MatrixView& w, uint8_t* out) {

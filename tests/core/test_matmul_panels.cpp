@@ -85,7 +85,9 @@ TEST(MatmulPanels, RefusesShapesWithoutWholeGroups) {
   std::vector<uint8_t> no_kernel_out(no_kernel.bytes.size());
   EXPECT_THROW(repack_panels(no_kernel.view, no_kernel_out.data()), Error);
   const auto fine = random_matrix(DType::Q4_0, 32, 256, 1);
-  EXPECT_EQ(panels_pay(fine.view), active_isa() >= Isa::Avx512 && cpu_caps().avx512_vnni);
+  EXPECT_EQ(panels_pay(fine.view), (active_isa() >= Isa::Avx512 && cpu_caps().avx512_vnni) || active_isa() == Isa::Avx2);
+  const auto q4_k = random_matrix(DType::Q4_K, 32, 256, 1);  // AVX2 has no K-quant panel kernel
+  EXPECT_EQ(panels_pay(q4_k.view), active_isa() >= Isa::Avx512 && cpu_caps().avx512_vnni);
 }
 
 TEST(MatmulPanels, EveryIsaMatchesReference) {
@@ -108,7 +110,7 @@ TEST(MatmulPanels, EveryIsaMatchesReference) {
             ASSERT_NEAR(got[i], ref[i], 4e-5 * mag + 1e-30) << "row " << r << " token " << t;
           }
         // 4+ tokens: the tiles on panels are the tiles on GGUF rows.
-        if (n >= 4 && isa >= Isa::Avx512) {
+        if (n >= 4 && matmul_impl::panel_isa(isa, type, n) == isa && isa != Isa::Scalar) {
           const auto rows_layout = run(isa, m.view, x.data(), n, nullptr);
           ASSERT_EQ(0, std::memcmp(got.data(), rows_layout.data(), got.size() * 4));
         }
@@ -157,28 +159,39 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
 }
 
 // What the serving layer relies on, now down to one token: a sequence's
-// result is the same bits decoded alone, among 2..39 others, or by 2 threads.
+// result is the same bits decoded alone, among 2..39 others, or by 2 threads,
+// with every ISA's panel kernels (the default's, matmul(), among them).
 // 160 rows: threads claim 32- or 48-row chunks, so 40 tokens run the VNNI
 // pair tiles (two row groups at a time).
 TEST(MatmulPanels, TokenResultDoesNotDependOnItsBatch) {
   ThreadPool two(2);
   const int64_t rows = 160, cols = 512, n_tokens = 40;
-  for (DType type : kPanelTypes) {
-    const auto m = random_matrix(type, rows, cols, 8);
-    if (!panels_pay(m.view)) GTEST_SKIP() << "no panel kernels on this CPU / ISA cap";
-    const Panels p = repacked(m.view);
-    const auto x = random_activations(n_tokens, cols, 9);
-    const auto whole = run_default(p.view, x.data(), n_tokens, nullptr);
-    const auto threaded = run_default(p.view, x.data(), n_tokens, &two);
-    ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), whole.size() * 4)) << dtype_name(type);
-    // Every one_pass token count (their vpdpbusd chains differ), then AMX / tiles.
-    const int64_t splits[] = {0, 1, 3, 6, 10, 15, 21, 28, 36, 40};  // batches of 1, 2, ..., 8, 4
-    for (size_t s = 0; s + 1 < std::size(splits); ++s) {
-      const int64_t t0 = splits[s], n = splits[s + 1] - t0;
-      const auto part = run_default(p.view, x.data() + t0 * cols, n, &two);
-      ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + t0 * rows, part.size() * 4))
-          << dtype_name(type) << " tokens " << t0 << ".." << t0 + n;
+  for (Isa isa : kIsas) {
+    if (isa == Isa::Scalar || !isa_available(isa)) continue;
+    for (DType type : kPanelTypes) {
+      if (matmul_impl::panel_isa(isa, type, 1) != isa && matmul_impl::panel_isa(isa, type, n_tokens) != isa) continue;
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)));
+      const auto m = random_matrix(type, rows, cols, 8);
+      const Panels p = repacked(m.view);
+      const auto x = random_activations(n_tokens, cols, 9);
+      const auto whole = run(isa, p.view, x.data(), n_tokens, nullptr);
+      const auto threaded = run(isa, p.view, x.data(), n_tokens, &two);
+      ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), whole.size() * 4));
+      // Every one_pass token count (their vpdpbusd chains differ), then AMX / tiles.
+      const int64_t splits[] = {0, 1, 3, 6, 10, 15, 21, 28, 36, 40};  // batches of 1, 2, ..., 8, 4
+      for (size_t s = 0; s + 1 < std::size(splits); ++s) {
+        const int64_t t0 = splits[s], n = splits[s + 1] - t0;
+        const auto part = run(isa, p.view, x.data() + t0 * cols, n, &two);
+        ASSERT_EQ(0, std::memcmp(part.data(), whole.data() + t0 * rows, part.size() * 4))
+            << "tokens " << t0 << ".." << t0 + n;
+      }
     }
+  }
+  if (panels_pay(random_matrix(DType::Q4_0, rows, cols, 8).view)) {  // matmul() runs the active ISA's panel kernels
+    const auto m = random_matrix(DType::Q4_0, rows, cols, 8);
+    const Panels p = repacked(m.view);
+    const auto x = random_activations(3, cols, 9);
+    EXPECT_EQ(run_default(p.view, x.data(), 3, &two), run(active_isa(), p.view, x.data(), 3, &two));
   }
 }
 

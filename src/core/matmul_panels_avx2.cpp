@@ -1,0 +1,133 @@
+// AVX2 kernels on Panels16 matrices (matmul_panels.cpp's layout) of Q4_0 and
+// Q8_0. Decode and a few sequences (1-3 tokens) stream each 16-row panel
+// once; 4+ tokens interleave the panels into the row-group tiles' form
+// (matmul_avx2_rowgroups.h). Both run rowgroup_block, so a token's result
+// has the same bits alone or in any batch.
+//
+// Why panels on AVX2: a panel's piece k holds the same 4 bytes of 16 rows
+// side by side, so 8 rows' codes for 4 elements are one load (two vector
+// ops for Q4_0's nibbles), a maddubs puts each row's products in its own
+// lane, and a block's scaling is one convert and two multiply-adds for 8
+// rows. Decoding GGUF rows one at a time costs ~13 vector instructions per
+// 18-byte Q4_0 block (dot_rows), which kept a thread at ~23 GB/s on Zen 5
+// and behind llama.cpp's AVX2 build; this loop issues ~4.
+#include <cstring>
+
+#include "core/matmul_avx2_common.h"
+#include "core/matmul_avx2_rowgroup_driver.h"
+#include "core/matmul_avx2_rowgroups.h"
+#include "core/matmul_decode32.h"
+#include "core/matmul_kernels.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+using namespace avx2;
+
+constexpr int64_t kPanelRows = 16;
+
+// A panel block of 16 rows (16 GGUF blocks): the rows' f16 scales (the
+// 2-byte piece at the GGUF block's start), then piece k (GGUF bytes 2 + 4k ..
+// 5 + 4k) of the 16 rows at byte 16 · (2 + 4k), 4 bytes a row. Half h is
+// rows 8h .. 8h + 7 of the panel. codes(v) is what W::codes gives for
+// elements 4v .. 4v + 3 of each of the half's rows (RowGroupBlock::codes).
+template <class W>
+struct PanelBlock;
+
+template <>
+struct PanelBlock<Q4_0W> {
+  static __m256i codes(const uint8_t* block, int h, int v) {
+    // Byte j of a Q4_0 block holds element j (low nibble) and j + 16 (high).
+    const __m256i piece = load32(block + 16 * (2 + 4 * (v % 4)) + 32 * h);
+    return _mm256_and_si256(v < 4 ? piece : _mm256_srli_epi16(piece, 4), _mm256_set1_epi8(0x0F));
+  }
+  static __m256 bias(__m256 d) { return _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)); }  // Q4_0W::bias
+};
+
+template <>
+struct PanelBlock<Q8_0W> {
+  static __m256i codes(const uint8_t* block, int h, int v) { return load32(block + 16 * (2 + 4 * v) + 32 * h); }
+  static __m256 bias(__m256) { return _mm256_setzero_ps(); }  // Q8_0W::bias
+};
+
+template <class W>
+constexpr size_t kPanelBlockBytes = kPanelRows * sizeof(typename W::Block);
+
+inline __m256 panel_scales(const uint8_t* block, int h) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * h)));
+}
+
+// Rows [r0, r1) (whole panels) × T tokens, each panel read once.
+template <class W, int T>
+void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+  constexpr int H = kHalves<W> ? 2 : 1;
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / 32;
+  const block_q8_32* x[T];
+  for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const uint8_t* panel = m.row(r);
+    __m256 acc[2][H][T];
+    for (auto& half : acc)
+      for (auto& part : half)
+        for (auto& v : part) v = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = panel + size_t(b) * kPanelBlockBytes<W>;
+      for (size_t off = 0; off < kPanelBlockBytes<W>; off += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes + off, _MM_HINT_T0);
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m256 d = panel_scales(block, h);
+        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, d, PanelBlock<W>::bias(d), x,
+                             b, acc[h]);
+      }
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < T; ++t)
+        _mm256_storeu_ps(a.y + t * m.rows + r + 8 * h, H == 2 ? _mm256_add_ps(acc[h][0][t], acc[h][H - 1][t]) : acc[h][0][t]);
+  }
+}
+
+// Rows [rb, rend) as RowGroupBlocks (matmul_avx2_rowgroups.h's
+// interleave_rows, from panels): the same codes, scales and bias terms.
+template <class W>
+void interleave_panels(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, RowGroupBlock* out) {
+  for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
+    const uint8_t* panel = m.row(r / kPanelRows * kPanelRows);
+    const int h = int(r % kPanelRows) / kPGroupRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = panel + size_t(b) * kPanelBlockBytes<W>;
+      RowGroupBlock& dst = out[g * nb + b];
+      const __m256 d = panel_scales(block, h);
+      _mm256_storeu_ps(dst.d, d);
+      _mm256_storeu_ps(dst.bias, PanelBlock<W>::bias(d));
+      for (int v = 0; v < 8; ++v)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[v]), PanelBlock<W>::codes(block, h, v));
+    }
+  }
+}
+
+template <class W>
+void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+  switch (a.n_tokens) {
+    case 1: return panel_rows<W, 1>(a, r0, r1);
+    case 2: return panel_rows<W, 2>(a, r0, r1);
+    case 3: return panel_rows<W, 3>(a, r0, r1);
+    default:
+      return prefill_row_groups<RowGroupBlock, block_q8_32>(
+          a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W>,
+          [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
+  }
+}
+
+}  // namespace
+
+Kernel avx2_panel_kernel(DType type) {
+  switch (type) {
+    case DType::Q4_0: return panels<Q4_0W>;
+    case DType::Q8_0: return panels<Q8_0W>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace shardlm::matmul_impl

@@ -106,7 +106,7 @@ struct DecodeCase {
 // One row per ISA with its own kernel for the type (scalar, 100x slower,
 // only when --types names at most 3 types, and only for 1 token on the
 // smaller shape) on GGUF rows, and where a model repacks the type here
-// (panels_pay) one row `panels` for the kernel matmul() runs on those: the
+// (panels_pay) one row `panels ISA` per ISA with a panel kernel for it: the
 // row marked * is what a model's matrix runs (on rows: the dispatcher's pick,
 // timed on first use for quantized types, a fixed rule for floats).
 void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& types, DType type, const DecodeCase& c,
@@ -136,8 +136,13 @@ void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& ty
     print_row(isa_name(isa), !panels && isa == chosen,
               [&](PreparedInput& in, ThreadPool* pool) { matmul_with_isa(isa, m.view, in, y.data(), pool); });
   }
-  if (panels)
-    print_row("panels", true, [&](PreparedInput& in, ThreadPool* pool) { matmul(model.view, in, y.data(), pool); });
+  if (!panels) return;
+  const Isa panel_choice = panel_kernel_isa(active_isa(), type, c.tokens);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (isa > active_isa() || panel_kernel_isa(isa, type, c.tokens) != isa) continue;
+    print_row(fmt::format("panels {}", isa_name(isa)), isa == panel_choice,
+              [&](PreparedInput& in, ThreadPool* pool) { matmul_with_isa(isa, model.view, in, y.data(), pool); });
+  }
 }
 
 void print_decode_table(const KernelBenchOptions& o, const std::vector<DType>& types, const Pools& pools,

@@ -278,4 +278,6 @@ bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens) { return own_kernel(i
 
 Isa matmul_kernel_isa(DType type, int64_t n_tokens) { return dispatch_isa(active_isa(), type, n_tokens); }
 
+Isa panel_kernel_isa(Isa cap, DType type, int64_t n_tokens) { return panel_isa(cap, type, n_tokens); }
+
 }  // namespace shardlm

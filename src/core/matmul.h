@@ -107,5 +107,8 @@ void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out);
 // decode (1-3 tokens) the one that measured fastest on this CPU (timed once
 // per type and token count, on first use), for prefill the newest.
 Isa matmul_kernel_isa(DType type, int64_t n_tokens);
+// The ISA whose kernels matmul_with_isa(cap, ...) runs on a Panels16 matrix
+// of `type` at `n_tokens` tokens (Scalar: the reference on panels).
+Isa panel_kernel_isa(Isa cap, DType type, int64_t n_tokens);
 
 }  // namespace shardlm

@@ -18,6 +18,7 @@
 #include "core/matmul_avx2_rowgroups.h"
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_panel_prefetch.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -65,6 +66,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const int64_t nb = m.cols / 32;
   const block_q8_32* x[T];
   for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
+  const PanelPrefetch prefetch(kPanelBlockBytes<W>, T);
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const uint8_t* panel = m.row(r);
     __m256 acc[2][H][T];
@@ -73,8 +75,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
         for (auto& v : part) v = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = panel + size_t(b) * kPanelBlockBytes<W>;
-      for (size_t off = 0; off < kPanelBlockBytes<W>; off += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(block) + kPrefetchBytes + off, _MM_HINT_T0);
+      prefetch.ahead_of(block);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const __m256 d = panel_scales(block, h);

@@ -39,8 +39,8 @@ Model::Model(const gguf::File& file, ModelOptions options)
       kv_(make_kv_cache(config_, plan_, opt_.kv_type, opt_.n_seq, opt_.n_ctx)) {
   const auto& c = config_;
   weights_.pack_column_slices();
+  weights_.pack_panels(file);
   if (opt_.weights_in_memory) weights_.read_into_memory(file);
-  weights_.pack_panels(file.mapped());
   weights_.release_unread_file_pages(file);
   if (opt_.commit_kv_cache) kv_.commit_pages();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));

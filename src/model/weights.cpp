@@ -107,6 +107,45 @@ class TensorMapper {
   std::vector<std::vector<float>>* vector_copies_;
 };
 
+// Copies stretches of a mapped file's bytes with pread(2): a copy from the
+// page cache that does not fault the mapping in (this machine's page cache
+// served some mapped files at a fraction of memory speed; reading them was
+// fast). From the mapping itself where the file cannot be reopened, and for
+// bytes outside it.
+class FileReader {
+ public:
+  explicit FileReader(const gguf::File& file)
+      : file_(file), fd_(file.mapped() ? ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC) : -1) {}
+  ~FileReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  bool holds(const void* p) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return file_.mapped() && b >= file_.bytes() && b < file_.bytes() + file_.file_size();
+  }
+  // The n bytes at `from` to `to`.
+  void copy(uint8_t* to, const void* from, size_t n) const {
+    if (fd_ < 0 || !holds(from)) return void(std::memcpy(to, from, n));
+    const auto start = off_t(static_cast<const uint8_t*>(from) - file_.bytes());
+    for (size_t done = 0; done < n;) {
+      const ssize_t got = ::pread(fd_, to + done, n - done, start + off_t(done));
+      if (got > 0) {
+        done += size_t(got);
+      } else if (got == 0 || errno != EINTR) {
+        throw Error(fmt::format("{}: reading {} bytes at offset {}: {}", file_.path(), n - done, start + off_t(done),
+                                got < 0 ? std::strerror(errno) : "the file is shorter than its mapping"));
+      }
+    }
+  }
+
+ private:
+  const gguf::File& file_;
+  int fd_;
+};
+
 Range scaled(Range r, int64_t k) { return {r.begin * k, r.end * k}; }
 
 size_t matrix_bytes(const MatrixView& m) { return m.data ? size_t(m.rows) * row_bytes(m.type, m.cols) : 0; }
@@ -312,32 +351,8 @@ void ModelWeights::release_unread_file_pages(const gguf::File& file) const {
 
 void ModelWeights::read_into_memory(const gguf::File& file) {
   if (!file.mapped()) return;
-  const uint8_t* const file_begin = file.bytes();
-  const uint8_t* const file_end = file_begin + file.file_size();
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } const f{::open(file.path().c_str(), O_RDONLY | O_CLOEXEC)};
-  // Copies the n bytes at `from` (inside the mapping) to `to`.
-  const auto read = [&](uint8_t* to, const uint8_t* from, size_t n) {
-    if (f.fd < 0) return void(std::memcpy(to, from, n));
-    for (size_t done = 0; done < n;) {
-      const auto at = off_t(from - file_begin) + off_t(done);
-      const ssize_t got = ::pread(f.fd, to + done, n - done, at);
-      if (got > 0) {
-        done += size_t(got);
-      } else if (got == 0 || errno != EINTR) {
-        throw Error(fmt::format("{}: reading {} bytes at offset {}: {}", file.path(), n - done, at,
-                                got < 0 ? std::strerror(errno) : "the file is shorter than its mapping"));
-      }
-    }
-  };
-  const auto in_file = [&](const MatrixView& m) {
-    const auto* p = static_cast<const uint8_t*>(m.data);
-    return m.rows > 0 && p >= file_begin && p < file_end;
-  };
+  const FileReader reader(file);
+  const auto in_file = [&](const MatrixView& m) { return m.rows > 0 && reader.holds(m.data); };
   // The rows of `parts` (same type and columns) back to back in a new buffer.
   const auto copy_rows = [&](const std::vector<MatrixView>& parts) {
     const size_t row = row_bytes(parts[0].type, parts[0].cols);
@@ -347,10 +362,10 @@ void ModelWeights::read_into_memory(const gguf::File& file) {
     uint8_t* to = copy.get();
     for (const MatrixView& m : parts) {
       if (m.row_stride == row) {
-        read(to, static_cast<const uint8_t*>(m.data), row * size_t(m.rows));
+        reader.copy(to, m.data, row * size_t(m.rows));
         to += row * size_t(m.rows);
       } else {
-        for (int64_t r = 0; r < m.rows; ++r, to += row) read(to, m.row(r), row);
+        for (int64_t r = 0; r < m.rows; ++r, to += row) reader.copy(to, m.row(r), row);
       }
     }
     uint8_t* data = copy.get();
@@ -425,29 +440,28 @@ void ModelWeights::pack_column_slices() {
   }
 }
 
-void ModelWeights::pack_panels(bool release_file_pages) {
-  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
-  // Drops the file's pages wholly inside [p, p + n) from this process.
-  const auto release = [&](const uint8_t* p, size_t n) {
-    const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
-    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
-    if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-  };
+void ModelWeights::pack_panels(const gguf::File& file) {
+  const FileReader reader(file);
+  std::vector<uint8_t> rows;  // a slice read from the file
   auto pack = [&](MatrixView& m) {
     if (!m.data || !panels_pay(m)) return;
     const size_t bytes = m.row_stride * size_t(m.rows);
     std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(bytes);
     const auto* source = static_cast<const uint8_t*>(m.data);
     const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
-    // In slices of ~16 MiB, each released once copied, so a large matrix
-    // (the output) is never resident twice.
+    // In slices of ~16 MiB read from the file (not its mapping) into one
+    // buffer, so a matrix is never resident twice.
     const int64_t slice = std::max<int64_t>(16, int64_t((16u << 20) / m.row_stride) / 16 * 16);
     for (int64_t r = 0; r < m.rows; r += slice) {
       MatrixView part = m;
       part.data = m.row(r);
       part.rows = std::min(slice, m.rows - r);
+      if (reader.holds(part.data)) {
+        rows.resize(size_t(part.rows) * m.row_stride);
+        reader.copy(rows.data(), part.data, rows.size());
+        part.data = rows.data();
+      }
       repack_panels(part, copy.get() + size_t(r) * m.row_stride);
-      if (owned == packed.end() && release_file_pages) release(m.row(r), size_t(part.rows) * m.row_stride);
     }
     if (owned != packed.end()) packed.erase(owned);
     m.data = copy.get();

@@ -113,13 +113,13 @@ struct ModelWeights {
   // left to the page cache.
   void pack_column_slices();
   // Repacks the dense matrices (and the output) that core's panel kernels
-  // take (panels_pay: 32-element block types, AVX-512 VNNI) into
-  // WeightLayout::Panels16 copies owned here: decode and batched decode then
-  // stream one sequential panel per 16 rows instead of gathering them. With
-  // `release_file_pages` (the weights are a gguf::File's own mapping) the
-  // file's pages behind each repacked matrix are dropped from this process
-  // (the page cache keeps them), so memory stays the file's size.
-  void pack_panels(bool release_file_pages);
+  // take (panels_pay: the 32-element block types and K-quants with AVX-512
+  // VNNI, Q4_0/Q8_0 with AVX2) into WeightLayout::Panels16 copies owned
+  // here: decode and batched decode then stream one sequential panel per 16
+  // rows instead of gathering them. Matrices in `file`'s mapping are read
+  // with pread(2) in slices (see read_into_memory), so their pages are never
+  // faulted into this process.
+  void pack_panels(const gguf::File& file);
   // Copies every matrix still read from `file`'s mapping (all but the token
   // embedding, whose rows are looked up one per token) into memory owned
   // here, on 2 MiB pages, compacting expert stacks to the rows this rank

@@ -5,8 +5,8 @@
 // which madd weights by that row's sub-block scale. The integer sums and the
 // f32 finishing per super-block are the reference's. The types differ only
 // in how a block unpacks (codes, scales, the bias term): a small policy each.
-// Included only from matmul_kquants_avx2.cpp; internal linkage (see
-// matmul_avx2_common.h).
+// Included only from matmul_kquants_avx2.cpp and
+// matmul_kquant_panels_avx2.cpp; internal linkage (see matmul_avx2_common.h).
 #pragma once
 
 #include <algorithm>
@@ -234,6 +234,16 @@ const TileTokenBlock* tile_token_blocks(const KernelArgs& a, int64_t t, int slot
   return dst;
 }
 
+// acc plus a super-block's f32 value for 8 rows × one token: the
+// reference's finishing (K::finish) times the token's scale. Every kernel on
+// K-quant row groups (tile_k, the panel decode of
+// matmul_kquant_panels_avx2.cpp) ends a super-block here, so a row's result
+// has the same bits in each.
+template <class K>
+inline __m256 add_super_block(__m256 acc, float xd, __m256 d, __m256 dmin, __m256i isum, __m256i bsum) {
+  return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(xd), K::finish(d, dmin, isum, bsum)));
+}
+
 // 8 interleaved rows × kPTokens tokens over nb super-blocks: out[t] lane i is
 // row i's sum for token t.
 template <class K>
@@ -280,7 +290,7 @@ void tile_k(const KRowGroup<K>* wb, const TileTokenBlock* const* x, int64_t nb, 
           bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(load32(p.bias[q]), _mm256_set1_epi32(pair)));
         }
       }
-      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_set1_ps(x[t][b].d), K::finish(d, dmin, isum[t], bsum)));
+      acc[t] = add_super_block<K>(acc[t], x[t][b].d, d, dmin, isum[t], bsum);
     }
   }
   for (int t = 0; t < kPTokens; ++t) out[t] = acc[t];

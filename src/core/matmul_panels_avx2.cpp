@@ -127,7 +127,7 @@ Kernel avx2_panel_kernel(DType type) {
   switch (type) {
     case DType::Q4_0: return panels<Q4_0W>;
     case DType::Q8_0: return panels<Q8_0W>;
-    default: return nullptr;
+    default: return avx2_kquant_panel_kernel(type);
   }
 }
 

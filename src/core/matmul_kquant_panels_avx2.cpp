@@ -1,0 +1,293 @@
+// AVX2 kernels on Panels16 matrices of Q4_K and Q6_K (matmul_panels.cpp's
+// layout: piece o of a super-block, the dword at its byte o, for the 16 rows
+// side by side at 16 · o; Q6_K's f16 scale, the 2-byte piece at its end,
+// likewise). Half h of a panel is rows 8h .. 8h + 7: each piece is then one
+// 32-byte load whose dword lanes are the 8 rows, as in the K-quant row-group
+// tiles (matmul_kquants_avx2_rowgroups.h), whose integer sums and f32
+// finishing these reproduce, so a token's result has the same bits alone
+// (1-3 tokens: one pass over each panel here) and in a batch (4+ tokens:
+// the panels are interleaved into the tiles' KRowGroup).
+//
+// What a pass does per super-block and half, besides the codes: the rows'
+// sub-block scales and mins are unpacked for all 8 rows at once in dword
+// lanes (Q4_K's 12-byte fields are three pieces; one shuffle then spreads a
+// sub-block's scale to its row's two int16 lanes for madd), where decoding
+// GGUF rows one at a time unpacked them per row and folded every row's sum
+// horizontally per super-block.
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "core/matmul_avx2_common.h"
+#include "core/matmul_avx2_rowgroup_driver.h"
+#include "core/matmul_kernels.h"
+#include "core/matmul_kquants_avx2_rowgroups.h"
+#include "core/matmul_kquants_decode.h"
+#include "core/matmul_panel_prefetch.h"
+
+namespace shardlm::matmul_impl {
+namespace {
+
+using namespace avx2;
+
+constexpr int64_t kPanelRows = 16;
+
+#define SHARDLM_ALWAYS_INLINE __attribute__((always_inline))
+
+// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}).
+template <int N, class F>
+inline SHARDLM_ALWAYS_INLINE void unrolled(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) SHARDLM_ALWAYS_INLINE {
+    (f(std::integral_constant<int, I>{}), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
+
+// pshufb indices (the same in both 128-bit lanes) taking byte `a` and byte
+// `b` of each dword to its two int16 lanes, as their low byte (the high one
+// zero) or, with `high`, as their high byte (the low one zero).
+struct alignas(32) WordPick {
+  int8_t idx[32];
+};
+constexpr WordPick word_pick(int a, int b, bool high) {
+  WordPick w{};
+  for (int i = 0; i < 32; ++i) {
+    const int m = i % 16 / 4, k = i % 4;  // dword m of the lane, byte k of it
+    const bool value_byte = high ? k % 2 == 1 : k % 2 == 0;
+    w.idx[i] = value_byte ? int8_t(4 * m + (k < 2 ? a : b)) : int8_t(-128);
+  }
+  return w;
+}
+// Byte k of each dword in both of its int16 lanes; bytes k, k + 1 in one each.
+constexpr WordPick kLowByte[4] = {word_pick(0, 0, false), word_pick(1, 1, false), word_pick(2, 2, false),
+                                  word_pick(3, 3, false)};
+constexpr WordPick kLowPair[2] = {word_pick(0, 1, false), word_pick(2, 3, false)};
+constexpr WordPick kHighByte[4] = {word_pick(0, 0, true), word_pick(1, 1, true), word_pick(2, 2, true),
+                                   word_pick(3, 3, true)};
+constexpr WordPick kHighPair[2] = {word_pick(0, 1, true), word_pick(2, 3, true)};
+inline __m256i pick(__m256i v, const WordPick& w) {
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.idx)));
+}
+
+// Bytes [byte, byte + 4) of the half's 8 rows.
+inline __m256i piece(const uint8_t* block, int h, size_t byte) { return load32(block + kPanelRows * byte + 32 * h); }
+
+// Q4_K: the 8 rows' 6-bit scales and mins (get_scale_min_k4's bit layout,
+// k4_scales_mins) one byte per sub-block in dword lanes.
+struct Q4KPanel {
+  using K = Q4KRows;
+  static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q4_K);
+  struct Fields {
+    __m256i sc_lo, sc_hi, mn_lo, mn_hi;  // byte k: sub-block k (lo) or 4 + k (hi)
+    __m256 d, dmin;
+  };
+  static Fields fields(const uint8_t* block, int h) {
+    const __m256i dd = piece(block, h, 0), w0 = piece(block, h, 4), w1 = piece(block, h, 8),
+                  w2 = piece(block, h, 12);
+    const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
+    Fields f;
+    f.sc_lo = _mm256_and_si256(w0, m6);
+    f.mn_lo = _mm256_and_si256(w1, m6);
+    f.sc_hi = _mm256_or_si256(_mm256_and_si256(w2, m4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), top2));
+    f.mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(w1, 2), top2));
+    // d in each dword's low half, dmin in its high half: 8 of each as f16.
+    const __m256i halves = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(dd, 16)), 0xD8);
+    f.d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+    f.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+    return f;
+  }
+  // Sub-block s's scale of each row in both int16 lanes of its dword (KRowGroup::scales[s]).
+  static __m256i scale(const Fields& f, int s) {
+    return pick(s < 4 ? f.sc_lo : f.sc_hi, kLowByte[s % 4]);
+  }
+  // Mins of sub-blocks 2p and 2p + 1 in int16 lanes 2i and 2i + 1 (KRowGroup::bias[p]).
+  static __m256i min_pair(const Fields& f, int p) {
+    return pick(p < 2 ? f.mn_lo : f.mn_hi, kLowPair[p % 2]);
+  }
+  // Elements 32j + 4v .. 32j + 4v + 3 of each row (Q4KRows::chunk).
+  static __m256i codes(const uint8_t* block, int h, int j, int v) {
+    const __m256i raw = piece(block, h, 16 + 32 * (j / 2) + 4 * v);
+    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+  }
+};
+
+// Q6_K: sixteen int8 scales a row (four pieces), codes + 32 from a nibble of
+// ql and two bits of qh (Q6KRows::chunk).
+struct Q6KPanel {
+  using K = Q6KRows;
+  static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q6_K);
+  struct Fields {
+    __m256i sc[4];  // byte k of piece m: scale 4m + k
+    __m256 d;
+  };
+  static Fields fields(const uint8_t* block, int h) {
+    Fields f;
+    for (int m = 0; m < 4; ++m) f.sc[m] = piece(block, h, offsetof(block_q6_K, scales) + 4 * m);
+    f.d = _mm256_cvtph_ps(_mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(block + kPanelRows * offsetof(block_q6_K, d) + 16 * h)));
+    return f;
+  }
+  // Sub-block s's scale, sign-extended, in both int16 lanes of its row's dword.
+  static __m256i scale(const Fields& f, int s) {
+    return _mm256_srai_epi16(pick(f.sc[s / 4], kHighByte[s % 4]), 8);
+  }
+  // Scales of sub-blocks 2p and 2p + 1 in int16 lanes 2i and 2i + 1.
+  static __m256i scale_pair(const Fields& f, int p) {
+    return _mm256_srai_epi16(pick(f.sc[p / 2], kHighPair[p % 2]), 8);
+  }
+  static __m256i codes(const uint8_t* block, int h, int j, int v) {
+    const int half = j / 4, quarter = j % 4;
+    const __m256i ql = piece(block, h, offsetof(block_q6_K, ql) + 64 * half + 32 * (quarter & 1) + 4 * v);
+    const __m256i qh = piece(block, h, offsetof(block_q6_K, qh) + 32 * half + 4 * v);
+    const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
+    // Bits 2·quarter, 2·quarter + 1 of qh moved to bits 4, 5 by one shift.
+    const __m256i at4 = quarter < 2 ? _mm256_slli_epi16(qh, 4 - 2 * quarter)
+                        : quarter == 2 ? qh
+                                       : _mm256_srli_epi16(qh, 2);
+    return _mm256_or_si256(low, _mm256_and_si256(at4, _mm256_set1_epi8(0x30)));
+  }
+};
+
+// One super-block of 8 rows × T tokens: the exact integer sums of the row
+// group tile (tile_k), its f32 finishing (add_super_block).
+template <class P, int T>
+inline void super_block(const uint8_t* block, int h, const block_q8_K* const* x, __m256 (&acc)[T]) {
+  using K = typename P::K;
+  constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
+  const typename P::Fields f = P::fields(block, h);
+  __m256i isum[T];
+  for (auto& v : isum) v = _mm256_setzero_si256();
+  // Unrolled with compile-time j and v: GCC kept a loop over j here, with the
+  // scales and shifts picked at run time and its counters on the stack.
+  unrolled<8>([&](auto j) SHARDLM_ALWAYS_INLINE {
+    __m256i s16[T];
+    unrolled<8>([&](auto v) SHARDLM_ALWAYS_INLINE {
+      const __m256i q = P::codes(block, h, j, v);  // unsigned (Q6_K: code + 32)
+      for (int t = 0; t < T; ++t) {
+        int32_t a4;
+        std::memcpy(&a4, x[t]->qs + 32 * j + 4 * v, 4);
+        const __m256i prod = _mm256_maddubs_epi16(q, _mm256_set1_epi32(a4));
+        s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
+      }
+      if constexpr (v % S == S - 1) {
+        const __m256i sc = P::scale(f, (32 * j + 4 * v) / K::kSubElems);
+        for (int t = 0; t < T; ++t) isum[t] = in_order(_mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc)));
+      }
+    });
+  });
+  static_assert(kSubVectors % S == 0, "an int16 run must not cross a sub-block");
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    __m256i bsum = _mm256_setzero_si256();
+    if constexpr (K::kSignedCodes) {
+      // Codes were taken + 32: the offset is 32 · Σ scale · (activation sum of its 16 codes).
+      __m256i offset = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p) {
+        int32_t pair;
+        std::memcpy(&pair, x[t]->bsums + 2 * p, 4);
+        offset = _mm256_add_epi32(offset, _mm256_madd_epi16(P::scale_pair(f, p), _mm256_set1_epi32(pair)));
+      }
+      isum[t] = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(offset, 5));
+      acc[t] = add_super_block<K>(acc[t], x[t]->d, f.d, f.d, isum[t], bsum);
+    } else {
+      // Mins weigh the activation sums of 32 codes: neighbouring bsums added (TileTokenBlock::sub_sums).
+      alignas(16) int32_t pairs[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
+                      _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums)),
+                                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums + 8))));
+      for (int p = 0; p < 4; ++p)
+        bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(P::min_pair(f, p), _mm256_set1_epi32(pairs[p])));
+      acc[t] = add_super_block<K>(acc[t], x[t]->d, f.d, f.dmin, isum[t], bsum);
+    }
+  }
+}
+
+// Rows [r0, r1) (whole panels) × T tokens, each panel read once.
+template <class P, int T>
+void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const MatrixView& m = *a.w;
+  const int64_t nb = m.cols / QK_K;
+  const block_q8_K* x0[T];
+  for (int t = 0; t < T; ++t) x0[t] = token_blocks_k(a, t);
+  const PanelPrefetch prefetch(P::kBlockBytes, T);
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const uint8_t* panel = m.row(r);
+    __m256 acc[2][T];
+    for (auto& half : acc)
+      for (auto& v : half) v = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = panel + size_t(b) * P::kBlockBytes;
+      prefetch.ahead_of(block);
+      const block_q8_K* x[T];
+      for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
+      super_block<P, T>(block, 0, x, acc[0]);
+      super_block<P, T>(block, 1, x, acc[1]);
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * m.rows + r + 8 * h, acc[h][t]);
+  }
+}
+
+// Rows [rb, rend) as KRowGroups (interleave_k's, from panels).
+template <class P>
+void interleave_panels_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, KRowGroup<typename P::K>* out) {
+  using K = typename P::K;
+  for (int64_t r = rb, g = 0; r < rend; r += kPGroupRows, ++g) {
+    const uint8_t* panel = m.row(r / kPanelRows * kPanelRows);
+    const int h = int(r % kPanelRows) / kPGroupRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* block = panel + size_t(b) * P::kBlockBytes;
+      KRowGroup<K>& dst = out[g * nb + b];
+      const typename P::Fields f = P::fields(block, h);
+      for (int s = 0; s < kSub<K>; ++s) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.scales[s]), P::scale(f, s));
+      _mm256_storeu_ps(dst.d, f.d);
+      __m256i shift = _mm256_setzero_si256();
+      if constexpr (K::kSignedCodes) {
+        _mm256_storeu_ps(dst.dmin, _mm256_setzero_ps());
+      } else {
+        _mm256_storeu_ps(dst.dmin, f.dmin);
+        for (int p = 0; p < kSub<K> / 2; ++p)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.bias[p]), P::min_pair(f, p));
+      }
+      for (int j = 0; j < 8; ++j)
+        for (int v = 0; v < 8; ++v) {
+          __m256i q = P::codes(block, h, j, v);
+          if constexpr (K::kSignedCodes) {
+            // shift_term: −128 · Σ scale · Σ (code − offset) over each sub-block (interleave_k).
+            q = _mm256_sub_epi8(q, _mm256_set1_epi8(K::kCodeOffset));
+            const __m256i code_sums =
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+            const __m256i sc = _mm256_srai_epi32(P::scale(f, (32 * j + 4 * v) / K::kSubElems), 16);
+            shift = _mm256_sub_epi32(shift, _mm256_slli_epi32(_mm256_mullo_epi32(sc, code_sums), 7));
+          }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[j][v]), q);
+        }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.shift_term), shift);
+    }
+  }
+}
+
+template <class P>
+void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+  switch (a.n_tokens) {
+    case 1: return panel_rows<P, 1>(a, r0, r1);
+    case 2: return panel_rows<P, 2>(a, r0, r1);
+    case 3: return panel_rows<P, 3>(a, r0, r1);
+    default:
+      return prefill_row_groups<KRowGroup<typename P::K>, TileTokenBlock>(
+          a, r0, r1, a.w->cols / QK_K, interleave_panels_k<P>, tile_k<typename P::K>, tile_token_blocks<typename P::K>);
+  }
+}
+
+}  // namespace
+
+Kernel avx2_kquant_panel_kernel(DType type) {
+  switch (type) {
+    case DType::Q4_K: return kquant_panels<Q4KPanel>;
+    case DType::Q6_K: return kquant_panels<Q6KPanel>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace shardlm::matmul_impl

@@ -109,6 +109,9 @@ Kernel avx2_kquant_panel_kernel(DType type);  // Q4_K, Q6_K; avx2_panel_kernel h
 Kernel avx512_panel_kernel(DType type);
 Kernel amx_panel_kernel(DType type);
 
+// Rows in a Panels16 group (matmul.h's WeightLayout::Panels16).
+constexpr int64_t kPanelRows = 16;
+
 // Where a Panels16 block of `type` keeps its 2-byte piece (the byte offset
 // of that f16 in the GGUF block), or kNoOddPiece when the block is whole
 // dwords. Every piece starting at byte o of the block is stored at 16·o of

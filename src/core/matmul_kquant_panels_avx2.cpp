@@ -25,13 +25,12 @@
 #include "core/matmul_kquants_avx2_rowgroups.h"
 #include "core/matmul_kquants_decode.h"
 #include "core/matmul_panel_prefetch.h"
+#include "core/matmul_panels_avx2.h"
 
 namespace shardlm::matmul_impl {
 namespace {
 
 using namespace avx2;
-
-constexpr int64_t kPanelRows = 16;
 
 #define SHARDLM_ALWAYS_INLINE __attribute__((always_inline))
 
@@ -69,9 +68,6 @@ inline __m256i pick(__m256i v, const WordPick& w) {
   return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.idx)));
 }
 
-// Bytes [byte, byte + 4) of the half's 8 rows.
-inline __m256i piece(const uint8_t* block, int h, size_t byte) { return load32(block + kPanelRows * byte + 32 * h); }
-
 // Q4_K: the 8 rows' 6-bit scales and mins (get_scale_min_k4's bit layout,
 // k4_scales_mins) one byte per sub-block in dword lanes.
 struct Q4KPanel {
@@ -82,8 +78,8 @@ struct Q4KPanel {
     __m256 d, dmin;
   };
   static Fields fields(const uint8_t* block, int h) {
-    const __m256i dd = piece(block, h, 0), w0 = piece(block, h, 4), w1 = piece(block, h, 8),
-                  w2 = piece(block, h, 12);
+    const __m256i dd = panel_piece(block, h, 0), w0 = panel_piece(block, h, 4), w1 = panel_piece(block, h, 8),
+                  w2 = panel_piece(block, h, 12);
     const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
     Fields f;
     f.sc_lo = _mm256_and_si256(w0, m6);
@@ -107,7 +103,7 @@ struct Q4KPanel {
   }
   // Elements 32j + 4v .. 32j + 4v + 3 of each row (Q4KRows::chunk).
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
-    const __m256i raw = piece(block, h, 16 + 32 * (j / 2) + 4 * v);
+    const __m256i raw = panel_piece(block, h, 16 + 32 * (j / 2) + 4 * v);
     return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
   }
 };
@@ -123,9 +119,8 @@ struct Q6KPanel {
   };
   static Fields fields(const uint8_t* block, int h) {
     Fields f;
-    for (int m = 0; m < 4; ++m) f.sc[m] = piece(block, h, offsetof(block_q6_K, scales) + 4 * m);
-    f.d = _mm256_cvtph_ps(_mm_loadu_si128(
-        reinterpret_cast<const __m128i*>(block + kPanelRows * offsetof(block_q6_K, d) + 16 * h)));
+    for (int m = 0; m < 4; ++m) f.sc[m] = panel_piece(block, h, offsetof(block_q6_K, scales) + 4 * m);
+    f.d = panel_halves(block, h, offsetof(block_q6_K, d));
     return f;
   }
   // Sub-block s's scale, sign-extended, in both int16 lanes of its row's dword.
@@ -138,8 +133,8 @@ struct Q6KPanel {
   }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     const int half = j / 4, quarter = j % 4;
-    const __m256i ql = piece(block, h, offsetof(block_q6_K, ql) + 64 * half + 32 * (quarter & 1) + 4 * v);
-    const __m256i qh = piece(block, h, offsetof(block_q6_K, qh) + 32 * half + 4 * v);
+    const __m256i ql = panel_piece(block, h, offsetof(block_q6_K, ql) + 64 * half + 32 * (quarter & 1) + 4 * v);
+    const __m256i qh = panel_piece(block, h, offsetof(block_q6_K, qh) + 32 * half + 4 * v);
     const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
     // Bits 2·quarter, 2·quarter + 1 of qh moved to bits 4, 5 by one shift.
     const __m256i at4 = quarter < 2 ? _mm256_slli_epi16(qh, 4 - 2 * quarter)

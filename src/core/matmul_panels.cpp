@@ -14,8 +14,6 @@ namespace shardlm {
 namespace matmul_impl {
 namespace {
 
-constexpr int64_t kGroupRows = 16;
-
 // The types whose blocks are whole dwords plus at most one 2-byte piece (an
 // f16 scale): at the block's start for the 32-element types, at its end for
 // Q6_K (Q4_K and Q5_K are whole dwords).
@@ -48,11 +46,11 @@ Piece piece_at(DType type, size_t byte) {
 // of the group's panel block, row i's copy at 16·o + size·i: consecutive
 // pieces tile the panel block as they tile the GGUF block.
 size_t panel_offset(Piece piece, int64_t i, size_t byte) {
-  return kGroupRows * piece.start + piece.size * size_t(i) + (byte - piece.start);
+  return kPanelRows * piece.start + piece.size * size_t(i) + (byte - piece.start);
 }
 
 void check_panels(const MatrixView& w) {
-  if (!has_panel_layout(w.type) || w.rows % kGroupRows != 0 || w.row_stride != row_bytes(w.type, w.cols))
+  if (!has_panel_layout(w.type) || w.rows % kPanelRows != 0 || w.row_stride != row_bytes(w.type, w.cols))
     throw Error(fmt::format("matmul: {} matrix {}x{} cannot be stored as 16-row panels", dtype_name(w.type), w.rows,
                             w.cols));
 }
@@ -67,9 +65,9 @@ void for_each_piece(DType type, int64_t cols, Copy copy) {
   std::vector<Piece> pieces;
   for (size_t byte = 0; byte < bb; byte += pieces.back().size) pieces.push_back(piece_at(type, byte));
   for (int64_t b = 0; b < cols / traits(type).block_elems; ++b) {
-    const size_t in_rows = size_t(b) * bb, in_panels = size_t(b) * kGroupRows * bb;
+    const size_t in_rows = size_t(b) * bb, in_panels = size_t(b) * kPanelRows * bb;
     for (const Piece& piece : pieces)
-      for (int64_t i = 0; i < kGroupRows; ++i)
+      for (int64_t i = 0; i < kPanelRows; ++i)
         copy(size_t(i) * row + in_rows + piece.start, in_panels + panel_offset(piece, i, piece.start), piece.size);
   }
 }
@@ -87,17 +85,17 @@ void copy_piece(uint8_t* to, const uint8_t* from, size_t n) {
 void scalar_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& w = *a.w;
   const size_t row = row_bytes(w.type, w.cols);
-  std::vector<uint8_t> rows(kGroupRows * row);
-  std::vector<float> y(size_t(a.n_tokens * kGroupRows));
-  const MatrixView group{w.type, rows.data(), kGroupRows, w.cols, row};
+  std::vector<uint8_t> rows(kPanelRows * row);
+  std::vector<float> y(size_t(a.n_tokens * kPanelRows));
+  const MatrixView group{w.type, rows.data(), kPanelRows, w.cols, row};
   KernelArgs ga = a;
   ga.w = &group;
   ga.y = y.data();
-  for (int64_t r = r0; r < r1; r += kGroupRows) {
-    unpack_panel_group(w, r / kGroupRows, rows.data());
-    scalar_kernel(w.type)(ga, 0, kGroupRows);
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    unpack_panel_group(w, r / kPanelRows, rows.data());
+    scalar_kernel(w.type)(ga, 0, kPanelRows);
     for (int64_t t = 0; t < a.n_tokens; ++t)
-      std::memcpy(a.y + t * w.rows + r, y.data() + t * kGroupRows, kGroupRows * sizeof(float));
+      std::memcpy(a.y + t * w.rows + r, y.data() + t * kPanelRows, kPanelRows * sizeof(float));
   }
 }
 
@@ -112,15 +110,15 @@ size_t panel_odd_piece(DType type) { return panel_odd_piece(traits(type).block_b
 using namespace matmul_impl;
 
 bool panels_pay(const MatrixView& w) {
-  return w.layout == WeightLayout::Rows && has_panel_layout(w.type) && w.rows > 0 && w.rows % kGroupRows == 0 &&
+  return w.layout == WeightLayout::Rows && has_panel_layout(w.type) && w.rows > 0 && w.rows % kPanelRows == 0 &&
          w.row_stride == row_bytes(w.type, w.cols) && panel_isa(active_isa(), w.type, 1) != Isa::Scalar;
 }
 
 void repack_panels(const MatrixView& w, uint8_t* out) {
   check_panels(w);
-  for (int64_t g = 0; g < w.rows / kGroupRows; ++g) {
-    const uint8_t* rows = w.row(g * kGroupRows);
-    uint8_t* panels = out + size_t(g) * kGroupRows * w.row_stride;
+  for (int64_t g = 0; g < w.rows / kPanelRows; ++g) {
+    const uint8_t* rows = w.row(g * kPanelRows);
+    uint8_t* panels = out + size_t(g) * kPanelRows * w.row_stride;
     for_each_piece(w.type, w.cols,
                    [&](size_t at_row, size_t at_panel, size_t n) { copy_piece(panels + at_panel, rows + at_row, n); });
   }
@@ -128,7 +126,7 @@ void repack_panels(const MatrixView& w, uint8_t* out) {
 
 void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out) {
   check_panels(w);
-  const uint8_t* panels = w.row(g * kGroupRows);
+  const uint8_t* panels = w.row(g * kPanelRows);
   for_each_piece(w.type, w.cols,
                  [&](size_t at_row, size_t at_panel, size_t n) { copy_piece(out + at_row, panels + at_panel, n); });
 }
@@ -136,8 +134,8 @@ void unpack_panel_group(const MatrixView& w, int64_t g, uint8_t* out) {
 void read_panel_row(const MatrixView& w, int64_t r, uint8_t* out) {
   check_panels(w);
   if (r < 0 || r >= w.rows) throw Error(fmt::format("matmul: row {} of a {}-row matrix", r, w.rows));
-  const uint8_t* panels = w.row(r / kGroupRows * kGroupRows);
-  const size_t row = row_bytes(w.type, w.cols), first = size_t(r % kGroupRows) * row;
+  const uint8_t* panels = w.row(r / kPanelRows * kPanelRows);
+  const size_t row = row_bytes(w.type, w.cols), first = size_t(r % kPanelRows) * row;
   for_each_piece(w.type, w.cols, [&](size_t at_row, size_t at_panel, size_t n) {
     if (at_row >= first && at_row < first + row) copy_piece(out + (at_row - first), panels + at_panel, n);
   });

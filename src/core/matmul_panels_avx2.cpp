@@ -19,18 +19,16 @@
 #include "core/matmul_decode32.h"
 #include "core/matmul_kernels.h"
 #include "core/matmul_panel_prefetch.h"
+#include "core/matmul_panels_avx2.h"
 
 namespace shardlm::matmul_impl {
 namespace {
 
 using namespace avx2;
 
-constexpr int64_t kPanelRows = 16;
-
-// A panel block of 16 rows (16 GGUF blocks): the rows' f16 scales (the
-// 2-byte piece at the GGUF block's start), then piece k (GGUF bytes 2 + 4k ..
-// 5 + 4k) of the 16 rows at byte 16 · (2 + 4k), 4 bytes a row. Half h is
-// rows 8h .. 8h + 7 of the panel. codes(v) is what W::codes gives for
+// A panel block of 16 rows (16 GGUF blocks, matmul_panels_avx2.h): the
+// rows' f16 scales (the 2-byte piece at the GGUF block's start), then piece k
+// (GGUF bytes 2 + 4k .. 5 + 4k). codes(v) is what W::codes gives for
 // elements 4v .. 4v + 3 of each of the half's rows (RowGroupBlock::codes).
 template <class W>
 struct PanelBlock;
@@ -39,7 +37,7 @@ template <>
 struct PanelBlock<Q4_0W> {
   static __m256i codes(const uint8_t* block, int h, int v) {
     // Byte j of a Q4_0 block holds element j (low nibble) and j + 16 (high).
-    const __m256i piece = load32(block + 16 * (2 + 4 * (v % 4)) + 32 * h);
+    const __m256i piece = panel_piece(block, h, 2 + 4 * (v % 4));
     return _mm256_and_si256(v < 4 ? piece : _mm256_srli_epi16(piece, 4), _mm256_set1_epi8(0x0F));
   }
   static __m256 bias(__m256 d) { return _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)); }  // Q4_0W::bias
@@ -47,16 +45,15 @@ struct PanelBlock<Q4_0W> {
 
 template <>
 struct PanelBlock<Q8_0W> {
-  static __m256i codes(const uint8_t* block, int h, int v) { return load32(block + 16 * (2 + 4 * v) + 32 * h); }
+  static __m256i codes(const uint8_t* block, int h, int v) { return panel_piece(block, h, 2 + 4 * v); }
   static __m256 bias(__m256) { return _mm256_setzero_ps(); }  // Q8_0W::bias
 };
 
 template <class W>
 constexpr size_t kPanelBlockBytes = kPanelRows * sizeof(typename W::Block);
 
-inline __m256 panel_scales(const uint8_t* block, int h) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * h)));
-}
+// The half's block scales (the f16 at the GGUF block's start).
+inline __m256 panel_scales(const uint8_t* block, int h) { return panel_halves(block, h, 0); }
 
 // Rows [r0, r1) (whole panels) × T tokens, each panel read once.
 template <class W, int T>

@@ -39,6 +39,7 @@
 
 #include "core/matmul_kernels.h"
 #include "core/matmul_panel_prefetch.h"
+#include "core/unrolled.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -553,9 +554,19 @@ SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale,
 
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
+// Code vector i (0..63) is group i%8 of sub-block i/8.
 template <bool kQ5, class G>
-SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
+SHARDLM_GEMM_INLINE __m512i code_q45_k(const G& g, int i) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
+  const int sub = i / 8, gi = i % 8;
+  const __m512i q = g.at(kQs + 32 * size_t(sub / 2) + 4 * size_t(gi));
+  const __m512i nibble = sub % 2 ? _mm512_srli_epi32(q, 4) : q;
+  if (!kQ5) return nibbles_low(nibble);
+  return nibble_or(nibble, byte_bits_moved(g.at(kQh + 4 * size_t(gi)), sub, 4, 0x10101010));
+}
+// The scales of a Q4_K/Q5_K super-block (everything of PanelK but the codes).
+template <class G>
+SHARDLM_GEMM_INLINE void scales_q45_k(const G& g, PanelK& p) {
   const __m512i dd = g.at(0);
   const __m512 d = f16_low(dd);
   p.pair_scale = _mm512_sub_ps(_mm512_setzero_ps(), f16_high(dd));
@@ -566,7 +577,14 @@ SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
     p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
     p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
   }
-  __m512i qh[8] = {}, q[4][8];
+}
+template <bool kQ5, class G>
+SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
+  constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
+  scales_q45_k(g, p);
+  // Gathered rows read four dwords at a time (at4: one gather and a
+  // transpose), so the codes are made from those here, not by code_q45_k.
+  __m512i qh[8], q[4][8];
   for (int gi = 0; gi < 8; gi += 4) {
     if (kQ5) g.at4(kQh + 4 * size_t(gi), &qh[gi]);
     for (int k = 0; k < 4; ++k) g.at4(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi]);
@@ -583,41 +601,65 @@ SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
   }
 }
 
+// Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
+// quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
+// qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales. Code vector i
+// is group i%8 of quarter (i/8)%4 of half i/32.
+template <class G>
+SHARDLM_GEMM_INLINE __m512i code_q6_k(const G& g, int i) {
+  const int h = i / 32, quarter = i / 8 % 4, gi = i % 8, half = quarter % 2, nib = quarter / 2;
+  const __m512i ql = g.at(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi));
+  const __m512i qh = g.at(128 + 32 * size_t(h) + 4 * size_t(gi));
+  return nibble_or(nib ? _mm512_srli_epi32(ql, 4) : ql, byte_bits_moved(qh, 2 * quarter, 4, 0x30303030));
+}
+template <class G>
+SHARDLM_GEMM_INLINE void scales_q6_k(const G& g, PanelK& p) {
+  const __m512 d = g.half(208);  // d is the last 2 of the block's 210 bytes
+  p.pair_scale = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
+  __m512i sc[16];
+  for (int w = 0; w < 4; ++w) {
+    const __m512i v = g.at(192 + 4 * size_t(w));
+    for (int k = 0; k < 4; ++k) sc[4 * w + k] = _mm512_srai_epi32(_mm512_slli_epi32(v, unsigned(24 - 8 * k)), 24);
+  }
+  for (int s = 0; s < 16; ++s) p.sub_scale[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[s]));
+  for (int q = 0; q < 8; ++q)
+    p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
+                                       _mm512_slli_epi32(sc[2 * q + 1], 16));
+}
+
 // Q4_K's unpacking is forced inline (GCC left it a call that wrote the whole
 // panel out: half of one_pass<1>'s time; inlined, 1 token 1.4x faster in
 // cache). Q5_K's and Q6_K's measured no faster inlined and stay calls
-// (docs/bench/dec5.md).
+// (docs/bench/dec5.md). From panels, one_pass makes no codes in PanelK:
+// `code` gives vector i where the dot products take it.
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
+  static constexpr int kInPlaceTokens = 8;  // see KQuant::block_in_place
+  template <class G>
+  SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
+  template <class G>
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q45_k<false>(g, i); }
 };
 struct Q5_KP {
   using Block = block_q5_K;
   static constexpr int kSub = 32;
   template <class G>
   static void unpack(const G& g, PanelK& p) { unpack_q45_k<true>(g, p); }
+  static constexpr int kInPlaceTokens = 3;
+  template <class G>
+  SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
+  template <class G>
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q45_k<true>(g, i); }
 };
-// Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
-// quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
-// qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales.
 struct Q6_KP {
   using Block = block_q6_K;
   static constexpr int kSub = 16;
   template <class G>
   static void unpack(const G& g, PanelK& p) {
-    const __m512 d = g.half(208);  // d is the last 2 of the block's 210 bytes
-    p.pair_scale = _mm512_mul_ps(d, _mm512_set1_ps(-32.0f));
-    __m512i sc[16];
-    for (int w = 0; w < 4; ++w) {
-      const __m512i v = g.at(192 + 4 * size_t(w));
-      for (int k = 0; k < 4; ++k) sc[4 * w + k] = _mm512_srai_epi32(_mm512_slli_epi32(v, unsigned(24 - 8 * k)), 24);
-    }
-    for (int s = 0; s < 16; ++s) p.sub_scale[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[s]));
-    for (int q = 0; q < 8; ++q)
-      p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
-                                         _mm512_slli_epi32(sc[2 * q + 1], 16));
+    scales_q6_k(g, p);
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8], ql[2][8];
       for (int gi = 0; gi < 8; gi += 4) {
@@ -635,6 +677,11 @@ struct Q6_KP {
       }
     }
   }
+  static constexpr int kInPlaceTokens = 1;
+  template <class G>
+  SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q6_k(g, p); }
+  template <class G>
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q6_k(g, i); }
 };
 
 template <class P>
@@ -657,6 +704,21 @@ struct KQuant {
   }
 
   static constexpr int kSubsPerChain = kChainCodes / P::kSub;
+  static constexpr size_t kOdd = panel_odd_piece(sizeof(typename P::Block), QK_K);
+
+  // one_pass from panels of up to P::kInPlaceTokens tokens: block b's codes
+  // made where block() multiplies them, only its scales in `p`. Writing the
+  // 64 code vectors to PanelK and reading them back held Q5_K's decode to
+  // ~2/3 of Q4_K's rate in cache; with more tokens, making them in place
+  // takes registers the token loop needs (Q6_K at 8 tokens 23 % slower).
+  template <int T>
+    requires(T <= P::kInPlaceTokens)
+  SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, PanelK& p, const uint8_t* x,
+                                                 size_t x_stride, __m512* acc) {
+    const PanelBlock g = src.block(b, kOdd);
+    P::scales(g, p);
+    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc);
+  }
 
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
   // go round the tokens, so that consecutive ones are independent. From 7
@@ -669,6 +731,15 @@ struct KQuant {
   // running through four of them: docs/bench/kq8.md).
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
+    block<T, false>(p, [&](int i) { return _mm512_load_si512(&p.codes[i]); }, b, x, x_stride, acc);
+  }
+  // The same with code vector i from codes(i); kUnroll: the loops unrolled
+  // at compile time, which codes made in place need (else their shifts and
+  // offsets are picked at run time), and which made the loads from PanelK
+  // slower (Q6_K at 2-8 tokens 17-23 %: larger code, more registers live).
+  template <int T, bool kUnroll, class Codes>
+  SHARDLM_GEMM_INLINE static void block(const PanelK& p, const Codes& codes, int64_t b, const uint8_t* x,
+                                        size_t x_stride, __m512* acc) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
     constexpr bool kFresh = T < 4 || P::kSub == 16;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
@@ -678,15 +749,15 @@ struct KQuant {
       a[t] = reinterpret_cast<const block_q8_K*>(xb + x_stride * size_t(t))->qs;
       part[t] = _mm512_setzero_ps();
     }
-    for (int c = 0; c < kChains; ++c) {
+    steps<kChains, kUnroll>([&](auto c) SHARDLM_ALWAYS_INLINE {
       __m512i sum[kSplit][T], before[T];  // running sums; their join at the last sub-block's end
-      for (int k = 0; k < kSubsPerChain; ++k) {
+      steps<kSubsPerChain, kUnroll>([&](auto k) SHARDLM_ALWAYS_INLINE {
         const int s = kSubsPerChain * c + k;
         if (kFresh || k == 0)
           for (int h = 0; h < kSplit; ++h)
             for (int t = 0; t < T; ++t) sum[h][t] = _mm512_setzero_si512();
         __m512i w[kGroups];
-        for (int g = 0; g < kGroups; ++g) w[g] = _mm512_load_si512(&p.codes[kGroups * s + g]);
+        steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE { w[g] = codes(kGroups * s + g); });
         for (int g = 0; g < kGroups; ++g)
           for (int t = 0; t < T; ++t)
             sum[g % kSplit][t] = _mm512_dpbusd_epi32(sum[g % kSplit][t], w[g],
@@ -697,8 +768,8 @@ struct KQuant {
           if (!kFresh) before[t] = joined;
           part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p.sub_scale[s], part[t]);
         }
-      }
-    }
+      });
+    });
     finish_block(p, xb, x_stride, T, part, acc);
   }
 
@@ -788,8 +859,12 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      F::unpack_block(src, b, panel);
-      F::template block<T>(panel, b, x, a.x_stride, acc);
+      if constexpr (requires { F::template block_in_place<T>(src, b, panel, x, a.x_stride, acc); }) {
+        F::template block_in_place<T>(src, b, panel, x, a.x_stride, acc);
+      } else {
+        F::unpack_block(src, b, panel);
+        F::template block<T>(panel, b, x, a.x_stride, acc);
+      }
     }
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
   }

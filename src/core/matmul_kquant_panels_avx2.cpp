@@ -26,21 +26,12 @@
 #include "core/matmul_kquants_decode.h"
 #include "core/matmul_panel_prefetch.h"
 #include "core/matmul_panels_avx2.h"
+#include "core/unrolled.h"
 
 namespace shardlm::matmul_impl {
 namespace {
 
 using namespace avx2;
-
-#define SHARDLM_ALWAYS_INLINE __attribute__((always_inline))
-
-// f(std::integral_constant<int, 0>{}), ..., f(std::integral_constant<int, N - 1>{}).
-template <int N, class F>
-inline SHARDLM_ALWAYS_INLINE void unrolled(F&& f) {
-  [&]<int... I>(std::integer_sequence<int, I...>) SHARDLM_ALWAYS_INLINE {
-    (f(std::integral_constant<int, I>{}), ...);
-  }(std::make_integer_sequence<int, N>{});
-}
 
 // pshufb indices (the same in both 128-bit lanes) taking byte `a` and byte
 // `b` of each dword to its two int16 lanes, as their low byte (the high one

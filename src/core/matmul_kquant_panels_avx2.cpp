@@ -1,4 +1,4 @@
-// AVX2 kernels on Panels16 matrices of Q4_K and Q6_K (matmul_panels.cpp's
+// AVX2 kernels on Panels16 matrices of Q4_K, Q5_K and Q6_K (matmul_panels.cpp's
 // layout: piece o of a super-block, the dword at its byte o, for the 16 rows
 // side by side at 16 · o; Q6_K's f16 scale, the 2-byte piece at its end,
 // likewise). Half h of a panel is rows 8h .. 8h + 7: each piece is then one
@@ -59,11 +59,15 @@ inline __m256i pick(__m256i v, const WordPick& w) {
   return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.idx)));
 }
 
-// Q4_K: the 8 rows' 6-bit scales and mins (get_scale_min_k4's bit layout,
-// k4_scales_mins) one byte per sub-block in dword lanes.
-struct Q4KPanel {
-  using K = Q4KRows;
-  static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q4_K);
+// Q4_K and Q5_K: the 8 rows' 6-bit scales and mins (get_scale_min_k4's bit
+// layout, k4_scales_mins) one byte per sub-block in dword lanes; the codes'
+// nibbles, and Q5_K's fifth bit from qh.
+template <class Rows>
+struct Q45KPanel {
+  using K = Rows;
+  using Block = typename K::Block;
+  static constexpr bool kQ5 = std::is_same_v<Block, block_q5_K>;
+  static constexpr size_t kBlockBytes = kPanelRows * sizeof(Block);
   struct Fields {
     __m256i sc_lo, sc_hi, mn_lo, mn_hi;  // byte k: sub-block k (lo) or 4 + k (hi)
     __m256 d, dmin;
@@ -92,10 +96,18 @@ struct Q4KPanel {
   static __m256i min_pair(const Fields& f, int p) {
     return pick(p < 2 ? f.mn_lo : f.mn_hi, kLowPair[p % 2]);
   }
-  // Elements 32j + 4v .. 32j + 4v + 3 of each row (Q4KRows::chunk).
+  // Elements 32j + 4v .. 32j + 4v + 3 of each row (Q4KRows::chunk,
+  // Q5KRows::chunk: bit j of qh byte 4v + e is element 32j + 4v + e's fifth).
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
-    const __m256i raw = panel_piece(block, h, 16 + 32 * (j / 2) + 4 * v);
-    return _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    const __m256i raw = panel_piece(block, h, offsetof(Block, qs) + 32 * (j / 2) + 4 * v);
+    const __m256i low = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    if constexpr (kQ5) {
+      const __m256i qh = panel_piece(block, h, offsetof(Block, qh) + 4 * v);
+      const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : j == 4 ? qh : _mm256_srli_epi16(qh, j - 4);
+      return _mm256_or_si256(low, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+    } else {
+      return low;
+    }
   }
 };
 
@@ -270,7 +282,8 @@ void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 Kernel avx2_kquant_panel_kernel(DType type) {
   switch (type) {
-    case DType::Q4_K: return kquant_panels<Q4KPanel>;
+    case DType::Q4_K: return kquant_panels<Q45KPanel<Q4KRows>>;
+    case DType::Q5_K: return kquant_panels<Q45KPanel<Q5KRows>>;
     case DType::Q6_K: return kquant_panels<Q6KPanel>;
     default: return nullptr;
   }

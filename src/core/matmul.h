@@ -88,8 +88,8 @@ bool isa_has_kernel(Isa isa, DType type);
 bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
 
 // Whether repacking `w` to WeightLayout::Panels16 (repack_panels) pays on
-// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI:
-// the 32-element block types, Q4_K, Q5_K, Q6_K; AVX2: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K), rows a
+// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI
+// and AVX2: the 32-element block types, Q4_K, Q5_K, Q6_K), rows a
 // multiple of 16 and stored contiguously.
 bool panels_pay(const MatrixView& w);
 // Writes w (Rows layout, rows % 16 == 0) in the Panels16 layout to `out`

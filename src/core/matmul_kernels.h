@@ -102,7 +102,7 @@ Kernel amx_gemm_kernel(DType type);
 
 // Kernels for WeightLayout::Panels16 matrices, any token count (nullptr for
 // types without that layout or when the ISA lacks VNNI / AMX; AMX from
-// kGemmMinTokens on; AVX2: Q4_0, Q8_0, Q4_K, Q5_K, Q6_K).
+// kGemmMinTokens on; AVX2: every type with the layout).
 Kernel scalar_panel_kernel(DType type);
 Kernel avx2_panel_kernel(DType type);
 Kernel avx2_kquant_panel_kernel(DType type);  // Q4_K, Q5_K, Q6_K; avx2_panel_kernel hands them on

@@ -73,19 +73,16 @@ struct Q45KPanel {
     __m256 d, dmin;
   };
   static Fields fields(const uint8_t* block, int h) {
-    const __m256i dd = panel_piece(block, h, 0), w0 = panel_piece(block, h, 4), w1 = panel_piece(block, h, 8),
-                  w2 = panel_piece(block, h, 12);
+    const __m256i w0 = panel_piece(block, h, 4), w1 = panel_piece(block, h, 8), w2 = panel_piece(block, h, 12);
     const __m256i m6 = _mm256_set1_epi8(0x3f), m4 = _mm256_set1_epi8(0x0f), top2 = _mm256_set1_epi8(0x30);
     Fields f;
     f.sc_lo = _mm256_and_si256(w0, m6);
     f.mn_lo = _mm256_and_si256(w1, m6);
     f.sc_hi = _mm256_or_si256(_mm256_and_si256(w2, m4), _mm256_and_si256(_mm256_srli_epi32(w0, 2), top2));
     f.mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(w2, 4), m4), _mm256_and_si256(_mm256_srli_epi32(w1, 2), top2));
-    // d in each dword's low half, dmin in its high half: 8 of each as f16.
-    const __m256i halves = _mm256_permute4x64_epi64(
-        _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(dd, 16)), 0xD8);
-    f.d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
-    f.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+    const F16Pairs d_dmin = panel_f16_pairs(block, h, 0);
+    f.d = d_dmin.first;
+    f.dmin = d_dmin.second;
     return f;
   }
   // Sub-block s's scale of each row in both int16 lanes of its dword (KRowGroup::scales[s]).

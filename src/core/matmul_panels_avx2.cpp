@@ -1,7 +1,7 @@
-// AVX2 kernels on Panels16 matrices (matmul_panels.cpp's layout) of Q4_0 and
-// Q8_0. Decode and a few sequences (1-3 tokens) stream each 16-row panel
-// once; 4+ tokens interleave the panels into the row-group tiles' form
-// (matmul_avx2_rowgroups.h). Both run rowgroup_block, so a token's result
+// AVX2 kernels on Panels16 matrices (matmul_panels.cpp's layout) of the
+// 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Decode and a few
+// sequences (1-3 tokens) stream each 16-row panel once; 4+ tokens interleave
+// the panels into the row-group tiles' form (matmul_avx2_rowgroups.h). Both run rowgroup_block, so a token's result
 // has the same bits alone or in any batch.
 //
 // Why panels on AVX2: a panel's piece k holds the same 4 bytes of 16 rows
@@ -26,34 +26,79 @@ namespace {
 
 using namespace avx2;
 
-// A panel block of 16 rows (16 GGUF blocks, matmul_panels_avx2.h): the
-// rows' f16 scales (the 2-byte piece at the GGUF block's start), then piece k
-// (GGUF bytes 2 + 4k .. 5 + 4k). codes(v) is what W::codes gives for
-// elements 4v .. 4v + 3 of each of the half's rows (RowGroupBlock::codes).
+// A panel block of 16 rows (16 GGUF blocks, matmul_panels_avx2.h), read for
+// half h: scales(block, h) gives the rows' block scales and W::bias terms,
+// codes(block, h, v) what W::codes gives for elements 4v .. 4v + 3 of each
+// row (RowGroupBlock::codes).
+struct PanelScales {
+  __m256 d, bias;
+};
 template <class W>
 struct PanelBlock;
 
+// Byte j of a 16-byte qs piece run (from GGUF byte `qs`) holds element j
+// (low nibble) and j + 16 (high).
+inline __m256i panel_nibbles(const uint8_t* block, int h, size_t qs, int v) {
+  const __m256i piece = panel_piece(block, h, qs + 4 * size_t(v % 4));
+  return _mm256_and_si256(v < 4 ? piece : _mm256_srli_epi16(piece, 4), _mm256_set1_epi8(0x0F));
+}
+// 16 in byte e of each row's dword where bit 4v + e of its qh dword is set
+// (Q5_0/Q5_1's fifth bits): the qh byte holding them spread over the dword,
+// each byte tested for its own bit.
+inline __m256i panel_fifth_bits(const uint8_t* block, int h, size_t qh, int v) {
+  const __m256i byte_of_dword = _mm256_setr_epi8(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12, 0, 0, 0, 0, 4, 4, 4,
+                                                 4, 8, 8, 8, 8, 12, 12, 12, 12);
+  const __m256i spread =
+      _mm256_shuffle_epi8(panel_piece(block, h, qh), _mm256_add_epi8(byte_of_dword, _mm256_set1_epi8(char(v / 2))));
+  const __m256i bit = _mm256_set1_epi32(v % 2 ? int(0x80402010) : 0x08040201);
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(0x10));
+}
+
 template <>
 struct PanelBlock<Q4_0W> {
-  static __m256i codes(const uint8_t* block, int h, int v) {
-    // Byte j of a Q4_0 block holds element j (low nibble) and j + 16 (high).
-    const __m256i piece = panel_piece(block, h, 2 + 4 * (v % 4));
-    return _mm256_and_si256(v < 4 ? piece : _mm256_srli_epi16(piece, 4), _mm256_set1_epi8(0x0F));
+  static PanelScales scales(const uint8_t* block, int h) {
+    const __m256 d = panel_halves(block, h, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};  // Q4_0W::bias
   }
-  static __m256 bias(__m256 d) { return _mm256_mul_ps(d, _mm256_set1_ps(-8.0f)); }  // Q4_0W::bias
+  static __m256i codes(const uint8_t* block, int h, int v) { return panel_nibbles(block, h, 2, v); }
+};
+
+template <>
+struct PanelBlock<Q4_1W> {
+  static PanelScales scales(const uint8_t* block, int h) {
+    const F16Pairs dm = panel_f16_pairs(block, h, 0);
+    return {dm.first, dm.second};  // Q4_1W::bias: the minimum
+  }
+  static __m256i codes(const uint8_t* block, int h, int v) { return panel_nibbles(block, h, 4, v); }
+};
+
+template <>
+struct PanelBlock<Q5_0W> {
+  static PanelScales scales(const uint8_t* block, int h) {
+    const __m256 d = panel_halves(block, h, 0);
+    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};  // Q5_0W::bias
+  }
+  static __m256i codes(const uint8_t* block, int h, int v) {
+    return _mm256_or_si256(panel_nibbles(block, h, 6, v), panel_fifth_bits(block, h, 2, v));
+  }
+};
+
+template <>
+struct PanelBlock<Q5_1W> {
+  static PanelScales scales(const uint8_t* block, int h) { return PanelBlock<Q4_1W>::scales(block, h); }
+  static __m256i codes(const uint8_t* block, int h, int v) {
+    return _mm256_or_si256(panel_nibbles(block, h, 8, v), panel_fifth_bits(block, h, 4, v));
+  }
 };
 
 template <>
 struct PanelBlock<Q8_0W> {
-  static __m256i codes(const uint8_t* block, int h, int v) { return panel_piece(block, h, 2 + 4 * v); }
-  static __m256 bias(__m256) { return _mm256_setzero_ps(); }  // Q8_0W::bias
+  static PanelScales scales(const uint8_t* block, int h) { return {panel_halves(block, h, 0), _mm256_setzero_ps()}; }
+  static __m256i codes(const uint8_t* block, int h, int v) { return panel_piece(block, h, 2 + 4 * size_t(v)); }
 };
 
 template <class W>
 constexpr size_t kPanelBlockBytes = kPanelRows * sizeof(typename W::Block);
-
-// The half's block scales (the f16 at the GGUF block's start).
-inline __m256 panel_scales(const uint8_t* block, int h) { return panel_halves(block, h, 0); }
 
 // Rows [r0, r1) (whole panels) × T tokens, each panel read once.
 template <class W, int T>
@@ -75,9 +120,8 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       prefetch.ahead_of(block);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m256 d = panel_scales(block, h);
-        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, d, PanelBlock<W>::bias(d), x,
-                             b, acc[h]);
+        const PanelScales sc = PanelBlock<W>::scales(block, h);
+        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b, acc[h]);
       }
     }
     for (int h = 0; h < 2; ++h)
@@ -96,9 +140,9 @@ void interleave_panels(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = panel + size_t(b) * kPanelBlockBytes<W>;
       RowGroupBlock& dst = out[g * nb + b];
-      const __m256 d = panel_scales(block, h);
-      _mm256_storeu_ps(dst.d, d);
-      _mm256_storeu_ps(dst.bias, PanelBlock<W>::bias(d));
+      const PanelScales sc = PanelBlock<W>::scales(block, h);
+      _mm256_storeu_ps(dst.d, sc.d);
+      _mm256_storeu_ps(dst.bias, sc.bias);
       for (int v = 0; v < 8; ++v)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[v]), PanelBlock<W>::codes(block, h, v));
     }
@@ -123,6 +167,9 @@ void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 Kernel avx2_panel_kernel(DType type) {
   switch (type) {
     case DType::Q4_0: return panels<Q4_0W>;
+    case DType::Q4_1: return panels<Q4_1W>;
+    case DType::Q5_0: return panels<Q5_0W>;
+    case DType::Q5_1: return panels<Q5_1W>;
     case DType::Q8_0: return panels<Q8_0W>;
     default: return avx2_kquant_panel_kernel(type);
   }

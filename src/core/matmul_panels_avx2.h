@@ -28,5 +28,17 @@ inline __m256 panel_halves(const uint8_t* block, int h, size_t byte) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kPanelRows * byte + 16 * h)));
 }
 
+// A piece of two f16s a row (d and the minimum of Q4_1/Q5_1, d and dmin of
+// Q4_K/Q5_K), as the half's 8 first and 8 second values.
+struct F16Pairs {
+  __m256 first, second;
+};
+inline F16Pairs panel_f16_pairs(const uint8_t* block, int h, size_t byte) {
+  const __m256i dd = panel_piece(block, h, byte);
+  const __m256i halves = _mm256_permute4x64_epi64(
+      _mm256_packus_epi32(_mm256_and_si256(dd, _mm256_set1_epi32(0xFFFF)), _mm256_srli_epi32(dd, 16)), 0xD8);
+  return {_mm256_cvtph_ps(_mm256_castsi256_si128(halves)), _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1))};
+}
+
 }  // namespace
 }  // namespace shardlm::matmul_impl

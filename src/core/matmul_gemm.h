@@ -555,14 +555,19 @@ SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale,
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
 // Code vector i (0..63) is group i%8 of sub-block i/8.
+// Sub-block `sub`'s codes from the qs dwords q (and Q5_K's qh dwords).
+template <bool kQ5>
+SHARDLM_GEMM_INLINE __m512i q45_k_codes(__m512i q, __m512i qh, int sub) {
+  const __m512i nibble = sub % 2 ? _mm512_srli_epi32(q, 4) : q;
+  if (!kQ5) return nibbles_low(nibble);
+  return nibble_or(nibble, byte_bits_moved(qh, sub, 4, 0x10101010));
+}
 template <bool kQ5, class G>
 SHARDLM_GEMM_INLINE __m512i code_q45_k(const G& g, int i) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
   const int sub = i / 8, gi = i % 8;
-  const __m512i q = g.at(kQs + 32 * size_t(sub / 2) + 4 * size_t(gi));
-  const __m512i nibble = sub % 2 ? _mm512_srli_epi32(q, 4) : q;
-  if (!kQ5) return nibbles_low(nibble);
-  return nibble_or(nibble, byte_bits_moved(g.at(kQh + 4 * size_t(gi)), sub, 4, 0x10101010));
+  const __m512i qh = kQ5 ? g.at(kQh + 4 * size_t(gi)) : _mm512_setzero_si512();
+  return q45_k_codes<kQ5>(g.at(kQs + 32 * size_t(sub / 2) + 4 * size_t(gi)), qh, sub);
 }
 // The scales of a Q4_K/Q5_K super-block (everything of PanelK but the codes).
 template <class G>
@@ -589,28 +594,24 @@ SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
     if (kQ5) g.at4(kQh + 4 * size_t(gi), &qh[gi]);
     for (int k = 0; k < 4; ++k) g.at4(kQs + 32 * size_t(k) + 4 * size_t(gi), &q[k][gi]);
   }
-  for (int gi = 0; gi < 8; ++gi) {
-    for (int k = 0; k < 4; ++k) {
-      const __m512i nibbles[2] = {q[k][gi], _mm512_srli_epi32(q[k][gi], 4)};
-      for (int half = 0; half < 2; ++half) {
-        const int sub = 2 * k + half;
-        p.codes[8 * sub + gi] = kQ5 ? nibble_or(nibbles[half], byte_bits_moved(qh[gi], sub, 4, 0x10101010))
-                                    : nibbles_low(nibbles[half]);
-      }
-    }
-  }
+  for (int gi = 0; gi < 8; ++gi)
+    for (int sub = 0; sub < 8; ++sub)
+      p.codes[8 * sub + gi] = q45_k_codes<kQ5>(q[sub / 2][gi], kQ5 ? qh[gi] : _mm512_setzero_si512(), sub);
 }
 
 // Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
 // quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
 // qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales. Code vector i
 // is group i%8 of quarter (i/8)%4 of half i/32.
+// A quarter's codes from the ql dwords of its half (quarter % 2) and the qh dwords.
+SHARDLM_GEMM_INLINE __m512i q6_k_codes(__m512i ql, __m512i qh, int quarter) {
+  return nibble_or(quarter / 2 ? _mm512_srli_epi32(ql, 4) : ql, byte_bits_moved(qh, 2 * quarter, 4, 0x30303030));
+}
 template <class G>
 SHARDLM_GEMM_INLINE __m512i code_q6_k(const G& g, int i) {
-  const int h = i / 32, quarter = i / 8 % 4, gi = i % 8, half = quarter % 2, nib = quarter / 2;
-  const __m512i ql = g.at(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi));
-  const __m512i qh = g.at(128 + 32 * size_t(h) + 4 * size_t(gi));
-  return nibble_or(nib ? _mm512_srli_epi32(ql, 4) : ql, byte_bits_moved(qh, 2 * quarter, 4, 0x30303030));
+  const int h = i / 32, quarter = i / 8 % 4, gi = i % 8;
+  return q6_k_codes(g.at(64 * size_t(h) + 32 * size_t(quarter % 2) + 4 * size_t(gi)),
+                    g.at(128 + 32 * size_t(h) + 4 * size_t(gi)), quarter);
 }
 template <class G>
 SHARDLM_GEMM_INLINE void scales_q6_k(const G& g, PanelK& p) {
@@ -666,15 +667,9 @@ struct Q6_KP {
         g.at4(128 + 32 * size_t(h) + 4 * size_t(gi), &qh[gi]);
         for (int half = 0; half < 2; ++half) g.at4(64 * size_t(h) + 32 * size_t(half) + 4 * size_t(gi), &ql[half][gi]);
       }
-      for (int gi = 0; gi < 8; ++gi) {
-        for (int half = 0; half < 2; ++half) {
-          for (int nib = 0; nib < 2; ++nib) {
-            const int quarter = half + 2 * nib;
-            const __m512i low = nib ? _mm512_srli_epi32(ql[half][gi], 4) : ql[half][gi];
-            p.codes[32 * h + 8 * quarter + gi] = nibble_or(low, byte_bits_moved(qh[gi], 2 * quarter, 4, 0x30303030));
-          }
-        }
-      }
+      for (int gi = 0; gi < 8; ++gi)
+        for (int quarter = 0; quarter < 4; ++quarter)
+          p.codes[32 * h + 8 * quarter + gi] = q6_k_codes(ql[quarter % 2][gi], qh[gi], quarter);
     }
   }
   static constexpr int kInPlaceTokens = 1;

@@ -67,8 +67,9 @@ struct Q45KPanel {
   using K = Rows;
   using Block = typename K::Block;
   static constexpr bool kQ5 = std::is_same_v<Block, block_q5_K>;
-  // Both halves in one super_block pass at 1 token: Q4_K 1.45x in cache;
-  // Q5_K (and Q6_K) 5-10 % slower, their codes' temporaries spilling.
+  // Both halves in one super_block pass at 1 token: Q4_K ~1.4x in cache
+  // against a half at a time; Q5_K (and Q6_K) 5-10 % slower, their codes'
+  // temporaries spilling.
   static constexpr bool kBothHalves = !kQ5;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(Block);
   struct Fields {

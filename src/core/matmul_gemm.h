@@ -554,8 +554,8 @@ SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale,
 
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
-// Code vector i (0..63) is group i%8 of sub-block i/8.
-// Sub-block `sub`'s codes from the qs dwords q (and Q5_K's qh dwords).
+// q45_k_codes: sub-block `sub`'s codes from the qs dwords q (and Q5_K's qh
+// dwords); code_q45_k: code vector i (0..63), group i%8 of sub-block i/8.
 template <bool kQ5>
 SHARDLM_GEMM_INLINE __m512i q45_k_codes(__m512i q, __m512i qh, int sub) {
   const __m512i nibble = sub % 2 ? _mm512_srli_epi32(q, 4) : q;
@@ -601,9 +601,9 @@ SHARDLM_GEMM_INLINE void unpack_q45_k(const G& g, PanelK& p) {
 
 // Q6_K: element e = 128h + 32·quarter + l has its low 4 bits in nibble
 // quarter/2 of ql[64h + 32·(quarter%2) + l], its top 2 in bits 2·quarter of
-// qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales. Code vector i
-// is group i%8 of quarter (i/8)%4 of half i/32.
-// A quarter's codes from the ql dwords of its half (quarter % 2) and the qh dwords.
+// qh[32h + l]; codes are u − 32 with 16 signed 8-bit scales. q6_k_codes: a
+// quarter's codes from the ql dwords of its half (quarter % 2) and the qh
+// dwords; code_q6_k: code vector i, group i%8 of quarter (i/8)%4 of half i/32.
 SHARDLM_GEMM_INLINE __m512i q6_k_codes(__m512i ql, __m512i qh, int quarter) {
   return nibble_or(quarter / 2 ? _mm512_srli_epi32(ql, 4) : ql, byte_bits_moved(qh, 2 * quarter, 4, 0x30303030));
 }

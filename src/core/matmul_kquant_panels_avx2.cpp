@@ -103,9 +103,7 @@ struct Q45KPanel {
     const __m256i raw = panel_piece(block, h, offsetof(Block, qs) + 32 * (j / 2) + 4 * v);
     const __m256i low = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
     if constexpr (kQ5) {
-      const __m256i qh = panel_piece(block, h, offsetof(Block, qh) + 4 * v);
-      const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : j == 4 ? qh : _mm256_srli_epi16(qh, j - 4);
-      return _mm256_or_si256(low, _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+      return or_high_bits<1>(low, panel_piece(block, h, offsetof(Block, qh) + 4 * v), j);
     } else {
       return low;
     }
@@ -141,11 +139,7 @@ struct Q6KPanel {
     const __m256i ql = panel_piece(block, h, offsetof(block_q6_K, ql) + 64 * half + 32 * (quarter & 1) + 4 * v);
     const __m256i qh = panel_piece(block, h, offsetof(block_q6_K, qh) + 32 * half + 4 * v);
     const __m256i low = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), _mm256_set1_epi8(0x0F));
-    // Bits 2·quarter, 2·quarter + 1 of qh moved to bits 4, 5 by one shift.
-    const __m256i at4 = quarter < 2 ? _mm256_slli_epi16(qh, 4 - 2 * quarter)
-                        : quarter == 2 ? qh
-                                       : _mm256_srli_epi16(qh, 2);
-    return _mm256_or_si256(low, _mm256_and_si256(at4, _mm256_set1_epi8(0x30)));
+    return or_high_bits<2>(low, qh, 2 * quarter);
   }
 };
 

@@ -62,20 +62,19 @@ inline int hsum4(__m128i v) {
   return _mm_cvtsi128_si32(v);
 }
 
-// low | (bits j .. j+N-1 of each byte of `bits`) << 4, for j + N <= 8. With
-// AVX-512VL one shift brings the bits to position 4 of their own byte (a
-// 16-bit shift by at most 4 moves none across the byte boundary into the
-// bits kept) and one ternary-logic op masks and merges them; AVX2 takes two
-// more instructions. This header is compiled once per ISA file.
+// low | (bits j .. j+N-1 of each byte of `bits`) << 4, for j + N <= 8. One
+// shift brings the bits to position 4 of their own byte (a 16-bit shift by
+// at most 4 moves none across the byte boundary into the bits kept), then a
+// mask and a merge: one ternary-logic op with AVX-512VL, two on AVX2. This
+// header is compiled once per ISA file.
 template <int N>
 inline __m256i or_high_bits(__m256i low, __m256i bits, int j) {
-  constexpr int kField = (1 << N) - 1;
+  const __m256i mask = _mm256_set1_epi8(char(((1 << N) - 1) << 4));
+  const __m256i at4 = j == 4 ? bits : j < 4 ? _mm256_slli_epi16(bits, 4 - j) : _mm256_srli_epi16(bits, j - 4);
 #ifdef __AVX512VL__
-  const __m256i at4 = j <= 4 ? _mm256_slli_epi16(bits, 4 - j) : _mm256_srli_epi16(bits, j - 4);
-  return _mm256_ternarylogic_epi32(low, at4, _mm256_set1_epi8(char(kField << 4)), 0xF8);  // low | (at4 & mask)
+  return _mm256_ternarylogic_epi32(low, at4, mask, 0xF8);  // low | (at4 & mask)
 #else
-  const __m256i field = _mm256_and_si256(_mm256_srli_epi16(bits, j), _mm256_set1_epi8(char(kField)));
-  return _mm256_or_si256(low, _mm256_slli_epi16(field, 4));
+  return _mm256_or_si256(low, _mm256_and_si256(at4, mask));
 #endif
 }
 

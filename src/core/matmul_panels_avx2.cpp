@@ -1,8 +1,9 @@
 // AVX2 kernels on Panels16 matrices (matmul_panels.cpp's layout) of the
 // 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Decode and a few
 // sequences (1-3 tokens) stream each 16-row panel once; 4+ tokens interleave
-// the panels into the row-group tiles' form (matmul_avx2_rowgroups.h). Both run rowgroup_block, so a token's result
-// has the same bits alone or in any batch.
+// the panels into the row-group tiles' form (matmul_avx2_rowgroups.h). Both
+// run rowgroup_block, so a token's result has the same bits alone or in any
+// batch.
 //
 // Why panels on AVX2: a panel's piece k holds the same 4 bytes of 16 rows
 // side by side, so 8 rows' codes for 4 elements are one load (two vector

@@ -48,7 +48,7 @@ namespace {
 // the dot products and the unpackers as calls inside one_pass<8> (over the inlining
 // budget), passing every vector through memory, which cost as much as the
 // arithmetic.
-#define SHARDLM_GEMM_INLINE inline __attribute__((always_inline))
+#define SHARDLM_GEMM_INLINE inline SHARDLM_ALWAYS_INLINE  // core/unrolled.h
 
 constexpr int kRows = 16;  // weight rows per panel, one per 32-bit lane
 // Activations of one token chunk (re-read for every row group) should stay in

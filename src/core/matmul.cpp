@@ -178,7 +178,9 @@ void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
   if (w.rows > 0 && !w.data) throw Error(fmt::format("matmul: {} has no data", where()));
 }
 
-void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+// `isa`: for a Panels16 matrix, the cap of its panel kernel (whose
+// prefetches are timed under it).
+void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!kernel) throw Error(fmt::format("matmul: weight type {} is not supported", dtype_name(w.type)));
   check_matrix(w, x.n_tokens(), x.cols());
   if (w.rows == 0 || x.n_tokens() == 0) return;
@@ -187,6 +189,7 @@ void run_kernel(Kernel kernel, const MatrixView& w, PreparedInput& x, float* y, 
   args.x = x.for_type(w.type, pool, &args.x_stride);
   args.n_tokens = x.n_tokens();
   args.y = y;
+  if (w.layout == WeightLayout::Panels16) args.prefetch = panel_prefetch_plan(isa, w.type, x.n_tokens());
   // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a
   // shared counter rather than one fixed share each: on a VM whose cores are
   // sometimes taken away, a thread that got less CPU no longer holds the
@@ -256,18 +259,18 @@ void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   const int64_t n = x.n_tokens();
   if (w.layout == WeightLayout::Panels16) {
     log_matmul_kernel(w, n, active_isa());
-    return run_kernel(panel_kernel(active_isa(), w.type, n), w, x, y, pool);
+    return run_kernel(panel_kernel(active_isa(), w.type, n), active_isa(), w, x, y, pool);
   }
   const Isa isa = dispatch_isa(active_isa(), w.type, n);
   log_matmul_kernel(w, n, isa);
-  run_kernel(own_kernel(isa, w.type, n), w, x, y, pool);
+  run_kernel(own_kernel(isa, w.type, n), isa, w, x, y, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!isa_available(isa)) throw Error(fmt::format("matmul: this CPU/OS cannot run {} kernels", isa_name(isa)));
   const int64_t n = x.n_tokens();
-  if (w.layout == WeightLayout::Panels16) return run_kernel(panel_kernel(isa, w.type, n), w, x, y, pool);
-  run_kernel(own_kernel(newest_isa(isa, w.type, n), w.type, n), w, x, y, pool);
+  if (w.layout == WeightLayout::Panels16) return run_kernel(panel_kernel(isa, w.type, n), isa, w, x, y, pool);
+  run_kernel(own_kernel(newest_isa(isa, w.type, n), w.type, n), isa, w, x, y, pool);
 }
 
 bool isa_has_kernel(Isa isa, DType type) {

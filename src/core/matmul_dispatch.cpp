@@ -38,70 +38,20 @@
 // (AMX's per-block cost is fixed, VNNI's grows with the tokens). The AVX2
 // tiles sum in another order and are not candidates there. Larger batches
 // (prefill) take the newest ISA.
-#include <algorithm>
-#include <array>
-#include <atomic>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include <emmintrin.h>
 #include <fmt/format.h>
-#include <time.h>
 
 #include "core/matmul.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_timing.h"
 
 namespace shardlm::matmul_impl {
 namespace {
 
-constexpr int kTimedTokens = 15;       // 1..15 tokens: decode and batched decode
-constexpr int kTypeIds = 64;           // DType ids are below this
-constexpr int64_t kCols = 4096;        // a multiple of every block size
-constexpr size_t kSliceBytes = 512 << 10;  // ≫ the prefetchers' reach, a fraction of a ms from DRAM
-constexpr int kRounds = 11;                 // odd: the median is one round's time
 constexpr double kStreamMargin = 0.10;
 constexpr double kMargin = 0.05;
-
-// CPU time of the calling thread: time the thread was not running (a shared
-// machine) does not count against a kernel.
-double thread_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-// Writes every cache line of [p, p + n) back and out of every cache level.
-void flush_from_caches(const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; i += 64) _mm_clflush(p + i);
-  _mm_mfence();
-}
-
-// Median time of each kernel over rows [0, rows), in rounds that alternate
-// between the candidates; with `streamed` its weights are flushed from the
-// caches before every call.
-std::vector<double> time_candidates(const std::vector<Kernel>& kernels, const KernelArgs& args, int64_t rows,
-                                    bool streamed) {
-  const auto* weights = static_cast<const uint8_t*>(args.w->data);
-  const size_t bytes = args.w->row_stride * size_t(rows);
-  std::vector<std::vector<double>> samples(kernels.size());
-  for (int round = -1; round < kRounds; ++round) {  // round -1 warms code, clocks and the activations
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      if (streamed) flush_from_caches(weights, bytes);
-      const double t0 = thread_seconds();
-      kernels[i](args, 0, rows);
-      const double s = thread_seconds() - t0;
-      if (round >= 0) samples[i].push_back(s);
-    }
-  }
-  std::vector<double> median(kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    std::nth_element(samples[i].begin(), samples[i].begin() + kRounds / 2, samples[i].end());
-    median[i] = samples[i][kRounds / 2];
-  }
-  return median;
-}
 
 // Sets *timings to what decided, for the kernel log (matmul_kernel_log.cpp).
 Isa calibrate(Isa cap, DType type, int64_t n_tokens, std::string* timings) {
@@ -120,44 +70,23 @@ Isa calibrate(Isa cap, DType type, int64_t n_tokens, std::string* timings) {
     *timings = "the only candidate";
     return newest_isa(cap, type, n_tokens);
   }
-  // Any bytes make valid weights except float NaNs and denormals (slow
-  // paths): 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane
-  // f16 scale for every block type.
-  const size_t stride = row_bytes(type, kCols);
-  const int64_t rows = std::max<int64_t>(kRowAlign, int64_t(kSliceBytes / stride) / kRowAlign * kRowAlign);
-  std::vector<uint8_t> weights(stride * size_t(rows), 0x3C);
-  const MatrixView w{type, weights.data(), rows, kCols, stride};
-  std::vector<float> x(size_t(n_tokens * kCols));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.1f;
-  std::vector<float> y(size_t(n_tokens * rows));
-  PreparedInput prepared(x.data(), n_tokens, kCols);
-  KernelArgs args;
-  args.w = &w;
-  args.x = prepared.for_type(type, nullptr, &args.x_stride);
-  args.n_tokens = n_tokens;
-  args.y = y.data();
-  const std::vector<double> streamed = time_candidates(kernels, args, rows, true);
-  const std::vector<double> hot = time_candidates(kernels, args, rows, false);
+  const TimingMatmul m(type, n_tokens, WeightLayout::Rows);
+  const auto run = [&](size_t i) { m.run(kernels[i]); };
+  const std::vector<double> streamed = median_times(kernels.size(), run, m.weights(), m.weight_bytes());
+  const std::vector<double> hot = median_times(kernels.size(), run);
   size_t pick = 0;
   for (size_t i = 1; i < kernels.size(); ++i) {
     const bool streams_faster = streamed[i] < streamed[pick] * (1.0 - kStreamMargin);
     const bool streams_as_fast = streamed[i] <= streamed[pick] * (1.0 + kStreamMargin);
     if (streams_faster || (streams_as_fast && hot[i] < hot[pick] * (1.0 - kMargin))) pick = i;
   }
-  *timings = fmt::format("median thread CPU time on {} KiB, flushed from the caches / hot:", kSliceBytes >> 10);
+  *timings = fmt::format("median thread CPU time on {} KiB, flushed from the caches / hot:", m.slice_kib());
   for (size_t i = 0; i < kernels.size(); ++i)
     *timings += fmt::format(" {} {:.1f} / {:.1f} us", isa_name(isas[i]), streamed[i] * 1e6, hot[i] * 1e6);
   return isas[pick];
 }
 
-// 0 = not yet measured, else Isa + 1; per cap, type id and token count.
-std::array<std::atomic<int8_t>, 4 * kTypeIds * kTimedTokens> g_choice{};
-std::mutex g_calibrating;
-std::map<size_t, std::string> g_timings;  // per slot of g_choice, under g_calibrating
-
-size_t slot_of(Isa cap, DType type, int64_t n_tokens) {
-  return (size_t(cap) * kTypeIds + size_t(type)) * kTimedTokens + size_t(n_tokens - 1);
-}
+MeasuredChoices<Isa> g_choices;  // per cap, type and token count
 
 // The fixed rule for float weights (see the top of the file).
 bool float_decode_keeps_avx2(Isa cap, DType type, int64_t n_tokens) {
@@ -166,8 +95,7 @@ bool float_decode_keeps_avx2(Isa cap, DType type, int64_t n_tokens) {
 }
 
 bool timed(DType type, int64_t n_tokens) {
-  return n_tokens >= 1 && n_tokens <= kTimedTokens && size_t(type) < size_t(kTypeIds) &&
-         decode_bits_match_across_isas(type);
+  return MeasuredChoices<Isa>::timed(type, n_tokens) && decode_bits_match_across_isas(type);
 }
 
 }  // namespace
@@ -177,13 +105,7 @@ bool decode_bits_match_across_isas(DType type) { return traits(type).block_elems
 Isa dispatch_isa(Isa cap, DType type, int64_t n_tokens) {
   if (float_decode_keeps_avx2(cap, type, n_tokens)) return Isa::Avx2;
   if (!timed(type, n_tokens)) return newest_isa(cap, type, n_tokens);
-  std::atomic<int8_t>& slot = g_choice[slot_of(cap, type, n_tokens)];
-  if (const int8_t c = slot.load(std::memory_order_acquire)) return Isa(c - 1);
-  const std::lock_guard<std::mutex> lock(g_calibrating);
-  if (const int8_t c = slot.load(std::memory_order_relaxed)) return Isa(c - 1);
-  const Isa isa = calibrate(cap, type, n_tokens, &g_timings[slot_of(cap, type, n_tokens)]);
-  slot.store(int8_t(int(isa) + 1), std::memory_order_release);
-  return isa;
+  return g_choices.get(cap, type, n_tokens, [&](std::string* why) { return calibrate(cap, type, n_tokens, why); });
 }
 
 std::string dispatch_reason(Isa cap, DType type, int64_t n_tokens) {
@@ -191,8 +113,7 @@ std::string dispatch_reason(Isa cap, DType type, int64_t n_tokens) {
     return "float weights, 1-3 tokens: avx2 (fixed: streams as fast as avx512 or faster, docs/bench/flt5.md)";
   if (!timed(type, n_tokens)) return n_tokens > kTimedTokens ? "prefill: the newest ISA" : "not timed: the newest ISA";
   dispatch_isa(cap, type, n_tokens);
-  const std::lock_guard<std::mutex> lock(g_calibrating);
-  return g_timings[slot_of(cap, type, n_tokens)];
+  return g_choices.why(cap, type, n_tokens);
 }
 
 }  // namespace shardlm::matmul_impl

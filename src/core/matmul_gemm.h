@@ -191,12 +191,11 @@ class GatheredGroup {
 // a time, with matmul_panel_prefetch.h's prefetches.
 class PanelGroup {
  public:
-  // `tokens`: one_pass's token count (0: a panel unpacked for a tile).
-  PanelGroup(const MatrixView& m, int64_t r, int, int tokens = 0)
+  PanelGroup(const MatrixView& m, int64_t r, int, PanelPrefetchPlan plan)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)),
-        prefetch_(block_bytes_, tokens) {}
+        prefetch_(block_bytes_, plan) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
   // `odd`: the type's panel_odd_piece, passed as a constant by callers that
   // know the type at compile time, so that PanelBlock::at tests nothing at
@@ -214,6 +213,16 @@ class PanelGroup {
   size_t odd_;
   PanelPrefetch prefetch_;
 };
+
+// Row group r of a's matrix as Src reads it.
+template <class Src>
+SHARDLM_GEMM_INLINE Src group(const KernelArgs& a, int64_t r, int valid) {
+  if constexpr (std::is_same_v<Src, PanelGroup>) {
+    return Src(*a.w, r, valid, a.prefetch);
+  } else {
+    return Src(*a.w, r, valid);
+  }
+}
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 SHARDLM_GEMM_INLINE __m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi32(v, 16)); }
@@ -844,13 +853,7 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   typename F::Panel panel;
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
-    const Src src = [&] {
-      if constexpr (std::is_same_v<Src, PanelGroup>) {
-        return Src(m, r, valid, T);  // see PanelGroup's prefetches
-      } else {
-        return Src(m, r, valid);
-      }
-    }();
+    const Src src = group<Src>(a, r, valid);
     __m512 acc[T];
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -875,7 +878,7 @@ void batch_tile_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
     __m512 acc[T];
-    F::template small_batch_tile<T>(Src(m, r, valid), nb, x, a.x_stride, acc);
+    F::template small_batch_tile<T>(group<Src>(a, r, valid), nb, x, a.x_stride, acc);
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
   }
 }
@@ -928,11 +931,11 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);
     for (int64_t r = r0; r < r1; r += kRows) {
       const int valid = int(std::min<int64_t>(kRows, r1 - r));
-      F::unpack(Src(m, r, valid), m.cols, panel.data());
+      F::unpack(group<Src>(a, r, valid), m.cols, panel.data());
       if constexpr (F::kPairTokens > 0) {
         if (r + kRows < r1) {  // two row groups: pair tiles
           const int valid2 = int(std::min<int64_t>(kRows, r1 - r - kRows));
-          F::unpack(Src(m, r + kRows, valid2), m.cols, panel.data() + nb);
+          F::unpack(group<Src>(a, r + kRows, valid2), m.cols, panel.data() + nb);
           const int64_t t_pairs = t1 - (t1 - t0) % F::kPairTokens;
           pair_tiles<F>(panel.data(), nb, a, r, valid2, t0, t_pairs);
           token_tiles<F>(panel.data(), nb, a, r, valid, t_pairs, t1);

@@ -70,12 +70,22 @@ void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols);
 void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols);
 void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
 
+// What a panel kernel prefetches in software ahead of the block it reads
+// (matmul_panel_prefetch.h): the start of each 4 KiB page into L1, leaving
+// the rest to the core's prefetchers; every line into L1; or every line into
+// L2 and the page starts into L1. Which streams fastest differs between
+// CPUs, so matmul_prefetch_plan.cpp times them; the result's bits are the
+// same under each.
+enum class PanelPrefetchPlan : uint8_t { kPageStarts, kLinesToL1, kLinesToL2 };
+const char* prefetch_plan_name(PanelPrefetchPlan plan);
+
 struct KernelArgs {
   const MatrixView* w;
   const void* x;      // n_tokens rows of activations in act_format(w->type)
   size_t x_stride;    // bytes between tokens
   int64_t n_tokens;
   float* y;           // y[t * w->rows + r]
+  PanelPrefetchPlan prefetch = PanelPrefetchPlan::kLinesToL1;  // Panels16 only
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's
@@ -129,6 +139,12 @@ Isa panel_isa(Isa isa, DType type, int64_t n_tokens);
 Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
 // Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).
 constexpr int64_t kPanelOnePassTokens = 8;
+// The prefetches panel_kernel(isa, type, n_tokens) streams fastest with on
+// this CPU: for decode and batched decode (1-15 tokens) timed once per
+// process on first use, for prefill (panels unpacked once for many tokens,
+// not streamed) every line into L1. And what decided it, in words.
+PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens);
+std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
 
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot

@@ -159,6 +159,48 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
   }
 }
 
+// The prefetches are timed per CPU (matmul_prefetch_plan.cpp), so they must
+// not touch the arithmetic: each plan gives the same bits with every panel
+// kernel, at every token count it streams (one_pass, the AMX batch tile).
+TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
+  const matmul_impl::PanelPrefetchPlan plans[] = {matmul_impl::PanelPrefetchPlan::kPageStarts,
+                                                  matmul_impl::PanelPrefetchPlan::kLinesToL1,
+                                                  matmul_impl::PanelPrefetchPlan::kLinesToL2};
+  const int64_t rows = 48;
+  for (Isa isa : kIsas) {
+    if (isa == Isa::Scalar || !isa_available(isa)) continue;
+    for (DType type : kPanelTypes) {
+      const int64_t cols = traits(type).block_elems * 9;
+      const auto m = random_matrix(type, rows, cols, 5);
+      const Panels p = repacked(m.view);
+      for (int64_t n : {1, 2, 3, 8, 12}) {
+        if (matmul_impl::panel_isa(isa, type, n) != isa) continue;
+        SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)) + " tokens " + std::to_string(n));
+        const auto x = random_activations(n, cols, uint32_t(n));
+        PreparedInput prepared(x.data(), n, cols);
+        matmul_impl::KernelArgs args;
+        args.w = &p.view;
+        args.x = prepared.for_type(type, nullptr, &args.x_stride);
+        args.n_tokens = n;
+        std::vector<std::vector<float>> y;
+        for (auto plan : plans) {
+          y.emplace_back(size_t(n * rows), NAN);
+          args.y = y.back().data();
+          args.prefetch = plan;
+          matmul_impl::panel_kernel(isa, type, n)(args, 0, rows);
+        }
+        for (size_t i = 1; i < y.size(); ++i) ASSERT_EQ(0, std::memcmp(y[0].data(), y[i].data(), y[0].size() * 4));
+      }
+    }
+  }
+  // Decode's plan is timed (the reason gives the timings); prefill's is fixed.
+  if (isa_available(Isa::Avx2)) {
+    matmul_impl::panel_prefetch_plan(Isa::Avx2, DType::Q4_0, 1);
+    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1).find(" us"));
+  }
+  EXPECT_EQ(matmul_impl::PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
+}
+
 // What the serving layer relies on, now down to one token: a sequence's
 // result is the same bits decoded alone, among 2..39 others, or by 2 threads,
 // with every ISA's panel kernels (the default's, matmul(), among them).

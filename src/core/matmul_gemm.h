@@ -206,6 +206,16 @@ class PanelGroup {
     prefetch_.ahead_of(p);
     return PanelBlock(p, odd);
   }
+  // Block b for a kernel that issues its prefetches in parts: those of a
+  // plan that spreads them come from prefetch_part, the others all here.
+  SHARDLM_GEMM_INLINE PanelBlock block_in_parts(int64_t b, size_t odd) const {
+    const uint8_t* p = base_ + size_t(b) * block_bytes_;
+    if (!prefetch_.spread()) prefetch_.ahead_of(p);
+    return PanelBlock(p, odd);
+  }
+  SHARDLM_GEMM_INLINE void prefetch_part(int64_t b, int part, int parts) const {
+    if (prefetch_.spread()) prefetch_.part_ahead_of(base_ + size_t(b) * block_bytes_, part, parts);
+  }
 
  private:
   const uint8_t* base_;
@@ -719,9 +729,13 @@ struct KQuant {
     requires(T <= P::kInPlaceTokens)
   SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, PanelK& p, const uint8_t* x,
                                                  size_t x_stride, __m512* acc) {
-    const PanelBlock g = src.block(b, kOdd);
+    const PanelBlock g = src.block_in_parts(b, kOdd);
+    src.prefetch_part(b, 0, kChains);
     P::scales(g, p);
-    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc);
+    const auto chain_starts = [&](int c) SHARDLM_ALWAYS_INLINE {
+      if (c > 0) src.prefetch_part(b, c, kChains);
+    };
+    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, chain_starts);
   }
 
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
@@ -735,15 +749,17 @@ struct KQuant {
   // running through four of them: docs/bench/kq8.md).
   template <int T>
   static void block(const PanelK& p, int64_t b, const uint8_t* x, size_t x_stride, __m512* acc) {
-    block<T, false>(p, [&](int i) { return _mm512_load_si512(&p.codes[i]); }, b, x, x_stride, acc);
+    block<T, false>(p, [&](int i) { return _mm512_load_si512(&p.codes[i]); }, b, x, x_stride, acc, [](int) {});
   }
   // The same with code vector i from codes(i); kUnroll: the loops unrolled
   // at compile time, which codes made in place need (else their shifts and
   // offsets are picked at run time), and which made the loads from PanelK
   // slower (Q6_K at 2-8 tokens 17-23 %: larger code, more registers live).
-  template <int T, bool kUnroll, class Codes>
+  // chain_starts(c) runs before chain c's products (prefetches spread over
+  // the super-block).
+  template <int T, bool kUnroll, class Codes, class ChainStarts>
   SHARDLM_GEMM_INLINE static void block(const PanelK& p, const Codes& codes, int64_t b, const uint8_t* x,
-                                        size_t x_stride, __m512* acc) {
+                                        size_t x_stride, __m512* acc, const ChainStarts& chain_starts) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
     constexpr bool kFresh = T < 4 || P::kSub == 16;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
@@ -754,6 +770,7 @@ struct KQuant {
       part[t] = _mm512_setzero_ps();
     }
     steps<kChains, kUnroll>([&](auto c) SHARDLM_ALWAYS_INLINE {
+      chain_starts(int(c));
       __m512i sum[kSplit][T], before[T];  // running sums; their join at the last sub-block's end
       steps<kSubsPerChain, kUnroll>([&](auto k) SHARDLM_ALWAYS_INLINE {
         const int s = kSubsPerChain * c + k;

@@ -73,10 +73,12 @@ void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
 // What a panel kernel prefetches in software ahead of the block it reads
 // (matmul_panel_prefetch.h): the start of each 4 KiB page into L1, leaving
 // the rest to the core's prefetchers; every line into L1; or every line into
-// L2 and the page starts into L1. Which streams fastest differs between
+// L2 and the page starts into L1. The K-quants' decode from panels may
+// issue a super-block's line prefetches spread over its work (kSpread...)
+// instead of in one burst before it. Which streams fastest differs between
 // CPUs, so matmul_prefetch_plan.cpp times them; the result's bits are the
 // same under each.
-enum class PanelPrefetchPlan : uint8_t { kPageStarts, kLinesToL1, kLinesToL2 };
+enum class PanelPrefetchPlan : uint8_t { kPageStarts, kLinesToL1, kLinesToL2, kSpreadToL1, kSpreadToL2 };
 const char* prefetch_plan_name(PanelPrefetchPlan plan);
 
 struct KernelArgs {

@@ -13,7 +13,11 @@
 //   every line into L2 as well (14-23 % ahead); the K-quants (2304-3360
 //   bytes a block: too long a stride to be followed) with every line into L1.
 // - Xeon with AMX (2026-12-03): every line into L2 for every type and token
-//   count, the 32-element types at one token 1.3-1.8x the page starts alone.
+//   count, the 32-element types at one token 1.3-1.8x the page starts alone;
+//   a K-quant super-block's prefetches spread over its four chains of
+//   dot products (matmul_gemm.h's KQuant::block_in_place) another ~10 %
+//   (1B Q4_K_M decode 5-8 %), where one burst of 36-53 prefetches before
+//   each super-block held the loads back.
 // kAhead bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault): at least one DRAM latency (~100-150 ns) times
 // what one core streams (20-60 GB/s): ~4-9 KB. 8 KB was best on Zen 5 (2 KB:
@@ -37,25 +41,36 @@ class PanelPrefetch {
   // `block_bytes`: a block of the 16 rows.
   PanelPrefetch(size_t block_bytes, PanelPrefetchPlan plan)
       : block_bytes_(block_bytes),
-        page_starts_(plan != PanelPrefetchPlan::kLinesToL1),
-        lines_to_l2_(plan == PanelPrefetchPlan::kLinesToL2) {}
+        page_starts_(plan != PanelPrefetchPlan::kLinesToL1 && plan != PanelPrefetchPlan::kSpreadToL1),
+        lines_to_l2_(plan == PanelPrefetchPlan::kLinesToL2 || plan == PanelPrefetchPlan::kSpreadToL2),
+        spread_(plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2) {}
 
-  // Before reading the block at p.
-  inline __attribute__((always_inline)) void ahead_of(const uint8_t* p) const {
+  // Whether the plan asks for a block's prefetches in parts
+  // (part_ahead_of) by a kernel that can spread them.
+  bool spread() const { return spread_; }
+
+  // Before reading the block at p: all of its prefetches.
+  inline __attribute__((always_inline)) void ahead_of(const uint8_t* p) const { part_ahead_of(p, 0, 1); }
+
+  // Part `part` of `parts` of ahead_of(p): its share of the lines (the page
+  // start with part 0).
+  inline __attribute__((always_inline)) void part_ahead_of(const uint8_t* p, int part, int parts) const {
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
+    const size_t lines = (block_bytes_ + 63) / 64;
+    const size_t first = lines * size_t(part) / size_t(parts), end = lines * size_t(part + 1) / size_t(parts);
     if (!page_starts_) {
-      for (size_t line = 0; line < block_bytes_; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T0);
+      for (size_t line = first; line < end; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * line), _MM_HINT_T0);
       return;
     }
     if (lines_to_l2_) {
-      for (size_t line = 0; line < block_bytes_; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line), _MM_HINT_T1);
+      for (size_t line = first; line < end; ++line)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * line), _MM_HINT_T1);
     }
     // The page starting in [ahead, ahead + block_bytes_), if any: each page
     // start falls in exactly one block's range.
     const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
-    if (page >= ahead) {
+    if (part == 0 && page >= ahead) {
       _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);
     }
@@ -66,6 +81,7 @@ class PanelPrefetch {
   size_t block_bytes_;
   bool page_starts_;  // else every line into L1
   bool lines_to_l2_;  // and every line into L2
+  bool spread_;
 };
 
 }  // namespace

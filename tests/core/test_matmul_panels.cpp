@@ -163,9 +163,10 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
 // not touch the arithmetic: each plan gives the same bits with every panel
 // kernel, at every token count it streams (one_pass, the AMX batch tile).
 TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
-  const matmul_impl::PanelPrefetchPlan plans[] = {matmul_impl::PanelPrefetchPlan::kPageStarts,
-                                                  matmul_impl::PanelPrefetchPlan::kLinesToL1,
-                                                  matmul_impl::PanelPrefetchPlan::kLinesToL2};
+  using matmul_impl::PanelPrefetchPlan;
+  const PanelPrefetchPlan plans[] = {PanelPrefetchPlan::kPageStarts, PanelPrefetchPlan::kLinesToL1,
+                                     PanelPrefetchPlan::kLinesToL2, PanelPrefetchPlan::kSpreadToL1,
+                                     PanelPrefetchPlan::kSpreadToL2};
   const int64_t rows = 48;
   for (Isa isa : kIsas) {
     if (isa == Isa::Scalar || !isa_available(isa)) continue;
@@ -198,7 +199,7 @@ TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
     matmul_impl::panel_prefetch_plan(Isa::Avx2, DType::Q4_0, 1);
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1).find(" us"));
   }
-  EXPECT_EQ(matmul_impl::PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
+  EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
 }
 
 // What the serving layer relies on, now down to one token: a sequence's

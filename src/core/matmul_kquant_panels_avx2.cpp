@@ -148,8 +148,10 @@ struct Q6KPanel {
 // (add_super_block). With H = 2 each activation broadcast serves both
 // halves; run for one half at a time, GCC keeps the first half's broadcasts
 // for the second on the stack (a store and a reloading maddubs each).
-template <class P, int T, int H>
-inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x, __m256 (*acc)[T]) {
+// step(j) runs before the codes of 32-element chunk j (prefetches spread
+// over the super-block).
+template <class P, int T, int H, class Step>
+inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x, __m256 (*acc)[T], const Step& step) {
   using K = typename P::K;
   constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
   typename P::Fields f[H];
@@ -160,6 +162,7 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
   // Unrolled with compile-time j and v: GCC kept a loop over j here, with the
   // scales and shifts picked at run time and its counters on the stack.
   unrolled<8>([&](auto j) SHARDLM_ALWAYS_INLINE {
+    step(int(j));
     __m256i s16[H][T];
     unrolled<8>([&](auto v) SHARDLM_ALWAYS_INLINE {
       __m256i q[H];
@@ -226,14 +229,25 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       for (auto& v : half) v = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = panel + size_t(b) * P::kBlockBytes;
-      prefetch.ahead_of(block);
+      if (!prefetch.spread()) prefetch.ahead_of(block);
       const block_q8_K* x[T];
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
+      // A spread plan's prefetches in four parts over the super-block's 8
+      // chunks (16 when its halves run one after the other).
+      const auto part = [&](int k) SHARDLM_ALWAYS_INLINE {
+        if (prefetch.spread()) prefetch.part_ahead_of(block, k, 4);
+      };
       if constexpr (T == 1 && P::kBothHalves) {
-        super_block<P, T, 2>(block, 0, x, acc);
+        super_block<P, T, 2>(block, 0, x, acc, [&](int j) SHARDLM_ALWAYS_INLINE {
+          if (j % 2 == 0) part(j / 2);
+        });
       } else {
-        super_block<P, T, 1>(block, 0, x, acc);
-        super_block<P, T, 1>(block, 1, x, acc + 1);
+        super_block<P, T, 1>(block, 0, x, acc, [&](int j) SHARDLM_ALWAYS_INLINE {
+          if (j % 4 == 0) part(j / 4);
+        });
+        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int j) SHARDLM_ALWAYS_INLINE {
+          if (j % 4 == 0) part(2 + j / 4);
+        });
       }
     }
     for (int h = 0; h < 2; ++h)

@@ -14,10 +14,10 @@
 //   bytes a block: too long a stride to be followed) with every line into L1.
 // - Xeon with AMX (2026-12-03): every line into L2 for every type and token
 //   count, the 32-element types at one token 1.3-1.8x the page starts alone;
-//   a K-quant super-block's prefetches spread over its four chains of
-//   dot products (matmul_gemm.h's KQuant::block_in_place) another ~10 %
-//   (1B Q4_K_M decode 5-8 %), where one burst of 36-53 prefetches before
-//   each super-block held the loads back.
+//   a K-quant super-block's prefetches spread over its work (matmul_gemm.h's
+//   KQuant::block_in_place, matmul_kquant_panels_avx2.cpp's panel_rows)
+//   another ~10 % (AVX2 Q6_K ~15 %; 1B Q4_K_M decode 7-16 %), where one
+//   burst of 36-53 prefetches before each super-block held the loads back.
 // kAhead bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault): at least one DRAM latency (~100-150 ns) times
 // what one core streams (20-60 GB/s): ~4-9 KB. 8 KB was best on Zen 5 (2 KB:

@@ -210,11 +210,11 @@ class PanelGroup {
   // plan that spreads them come from prefetch_part, the others all here.
   SHARDLM_GEMM_INLINE PanelBlock block_in_parts(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
-    if (!prefetch_.spread()) prefetch_.ahead_of(p);
+    prefetch_.ahead_of_unless_spread(p);
     return PanelBlock(p, odd);
   }
   SHARDLM_GEMM_INLINE void prefetch_part(int64_t b, int part, int parts) const {
-    if (prefetch_.spread()) prefetch_.part_ahead_of(base_ + size_t(b) * block_bytes_, part, parts);
+    prefetch_.part_if_spread(base_ + size_t(b) * block_bytes_, part, parts);
   }
 
  private:

@@ -80,6 +80,9 @@ void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
 // same under each.
 enum class PanelPrefetchPlan : uint8_t { kPageStarts, kLinesToL1, kLinesToL2, kSpreadToL1, kSpreadToL2 };
 const char* prefetch_plan_name(PanelPrefetchPlan plan);
+constexpr bool plan_spreads(PanelPrefetchPlan plan) {
+  return plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2;
+}
 
 struct KernelArgs {
   const MatrixView* w;

@@ -229,14 +229,12 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       for (auto& v : half) v = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = panel + size_t(b) * P::kBlockBytes;
-      if (!prefetch.spread()) prefetch.ahead_of(block);
+      prefetch.ahead_of_unless_spread(block);
       const block_q8_K* x[T];
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
       // A spread plan's prefetches in four parts over the super-block's 8
       // chunks (16 when its halves run one after the other).
-      const auto part = [&](int k) SHARDLM_ALWAYS_INLINE {
-        if (prefetch.spread()) prefetch.part_ahead_of(block, k, 4);
-      };
+      const auto part = [&](int k) SHARDLM_ALWAYS_INLINE { prefetch.part_if_spread(block, k, 4); };
       if constexpr (T == 1 && P::kBothHalves) {
         super_block<P, T, 2>(block, 0, x, acc, [&](int j) SHARDLM_ALWAYS_INLINE {
           if (j % 2 == 0) part(j / 2);

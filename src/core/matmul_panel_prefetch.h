@@ -43,14 +43,20 @@ class PanelPrefetch {
       : block_bytes_(block_bytes),
         page_starts_(plan != PanelPrefetchPlan::kLinesToL1 && plan != PanelPrefetchPlan::kSpreadToL1),
         lines_to_l2_(plan == PanelPrefetchPlan::kLinesToL2 || plan == PanelPrefetchPlan::kSpreadToL2),
-        spread_(plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2) {}
-
-  // Whether the plan asks for a block's prefetches in parts
-  // (part_ahead_of) by a kernel that can spread them.
-  bool spread() const { return spread_; }
+        spread_(plan_spreads(plan)) {}
 
   // Before reading the block at p: all of its prefetches.
   inline __attribute__((always_inline)) void ahead_of(const uint8_t* p) const { part_ahead_of(p, 0, 1); }
+
+  // For a kernel that can spread a block's prefetches over its work: before
+  // the block at p all of them, unless the plan spreads them, and then part
+  // `part` of `parts` at each of its steps.
+  inline __attribute__((always_inline)) void ahead_of_unless_spread(const uint8_t* p) const {
+    if (!spread_) ahead_of(p);
+  }
+  inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts) const {
+    if (spread_) part_ahead_of(p, part, parts);
+  }
 
   // Part `part` of `parts` of ahead_of(p): its share of the lines (the page
   // start with part 0).

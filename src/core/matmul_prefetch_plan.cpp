@@ -31,9 +31,6 @@ constexpr PanelPrefetchPlan kPlans[] = {PanelPrefetchPlan::kPageStarts, PanelPre
 // Only the K-quants' decode spreads its prefetches; elsewhere a spread plan
 // is the same code as its burst twin, not worth timing.
 bool may_spread(DType type) { return traits(type).block_elems == QK_K; }
-bool spreads(PanelPrefetchPlan p) {
-  return p == PanelPrefetchPlan::kSpreadToL1 || p == PanelPrefetchPlan::kSpreadToL2;
-}
 
 // Zen 5's (docs/bench/dec5.md, bat7.md): long blocks (the K-quants) and the
 // AMX batch tiles every line into L1; one token of the 32-element types the
@@ -53,7 +50,7 @@ PanelPrefetchPlan measure(Isa isa, DType type, int64_t n_tokens, std::string* wh
   }
   std::vector<PanelPrefetchPlan> plans{incumbent};
   for (PanelPrefetchPlan p : kPlans)
-    if (p != incumbent && (!spreads(p) || may_spread(type))) plans.push_back(p);
+    if (p != incumbent && (!plan_spreads(p) || may_spread(type))) plans.push_back(p);
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
   const std::vector<double> t = median_times(
       plans.size(),

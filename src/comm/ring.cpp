@@ -33,12 +33,14 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
     off = std::min(count(seg), i * chunk_elems_);
     n = std::min(count(seg) - off, chunk_elems_);
   };
+  // A reducing step's pieces are combined into the buffer as they arrive
+  // where the backend can (Transport::irecv_reduce: no scratch to write and
+  // read back), else received into scratch and reduced after; the same bits.
+  // Its segment is no send's: step s sends segment me-s-1, so the one
+  // received at reducing step t (me-t-2) went out at step t+1-n < 0.
   const size_t max_seg = count(0) * elem_;
   uint8_t* scratch[2] = {nullptr, nullptr};
-  if (reduce_steps > 0) {
-    scratch[0] = links_.scratch(2 * max_seg);
-    scratch[1] = scratch[0] + max_seg;
-  }
+  bool combining = reduce_steps > 0;  // until the backend says it cannot
 
   std::vector<std::vector<RequestPtr>> sends(static_cast<size_t>(steps)), recvs(static_cast<size_t>(steps));
   auto post_recvs = [&](int step) {
@@ -51,8 +53,17 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
     for (size_t i = 0; i < pieces(seg); ++i) {
       size_t off, n;
       piece(seg, i, off, n);
-      uint8_t* dst = reduce ? scratch[step % 2] + off * elem_ : buf_ + (begin(seg) + off) * elem_;
-      recvs[size_t(step)].push_back(links_.irecv(left, dst, n * elem_));
+      uint8_t* in_buf = buf_ + (begin(seg) + off) * elem_;
+      RequestPtr r = reduce && combining ? links_.irecv_reduce(left, in_buf, n, dtype, op, false) : nullptr;
+      if (reduce && !r) {
+        combining = false;
+        if (!scratch[0]) {
+          scratch[0] = links_.scratch(2 * max_seg);
+          scratch[1] = scratch[0] + max_seg;
+        }
+      }
+      if (!r) r = links_.irecv(left, reduce ? scratch[step % 2] + off * elem_ : in_buf, n * elem_);
+      recvs[size_t(step)].push_back(std::move(r));
     }
   };
   auto send_piece = [&](int step, int seg, size_t i) {
@@ -68,7 +79,7 @@ void Ring::run_steps(int steps, int reduce_steps, SendSeg send_seg, RecvSeg recv
     int seg = recv_seg(step);
     for (size_t i = 0; i < pieces(seg); ++i) {
       links_.wait(recvs[size_t(step)][i]);
-      if (step < reduce_steps) {
+      if (step < reduce_steps && !combining) {
         size_t off, n;
         piece(seg, i, off, n);
         reduce_into(buf_ + (begin(seg) + off) * elem_, scratch[step % 2] + off * elem_, n,

@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -231,7 +232,8 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
 }
 
 // The candidates --tune times at a size: the backend's own all-reduce, the
-// latency algorithms while they can win, ring and chain with four piece sizes
+// latency algorithms while they can win, halving-doubling, ring and chain
+// with four piece sizes
 // (32 KiB: a 2-rank ring step of 128 KiB-1 MiB then runs as a pipeline of
 // pieces instead of one message per step).
 std::vector<comm::AllReduceChoice> tune_candidates(std::string_view backend, size_t bytes) {
@@ -240,6 +242,7 @@ std::vector<comm::AllReduceChoice> tune_candidates(std::string_view backend, siz
   if (backend != "tcp") out.push_back({AllReduceAlgo::Native, 0});
   if (bytes <= (size_t(1) << 20)) out.push_back({AllReduceAlgo::OneShot, 0});
   if (bytes <= (size_t(4) << 20)) out.push_back({AllReduceAlgo::RecursiveDoubling, 0});
+  out.push_back({AllReduceAlgo::HalvingDoubling, 0});
   for (size_t chunk : {size_t(32) << 10, size_t(128) << 10, size_t(512) << 10, size_t(2) << 20}) {
     if (chunk > 2 * bytes) break;  // a larger piece would be the same run
     out.push_back({AllReduceAlgo::Ring, chunk});
@@ -304,16 +307,24 @@ void tune_all_reduce(Communicator& c, size_t lo, size_t hi) {
                c.backend(), c.size(), loopback ? "loopback" : "other");
   comm::AllReduceChoice prev;
   for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
-    // Two passes in opposite orders, best of both: a burst of load on a
-    // shared machine then hurts one pass of a candidate, not its verdict.
+    // Three passes in alternating orders; a candidate's time is the middle
+    // one of its three: a burst of load on a shared machine hurts one pass of
+    // it, not its verdict, and a lucky pass does not win it either (four
+    // ranks on two cores run a choice at one of two speeds, ~1.3-2x apart,
+    // for a whole pass: best of two passes on the Xeon took tcp ring/512K
+    // for 1 MiB after one fast pass, and the benchmark then ran it slow).
     const auto candidates = tune_candidates(c.backend(), bytes);
-    std::vector<double> us(candidates.size(), 0);
-    for (int pass = 0; pass < 2; ++pass)
+    std::vector<std::array<double, 3>> passes(candidates.size());
+    for (int pass = 0; pass < 3; ++pass)
       for (size_t k = 0; k < candidates.size(); ++k) {
-        const size_t i = pass == 0 ? k : candidates.size() - 1 - k;
-        const double t = time_choice(c, bytes, candidates[i]);
-        us[i] = pass == 0 ? t : std::min(us[i], t);
+        const size_t i = pass % 2 == 0 ? k : candidates.size() - 1 - k;
+        passes[i][size_t(pass)] = time_choice(c, bytes, candidates[i]);
       }
+    std::vector<double> us(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      std::sort(passes[i].begin(), passes[i].end());
+      us[i] = passes[i][1];
+    }
     size_t best_i = size_t(std::min_element(us.begin(), us.end()) - us.begin());
     // The previous size's choice stays unless another is clearly faster, so
     // noise does not cut the table into alternating rows.
@@ -455,7 +466,7 @@ void add_bench_comm(CLI::App& bench) {
   cmd->add_option("--min-bytes", opts->min_bytes, "smallest size (4, 16K, 1M ...)")->capture_default_str();
   cmd->add_option("--max-bytes", opts->max_bytes, "largest size")->capture_default_str();
   cmd->add_option("--dtype", opts->dtype, "f32|f16|bf16")->capture_default_str();
-  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring|chain|native");
+  cmd->add_option("--algo", opts->algo, "all_reduce algorithm: auto|oneshot|recdbl|ring|chain|halving|native");
   // mpirun claims --tune for itself: under it, say --autotune.
   cmd->add_flag("--tune,--autotune", opts->tune,
                 "time every all_reduce algorithm and piece size from --min-bytes to --max-bytes and write "

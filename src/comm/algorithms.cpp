@@ -51,29 +51,42 @@ RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Links& links, void* buf, 
                                                        DType dtype, ReduceOp op)
     : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
 
-void RecursiveDoublingAllReduce::run() {
-  const int n = links_.size(), me = links_.rank();
-  const size_t bytes = count_ * reduce_elem_bytes(dtype_);
+int power_of_two_at_most(int n) {
   int p = 1;
   while (p * 2 <= n) p *= 2;
-  const int extra = n - p;
-  uint8_t* tmp = links_.scratch(bytes);
+  return p;
+}
+
+bool fold_in(Links& links, int p, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype, ReduceOp op) {
+  const int me = links.rank(), extra = links.size() - p;
+  const size_t bytes = count * reduce_elem_bytes(dtype);
   if (me >= p) {  // fold in, then wait for the answer
-    links_.wait(links_.isend(me - p, buf_, bytes));
-    links_.wait(links_.irecv(me - p, buf_, bytes));
-    return;
+    links.wait(links.isend(me - p, buf, bytes));
+    links.wait(links.irecv(me - p, buf, bytes));
+    return false;
   }
   if (me < extra) {  // the folded (higher) rank's data comes second
-    if (RequestPtr r = links_.irecv_reduce(me + p, buf_, count_, dtype_, op_, false)) {
-      links_.wait(r);
+    if (RequestPtr r = links.irecv_reduce(me + p, buf, count, dtype, op, false)) {
+      links.wait(r);
     } else {
-      links_.wait(links_.irecv(me + p, tmp, bytes));
-      reduce_into(buf_, tmp, count_, dtype_, op_);
+      links.wait(links.irecv(me + p, tmp, bytes));
+      reduce_into(buf, tmp, count, dtype, op);
     }
   }
+  return true;
+}
+
+void fold_out(Links& links, int p, const uint8_t* buf, size_t bytes) {
+  if (links.rank() < links.size() - p) links.wait(links.isend(links.rank() + p, buf, bytes));
+}
+
+void RecursiveDoublingAllReduce::run() {
+  const int me = links_.rank(), p = power_of_two_at_most(links_.size());
+  uint8_t* tmp = links_.scratch(count_ * reduce_elem_bytes(dtype_));
+  if (!fold_in(links_, p, buf_, tmp, count_, dtype_, op_)) return;
   for (int mask = 1; mask < p; mask <<= 1)
     exchange_combine(links_, me ^ mask, buf_, tmp, count_, dtype_, op_);
-  if (me < extra) links_.wait(links_.isend(me + p, buf_, bytes));
+  fold_out(links_, p, buf_, count_ * reduce_elem_bytes(dtype_));
 }
 
 void all_gather_direct(Links& links, const void* send, void* recv, size_t bytes) {

@@ -84,6 +84,38 @@ class RecursiveDoublingAllReduce {
   ReduceOp op_;
 };
 
+// Recursive halving, then recursive doubling (Rabenseifner's all-reduce):
+// log2(p) exchanges of halves that leave each rank one p-th of the buffer
+// combined (the lower rank's partial first), then log2(p) exchanges that
+// swap the finished parts back in reverse: a ring's 2(p-1)/p of the buffer
+// per rank in 2 log2(p) steps instead of 2(p-1), which pays where each step
+// costs a wake-up (ranks sharing cores). Every rank gets the same bits:
+// first f(r) op f(r + p/2) for each r < p/2, then those partials paired at
+// distance p/4, and so on down to distance 1, the lower rank's partial
+// first (f(r): rank r's buffer, then rank r+p's where n > p folds it in).
+class HalvingDoublingAllReduce {
+ public:
+  HalvingDoublingAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
+  void run();
+
+ private:
+  Links& links_;
+  uint8_t* buf_;
+  size_t count_;
+  DType dtype_;
+  ReduceOp op_;
+};
+
+// The largest power of two <= n (n >= 1).
+int power_of_two_at_most(int n);
+// Groups whose size n is not a power of two, before and after an algorithm
+// for the first p ranks: rank p+k hands its buffer to rank k, which combines
+// it in (the folded rank's data second) and later sends the result back
+// (fold_out). fold_in returns false on a folded rank, whose buf then holds
+// the result. `tmp`: bytes of buf, for backends without a combining receive.
+bool fold_in(Links& links, int p, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype, ReduceOp op);
+void fold_out(Links& links, int p, const uint8_t* buf, size_t bytes);
+
 // Ring over n segments (segment s = elements [begin(s), begin(s)+count(s))):
 // reduce_scatter leaves the fully reduced segment r on rank r (summed by r in
 // ring order, f16/bf16 rounded at every hop); all_gather then copies every

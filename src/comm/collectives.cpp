@@ -37,6 +37,7 @@ void run_all_reduce(WorldState* e, const Group& g, uint64_t tag, void* buf, size
       RecursiveDoublingAllReduce(links, buf, count, dtype, op).run();
       break;
     case AllReduceAlgo::Chain: ChainAllReduce(links, buf, count, dtype, op, chunk).run(); break;
+    case AllReduceAlgo::HalvingDoubling: HalvingDoublingAllReduce(links, buf, count, dtype, op).run(); break;
     default: Ring(links, buf, count, reduce_elem_bytes(dtype), chunk).all_reduce(dtype, op);
   }
 }

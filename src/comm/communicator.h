@@ -33,8 +33,8 @@ namespace shardlm::comm {
 
 // Native: the backend's own all-reduce (Transport::all_reduce: shm slots,
 // MPI_Allreduce); where it declines (e.g. f16 over MPI), the size default.
-enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring, Chain, Native };
-// "auto", "oneshot", "recdbl", "ring", "chain", "native"
+enum class AllReduceAlgo : uint8_t { Auto, OneShot, RecursiveDoubling, Ring, Chain, HalvingDoubling, Native };
+// "auto", "oneshot", "recdbl", "ring", "chain", "halving", "native"
 std::string_view algo_name(AllReduceAlgo a);
 
 struct AllReduceChoice {
@@ -53,7 +53,7 @@ struct CommConfig {
   // `ring_from_bytes`, ring above; but chain from `chain_from_bytes` on for
   // two ranks on one host (their link's two directions share the same CPUs).
   // A forced algorithm (not Auto) runs as asked, without the backend's own.
-  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|native|auto,
+  // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|halving|native|auto,
   // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_FROM_BYTES,
   // SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES, SHARDLM_RING_CHUNK_BYTES.
   AllReduceAlgo algo = AllReduceAlgo::Auto;

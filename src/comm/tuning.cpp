@@ -31,7 +31,8 @@ auto row_key(const TuningRow& r) { return std::tie(r.backend, r.ranks, r.loopbac
 
 std::optional<AllReduceAlgo> algo_from_name(std::string_view name) {
   for (AllReduceAlgo a : {AllReduceAlgo::Auto, AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
-                          AllReduceAlgo::Ring, AllReduceAlgo::Chain, AllReduceAlgo::Native})
+                          AllReduceAlgo::Ring, AllReduceAlgo::Chain, AllReduceAlgo::HalvingDoubling,
+                          AllReduceAlgo::Native})
     if (algo_name(a) == name) return a;
   return std::nullopt;
 }

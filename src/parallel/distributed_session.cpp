@@ -23,6 +23,10 @@ double all_reduce_wire_bytes(comm::AllReduceAlgo algo, int n, double bytes) {
   switch (algo) {
     case comm::AllReduceAlgo::OneShot: return double(n - 1) * bytes;
     case comm::AllReduceAlgo::RecursiveDoubling: return std::ceil(std::log2(double(n))) * bytes;
+    case comm::AllReduceAlgo::HalvingDoubling: {  // plus the folded ranks' result, where n is no power of two
+      const double p = std::exp2(std::floor(std::log2(double(n))));
+      return 2 * (p - 1) / p * bytes + (p < n ? bytes : 0);
+    }
     default: return 2 * double(n - 1) / double(n) * bytes;
   }
 }

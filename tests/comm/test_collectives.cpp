@@ -145,7 +145,8 @@ INSTANTIATE_TEST_SUITE_P(
     SizesAndAlgos, AlgorithmTest,
     ::testing::Combine(::testing::Values(2, 3, 4),
                        ::testing::Values(AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
-                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain)));
+                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain,
+                                         AllReduceAlgo::HalvingDoubling)));
 
 // 64 MiB both ways auto may go: chain for two ranks over loopback TCP, ring
 // for three.

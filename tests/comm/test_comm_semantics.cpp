@@ -70,6 +70,21 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
         RANK_REQUIRE(std::memcmp(&acc, &buf[i], 4) == 0, "chain [{}] not in chain order", i);
       }
     }
+    if (algo == AllReduceAlgo::HalvingDoubling) {  // pairs at distance p/2 first, down to 1
+      int p = 1;
+      while (p * 2 <= n) p *= 2;
+      std::vector<std::vector<float>> partial;
+      for (int r = 0; r < p; ++r) partial.push_back(wild(r, count));
+      for (int r = p; r < n; ++r) {  // folded in second
+        const std::vector<float> folded = wild(r, count);
+        for (size_t i = 0; i < count; ++i) partial[size_t(r - p)][i] += folded[i];
+      }
+      for (int d = p / 2; d >= 1; d /= 2)
+        for (int r = 0; r < d; ++r)
+          for (size_t i = 0; i < count; ++i) partial[size_t(r)][i] += partial[size_t(r + d)][i];
+      for (size_t i = 0; i < count; ++i)
+        RANK_REQUIRE(std::memcmp(&partial[0][i], &buf[i], 4) == 0, "halving [{}] not in pair order", i);
+    }
     return testing::digest(buf.data(), count * 4) + testing::digest(half.data(), count * 2);
   }, o);
   for (auto& r : out) ASSERT_TRUE(r.ok()) << testing::describe(out);
@@ -80,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
     Algos, DeterminismTest,
     ::testing::Combine(::testing::Values(2, 3, 4),
                        ::testing::Values(AllReduceAlgo::OneShot, AllReduceAlgo::RecursiveDoubling,
-                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain)));
+                                         AllReduceAlgo::Ring, AllReduceAlgo::Chain,
+                                         AllReduceAlgo::HalvingDoubling)));
 
 TEST(PointToPoint, TagsMatchOutOfOrderAndLengthsAreReported) {
   auto out = testing::run_ranks(3, [](Communicator& c) {

@@ -22,12 +22,13 @@ using testing::encode16;
 
 // One communicator per rank runs the whole matrix; a mismatch is reported
 // with the op/dtype/size so a failure says exactly what broke.
-void run_matrix(int world, bool fast_paths) {
+void run_matrix(int world, bool fast_paths, AllReduceAlgo algo = AllReduceAlgo::Auto) {
   const std::string session = unique_session("matrix");
   const std::vector<size_t> counts = {0, 1, 1237, (size_t(300) << 10) + 3};
   run_ranks(world, [&](int rank) {
     CommConfig config;
     config.allow_fast_paths = fast_paths;
+    config.algo = algo;
     auto comm = shm_world(shm_options(session, rank, world), config);
     ASSERT_EQ(comm->rank(), rank);
     ASSERT_EQ(comm->size(), world);
@@ -46,6 +47,19 @@ INSTANTIATE_TEST_SUITE_P(Worlds, ShmMatrix,
                            return "world" + std::to_string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_fastpath" : "_generic");
                          });
+
+// Each generic all-reduce forced: the shm queues have no combining receive,
+// so every algorithm's receive-then-reduce path runs.
+class ShmForcedAlgo : public ::testing::TestWithParam<std::tuple<int, AllReduceAlgo>> {};
+
+TEST_P(ShmForcedAlgo, EveryOpDtypeAndSize) {
+  run_matrix(std::get<0>(GetParam()), false, std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ShmForcedAlgo,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(AllReduceAlgo::RecursiveDoubling, AllReduceAlgo::Ring,
+                                                              AllReduceAlgo::Chain, AllReduceAlgo::HalvingDoubling)));
 
 // Random data: every rank gets the same bits, equal to the serial sum in
 // rank order (f16/bf16 accumulated in f32, rounded once), in both the

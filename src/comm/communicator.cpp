@@ -54,6 +54,7 @@ CommConfig CommConfig::from_env() {
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);
   c.ring_from_bytes = env_bytes("SHARDLM_ALLREDUCE_RING_FROM_BYTES", c.ring_from_bytes);
   c.chain_from_bytes = env_bytes("SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES", c.chain_from_bytes);
+  c.halving_below_bytes = env_bytes("SHARDLM_ALLREDUCE_HALVING_BELOW_BYTES", c.halving_below_bytes);
   c.ring_chunk_bytes = std::max<size_t>(env_bytes("SHARDLM_RING_CHUNK_BYTES", c.ring_chunk_bytes), 4096);
   c.tuning = TuningTable::load_default();
   c.tuning_from_file = true;

@@ -51,15 +51,20 @@ struct CommConfig {
   // Without one: the backend's own all-reduce where it has one (shm, mpi),
   // else one-shot below `small_bytes`, recursive doubling below
   // `ring_from_bytes`, ring above; but chain from `chain_from_bytes` on for
-  // two ranks on one host (their link's two directions share the same CPUs).
+  // two ranks on one host (their link's two directions share the same CPUs),
+  // and halving-doubling below `halving_below_bytes` for groups of 4, 8, ...
+  // ranks (a ring's bytes in 2 log2 n steps instead of 2(n-1); one message
+  // a step, where the ring pipelines pieces, so not for the largest sizes).
   // A forced algorithm (not Auto) runs as asked, without the backend's own.
   // Env overrides: SHARDLM_ALLREDUCE_ALGO=oneshot|recdbl|ring|chain|halving|native|auto,
   // SHARDLM_ALLREDUCE_SMALL_BYTES, SHARDLM_ALLREDUCE_RING_FROM_BYTES,
-  // SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES, SHARDLM_RING_CHUNK_BYTES.
+  // SHARDLM_ALLREDUCE_CHAIN_FROM_BYTES, SHARDLM_ALLREDUCE_HALVING_BELOW_BYTES,
+  // SHARDLM_RING_CHUNK_BYTES.
   AllReduceAlgo algo = AllReduceAlgo::Auto;
   size_t small_bytes = 32 << 10;
   size_t ring_from_bytes = 256 << 10;
   size_t chain_from_bytes = 4 << 20;
+  size_t halving_below_bytes = 16 << 20;
   // Ring pipelining: each ring step is sent in pieces of at most this size so
   // that sending, receiving and reducing overlap.
   size_t ring_chunk_bytes = 512 << 10;

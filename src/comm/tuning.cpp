@@ -140,6 +140,8 @@ AllReduceChoice sized_all_reduce(const CommConfig& c, int ranks, bool loopback, 
   if (bytes < c.small_bytes) return {AllReduceAlgo::OneShot, 0};
   if (bytes < c.ring_from_bytes) return {AllReduceAlgo::RecursiveDoubling, 0};
   if (bytes >= c.chain_from_bytes && ranks == 2 && loopback) return {AllReduceAlgo::Chain, 0};
+  if (ranks >= 4 && (ranks & (ranks - 1)) == 0 && bytes < c.halving_below_bytes)
+    return {AllReduceAlgo::HalvingDoubling, 0};
   return {AllReduceAlgo::Ring, 0};
 }
 

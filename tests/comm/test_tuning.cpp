@@ -47,6 +47,24 @@ TEST(TuningTable, LookupTakesTheTightestCoveringRow) {
   EXPECT_EQ(at("shm", 2, false, 1 << 20), "none");
 }
 
+// Without a table: the size rules of CommConfig (communicator.h).
+TEST(TuningTable, DefaultsWithoutATable) {
+  const CommConfig c;
+  auto at = [&](int ranks, bool loopback, size_t bytes) {
+    return std::string(algo_name(default_all_reduce(c, "tcp", ranks, loopback, bytes).algo));
+  };
+  EXPECT_EQ(at(4, false, 1024), "oneshot");
+  EXPECT_EQ(at(4, false, 64 << 10), "recdbl");
+  EXPECT_EQ(at(4, false, 1 << 20), "halving");
+  EXPECT_EQ(at(8, true, 8 << 20), "halving");
+  EXPECT_EQ(at(4, false, 64 << 20), "ring");
+  EXPECT_EQ(at(3, false, 1 << 20), "ring");  // not a power of two
+  EXPECT_EQ(at(6, false, 1 << 20), "ring");
+  EXPECT_EQ(at(2, false, 1 << 20), "ring");
+  EXPECT_EQ(at(2, true, 8 << 20), "chain");
+  EXPECT_EQ(std::string(algo_name(default_all_reduce(c, "shm", 4, false, 1 << 20).algo)), "native");
+}
+
 TEST(TuningTable, TextRoundTrips) {
   TuningTable t = TuningTable::parse(kGood, "good");
   TuningTable again = TuningTable::parse(t.to_text(), "again");

@@ -6,10 +6,6 @@
 
 namespace shardlm::comm {
 
-OneShotAllReduce::OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype,
-                                   ReduceOp op)
-    : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
-
 void exchange_combine(Links& links, int partner, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype,
                       ReduceOp op) {
   const size_t bytes = count * reduce_elem_bytes(dtype);
@@ -46,10 +42,6 @@ void OneShotAllReduce::run() {
   links_.wait(reqs);
   reduce_ordered(buf_, srcs, count_, dtype_, op_);
 }
-
-RecursiveDoublingAllReduce::RecursiveDoublingAllReduce(Links& links, void* buf, size_t count,
-                                                       DType dtype, ReduceOp op)
-    : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
 
 int power_of_two_at_most(int n) {
   int p = 1;

@@ -52,15 +52,14 @@ class Links {
 void exchange_combine(Links& links, int partner, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype,
                       ReduceOp op);
 
-// Everyone sends its whole buffer to everyone and sums in rank order 0..n-1:
-// one round trip, (n-1)x the bytes. For small messages. At 2 ranks it is
-// one exchange_combine.
-class OneShotAllReduce {
+// What the whole-buffer all-reduces below hold: a group's links and the
+// buffer they reduce in place.
+class InPlaceAllReduce {
  public:
-  OneShotAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
-  void run();
+  InPlaceAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op)
+      : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
 
- private:
+ protected:
   Links& links_;
   uint8_t* buf_;
   size_t count_;
@@ -68,20 +67,22 @@ class OneShotAllReduce {
   ReduceOp op_;
 };
 
+// Everyone sends its whole buffer to everyone and sums in rank order 0..n-1:
+// one round trip, (n-1)x the bytes. For small messages. At 2 ranks it is
+// one exchange_combine.
+class OneShotAllReduce : InPlaceAllReduce {
+ public:
+  using InPlaceAllReduce::InPlaceAllReduce;
+  void run();
+};
+
 // log2(n) pairwise exchanges; the lower rank's partial always comes first in
 // each combine, so both partners compute the same bits. Non-power-of-two
 // sizes fold the extra ranks into the first ones before and after.
-class RecursiveDoublingAllReduce {
+class RecursiveDoublingAllReduce : InPlaceAllReduce {
  public:
-  RecursiveDoublingAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
+  using InPlaceAllReduce::InPlaceAllReduce;
   void run();
-
- private:
-  Links& links_;
-  uint8_t* buf_;
-  size_t count_;
-  DType dtype_;
-  ReduceOp op_;
 };
 
 // Recursive halving, then recursive doubling (Rabenseifner's all-reduce):
@@ -93,17 +94,10 @@ class RecursiveDoublingAllReduce {
 // first f(r) op f(r + p/2) for each r < p/2, then those partials paired at
 // distance p/4, and so on down to distance 1, the lower rank's partial
 // first (f(r): rank r's buffer, then rank r+p's where n > p folds it in).
-class HalvingDoublingAllReduce {
+class HalvingDoublingAllReduce : InPlaceAllReduce {
  public:
-  HalvingDoublingAllReduce(Links& links, void* buf, size_t count, DType dtype, ReduceOp op);
+  using InPlaceAllReduce::InPlaceAllReduce;
   void run();
-
- private:
-  Links& links_;
-  uint8_t* buf_;
-  size_t count_;
-  DType dtype_;
-  ReduceOp op_;
 };
 
 // The largest power of two <= n (n >= 1).

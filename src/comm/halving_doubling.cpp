@@ -3,10 +3,6 @@
 
 namespace shardlm::comm {
 
-HalvingDoublingAllReduce::HalvingDoublingAllReduce(Links& links, void* buf, size_t count, DType dtype,
-                                                   ReduceOp op)
-    : links_(links), buf_(static_cast<uint8_t*>(buf)), count_(count), dtype_(dtype), op_(op) {}
-
 void HalvingDoublingAllReduce::run() {
   const int n = links_.size(), me = links_.rank(), p = power_of_two_at_most(n);
   const size_t elem = reduce_elem_bytes(dtype_);

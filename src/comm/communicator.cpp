@@ -48,7 +48,8 @@ CommConfig CommConfig::from_env() {
   if (const char* a = std::getenv("SHARDLM_ALLREDUCE_ALGO"); a && *a) {
     auto algo = algo_from_name(a);
     if (!algo)
-      throw Error(fmt::format("SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, chain, halving, native, auto)", a));
+      throw Error(fmt::format(
+          "SHARDLM_ALLREDUCE_ALGO='{}' (want oneshot, recdbl, ring, chain, halving, native, auto)", a));
     c.algo = *algo;
   }
   c.small_bytes = env_bytes("SHARDLM_ALLREDUCE_SMALL_BYTES", c.small_bytes);

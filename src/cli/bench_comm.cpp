@@ -325,21 +325,10 @@ void tune_all_reduce(Communicator& c, size_t lo, size_t hi) {
       std::sort(passes[i].begin(), passes[i].end());
       us[i] = passes[i][1];
     }
-    size_t best_i = size_t(std::min_element(us.begin(), us.end()) - us.begin());
-    const double fastest = us[best_i];
-    // The previous size's choice stays unless another is clearly faster, so
-    // noise does not cut the table into alternating rows.
-    for (size_t i = 0; i < candidates.size(); ++i)
-      if (candidates[i].algo == prev.algo && candidates[i].chunk_bytes == prev.chunk_bytes &&
-          us[i] <= us[best_i] * 1.1)
-        best_i = i;
-    // And the backend's own all-reduce (MPI's, the shm slots) is kept unless
-    // ours is clearly faster: a tie at 16 KiB put recursive doubling in
-    // MPI's place and the previous-choice rule carried it to 128 KiB, where
-    // MPI_Allreduce was 10-20 % faster in the benchmark (2 ranks, vader).
-    for (size_t i = 0; i < candidates.size(); ++i)
-      if (candidates[i].algo == comm::AllReduceAlgo::Native && us[i] <= fastest * 1.1) best_i = i;
-    const comm::AllReduceChoice best = candidates[best_i];
+    // Native within the margin: a tie at 16 KiB had put recursive doubling
+    // in MPI's place and the previous-choice rule carried it to 128 KiB,
+    // where MPI_Allreduce was 10-20 % faster in the benchmark (2 ranks).
+    const comm::AllReduceChoice best = candidates[comm::pick_tuned(candidates, us, prev)];
     prev = best;
     std::string line = fmt::format("{:>10}", bytes);
     for (size_t i = 0; i < candidates.size(); ++i)

@@ -130,6 +130,19 @@ std::string TuningTable::to_text() const {
   return out;
 }
 
+size_t pick_tuned(const std::vector<AllReduceChoice>& candidates, const std::vector<double>& us,
+                  AllReduceChoice previous) {
+  size_t pick = size_t(std::min_element(us.begin(), us.end()) - us.begin());
+  const double fastest = us[pick];
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].algo == previous.algo && candidates[i].chunk_bytes == previous.chunk_bytes &&
+        us[i] <= fastest * (1 + kTuneMargin))
+      pick = i;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].algo == AllReduceAlgo::Native && us[i] <= fastest * (1 + kTuneMargin)) pick = i;
+  return pick;
+}
+
 AllReduceChoice default_all_reduce(const CommConfig& c, std::string_view backend, int ranks, bool loopback,
                                    size_t bytes) {
   if (backend == "shm" || backend == "mpi") return {AllReduceAlgo::Native, 0};

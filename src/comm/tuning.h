@@ -62,6 +62,16 @@ AllReduceChoice default_all_reduce(const CommConfig& config, std::string_view ba
 // the chain for two ranks on a loopback link.
 AllReduceChoice sized_all_reduce(const CommConfig& config, int ranks, bool loopback, size_t bytes);
 
+// What `bench comm --tune` keeps at one size, given each candidate's time
+// (us[i]: the middle of its timed passes) and the previous size's choice:
+// the fastest, but the previous choice while within kTuneMargin of it (so
+// noise does not cut the table into alternating rows), and the backend's
+// own all-reduce (native) while within kTuneMargin of the fastest (ours
+// only where it clearly wins). Returns an index into candidates.
+inline constexpr double kTuneMargin = 0.1;
+size_t pick_tuned(const std::vector<AllReduceChoice>& candidates, const std::vector<double>& us,
+                  AllReduceChoice previous);
+
 // Parses an algorithm name as algo_name() prints it; nullopt if unknown.
 std::optional<AllReduceAlgo> algo_from_name(std::string_view name);
 

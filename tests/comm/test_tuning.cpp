@@ -65,6 +65,23 @@ TEST(TuningTable, DefaultsWithoutATable) {
   EXPECT_EQ(std::string(algo_name(default_all_reduce(c, "shm", 4, false, 1 << 20).algo)), "native");
 }
 
+TEST(TuningTable, TunerKeepsThePreviousChoiceAndNativeWithinTheMargin) {
+  const AllReduceChoice native{AllReduceAlgo::Native, 0}, recdbl{AllReduceAlgo::RecursiveDoubling, 0},
+      ring{AllReduceAlgo::Ring, 131072}, ring_small{AllReduceAlgo::Ring, 32768};
+  const std::vector<AllReduceChoice> with_native{native, recdbl, ring, ring_small};
+  const std::vector<AllReduceChoice> without{recdbl, ring, ring_small};
+  // The fastest when nothing else is close.
+  EXPECT_EQ(pick_tuned(without, {10, 20, 30}, {}), 0u);
+  EXPECT_EQ(pick_tuned(without, {30, 20, 10}, recdbl), 2u);
+  // The previous choice while within the margin, its piece size included.
+  EXPECT_EQ(pick_tuned(without, {10.5, 10, 20}, recdbl), 0u);
+  EXPECT_EQ(pick_tuned(without, {20, 10.5, 10}, ring), 1u);
+  EXPECT_EQ(pick_tuned(without, {20, 12, 10}, ring), 2u);
+  // Native within the margin of the fastest, even over the previous choice.
+  EXPECT_EQ(pick_tuned(with_native, {10.9, 10, 20, 30}, recdbl), 0u);
+  EXPECT_EQ(pick_tuned(with_native, {12, 10, 20, 30}, {}), 1u);
+}
+
 TEST(TuningTable, TextRoundTrips) {
   TuningTable t = TuningTable::parse(kGood, "good");
   TuningTable again = TuningTable::parse(t.to_text(), "again");

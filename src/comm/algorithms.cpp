@@ -1,5 +1,6 @@
 #include "comm/algorithms.h"
 
+#include <bit>
 #include <cstring>
 
 #include "comm/reduce.h"
@@ -43,12 +44,6 @@ void OneShotAllReduce::run() {
   reduce_ordered(buf_, srcs, count_, dtype_, op_);
 }
 
-int power_of_two_at_most(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
 bool fold_in(Links& links, int p, uint8_t* buf, uint8_t* tmp, size_t count, DType dtype, ReduceOp op) {
   const int me = links.rank(), extra = links.size() - p;
   const size_t bytes = count * reduce_elem_bytes(dtype);
@@ -73,7 +68,7 @@ void fold_out(Links& links, int p, const uint8_t* buf, size_t bytes) {
 }
 
 void RecursiveDoublingAllReduce::run() {
-  const int me = links_.rank(), p = power_of_two_at_most(links_.size());
+  const int me = links_.rank(), p = int(std::bit_floor(unsigned(links_.size())));
   uint8_t* tmp = links_.scratch(count_ * reduce_elem_bytes(dtype_));
   if (!fold_in(links_, p, buf_, tmp, count_, dtype_, op_)) return;
   for (int mask = 1; mask < p; mask <<= 1)

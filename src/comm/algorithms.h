@@ -100,8 +100,6 @@ class HalvingDoublingAllReduce : InPlaceAllReduce {
   void run();
 };
 
-// The largest power of two <= n (n >= 1).
-int power_of_two_at_most(int n);
 // Groups whose size n is not a power of two, before and after an algorithm
 // for the first p ranks: rank p+k hands its buffer to rank k, which combines
 // it in (the folded rank's data second) and later sends the result back

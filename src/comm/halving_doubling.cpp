@@ -1,10 +1,12 @@
+#include <bit>
+
 #include "comm/algorithms.h"
 #include "comm/reduce.h"
 
 namespace shardlm::comm {
 
 void HalvingDoublingAllReduce::run() {
-  const int n = links_.size(), me = links_.rank(), p = power_of_two_at_most(n);
+  const int n = links_.size(), me = links_.rank(), p = int(std::bit_floor(unsigned(n)));
   const size_t elem = reduce_elem_bytes(dtype_);
   uint8_t* tmp = links_.scratch(count_ * elem);
   if (!fold_in(links_, p, buf_, tmp, count_, dtype_, op_)) return;

@@ -1,6 +1,7 @@
 #include "comm/tuning.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -153,7 +154,7 @@ AllReduceChoice sized_all_reduce(const CommConfig& c, int ranks, bool loopback, 
   if (bytes < c.small_bytes) return {AllReduceAlgo::OneShot, 0};
   if (bytes < c.ring_from_bytes) return {AllReduceAlgo::RecursiveDoubling, 0};
   if (bytes >= c.chain_from_bytes && ranks == 2 && loopback) return {AllReduceAlgo::Chain, 0};
-  if (ranks >= 4 && (ranks & (ranks - 1)) == 0 && bytes < c.halving_below_bytes)
+  if (ranks >= 4 && std::has_single_bit(unsigned(ranks)) && bytes < c.halving_below_bytes)
     return {AllReduceAlgo::HalvingDoubling, 0};
   return {AllReduceAlgo::Ring, 0};
 }

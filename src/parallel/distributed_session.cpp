@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <ctime>
 #include <cmath>
@@ -24,7 +25,7 @@ double all_reduce_wire_bytes(comm::AllReduceAlgo algo, int n, double bytes) {
     case comm::AllReduceAlgo::OneShot: return double(n - 1) * bytes;
     case comm::AllReduceAlgo::RecursiveDoubling: return std::ceil(std::log2(double(n))) * bytes;
     case comm::AllReduceAlgo::HalvingDoubling: {  // plus the folded ranks' result, where n is no power of two
-      const double p = std::exp2(std::floor(std::log2(double(n))));
+      const double p = double(std::bit_floor(unsigned(n)));
       return 2 * (p - 1) / p * bytes + (p < n ? bytes : 0);
     }
     default: return 2 * double(n - 1) / double(n) * bytes;

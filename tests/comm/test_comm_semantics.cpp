@@ -2,6 +2,7 @@
 // split() sub-groups.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -71,8 +72,7 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
       }
     }
     if (algo == AllReduceAlgo::HalvingDoubling) {  // pairs at distance p/2 first, down to 1
-      int p = 1;
-      while (p * 2 <= n) p *= 2;
+      const int p = int(std::bit_floor(unsigned(n)));
       std::vector<std::vector<float>> partial;
       for (int r = 0; r < p; ++r) partial.push_back(wild(r, count));
       for (int r = p; r < n; ++r) {  // folded in second

@@ -360,9 +360,13 @@ struct Q8_0P {
   }
 };
 
-template <class P>
+// kLoads: how one_pass's vpdpbusd get a token's activation codes
+// (matmul_kernels.h's ActivationLoads, timed per CPU in
+// matmul_activation_loads.cpp); the tiles of 9+ tokens always spread.
+template <class P, ActivationLoads kLoads = ActivationLoads::kSpreadQuad>
 struct Blocks32 {
   using Panel = Panel32;
+  using Broadcasting = Blocks32<P, ActivationLoads::kBroadcast>;
   struct Session {
     explicit Session(int64_t) {}
   };
@@ -442,16 +446,17 @@ struct Blocks32 {
       s[t][0] = sum_start(*xt[t]);
       if constexpr (kChains == 2) s[t][1] = _mm512_setzero_si512();
     }
-    // A token's codes 0..15 are one 16-byte load to all four lanes, each
-    // dword then spread by a vpshufd (a shuffle pipe, not vpdpbusd's two);
-    // codes 16..31 are broadcast from memory. On Zen 5 loads issue at
-    // vpdpbusd's rate, and with every dword a load of its own (plus the
-    // codes, the scales and the prefetches) loads bounded the loop; in
-    // registers all eight, the shuffles would bound it instead. One token
-    // (decode) waits on the weights' stream, not on the ports: there the
-    // spread measured slower from DRAM (docs/bench/bat7.md), so it keeps a
-    // broadcast per dword.
-    constexpr int kSpread = T >= 2 ? 4 : 0;  // dwords spread from the quad
+    // kSpreadQuad: a token's codes 0..15 are one 16-byte load to all four
+    // lanes, each dword then spread by a vpshufd; codes 16..31 are
+    // broadcast from memory. On Zen 5 loads issue at vpdpbusd's rate, and
+    // with every dword a load of its own (plus the codes, the scales and the
+    // prefetches) loads bounded the loop; in registers all eight, the
+    // shuffles would bound it instead. On a Xeon with AMX the vpshufd take
+    // port 5, one of vpdpbusd's two, and a broadcast per dword (kBroadcast)
+    // is 10-15 % faster at 4-8 tokens. One token (decode) waits on the
+    // weights' stream, not on the ports: there the spread measured slower
+    // from DRAM on Zen 5 (docs/bench/bat7.md), so it always broadcasts.
+    constexpr int kSpread = T >= 2 && kLoads == ActivationLoads::kSpreadQuad ? 4 : 0;  // dwords spread from the quad
     __m512i low_quad[T];
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t)
@@ -885,6 +890,18 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
+// one_pass for a.n_tokens (T..kPanelOnePassTokens), with the activation
+// loads a.activations names where F has that choice.
+template <class F, class Src, int T = 1>
+void one_pass_of(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens == T) {
+    if constexpr (T >= 2 && requires { typename F::Broadcasting; })
+      if (a.activations == ActivationLoads::kBroadcast) return one_pass<typename F::Broadcasting, Src, T>(a, r0, r1);
+    return one_pass<F, Src, T>(a, r0, r1);
+  }
+  if constexpr (T < kPanelOnePassTokens) one_pass_of<F, Src, T + 1>(a, r0, r1);
+}
+
 // A batch of T tokens (kGemmMinTokens <= T < F::kTokens) with F's batch
 // tile, one row group at a time.
 template <class F, class Src, int T>
@@ -918,17 +935,7 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
     return;
   }
   if constexpr (!F::kSmallBatchTile) {
-    switch (a.n_tokens) {
-      case 1: return one_pass<F, Src, 1>(a, r0, r1);
-      case 2: return one_pass<F, Src, 2>(a, r0, r1);
-      case 3: return one_pass<F, Src, 3>(a, r0, r1);
-      case 4: return one_pass<F, Src, 4>(a, r0, r1);
-      case 5: return one_pass<F, Src, 5>(a, r0, r1);
-      case 6: return one_pass<F, Src, 6>(a, r0, r1);
-      case 7: return one_pass<F, Src, 7>(a, r0, r1);
-      case 8: return one_pass<F, Src, 8>(a, r0, r1);
-      default: break;
-    }
+    if (a.n_tokens <= kPanelOnePassTokens) return one_pass_of<F, Src>(a, r0, r1);
   }
   // Batched decode (fewer tokens than a full tile): a kernel whose one tile
   // takes any such count (AMX: tile rows = tokens) does all of them in one

@@ -84,6 +84,16 @@ constexpr bool plan_spreads(PanelPrefetchPlan plan) {
   return plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2;
 }
 
+// How the VNNI one_pass of the 32-element types (2-8 tokens) gives vpdpbusd
+// a token's activation codes: codes 0-15 as one 16-byte load spread to each
+// dword by vpshufd and the rest broadcast from memory, or every dword
+// broadcast from memory. The spread saves loads where loads bound the loop
+// (Zen 5); where the shuffles take a port vpdpbusd needs (Xeon with AMX),
+// the broadcasts are faster. matmul_activation_loads.cpp times them; the
+// integer sums, and so the bits, are the same under each.
+enum class ActivationLoads : uint8_t { kSpreadQuad, kBroadcast };
+const char* activation_loads_name(ActivationLoads loads);
+
 struct KernelArgs {
   const MatrixView* w;
   const void* x;      // n_tokens rows of activations in act_format(w->type)
@@ -91,6 +101,7 @@ struct KernelArgs {
   int64_t n_tokens;
   float* y;           // y[t * w->rows + r]
   PanelPrefetchPlan prefetch = PanelPrefetchPlan::kLinesToL1;  // Panels16 only
+  ActivationLoads activations = ActivationLoads::kSpreadQuad;
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's
@@ -150,6 +161,12 @@ constexpr int64_t kPanelOnePassTokens = 8;
 // not streamed) every line into L1. And what decided it, in words.
 PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens);
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
+// The activation loads the VNNI one_pass runs fastest with here for `type`
+// at `n_tokens` tokens under the kernels of `isa`: timed once per process on
+// first use where there is a choice (a 32-element type, 2-8 tokens, the
+// AVX-512 panel kernel), kSpreadQuad elsewhere. And what decided it.
+ActivationLoads activation_loads(Isa isa, DType type, int64_t n_tokens);
+std::string activation_loads_reason(Isa isa, DType type, int64_t n_tokens);
 
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot

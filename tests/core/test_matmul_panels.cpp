@@ -2,7 +2,8 @@
 // round-trips, every ISA's kernel on panels matches the scalar reference for
 // 1 to 40 tokens, panels give the bits of the GGUF-row kernels for 4+ tokens,
 // the AMX batch tile gives the VNNI one_pass's bits at batch sizes where
-// matmul() does not pick it, and a token's result is the same bits alone (decode) as in any batch.
+// matmul() does not pick it, the timed choices (prefetches, activation loads)
+// do not change a bit, and a token's result is the same bits alone (decode) as in any batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -200,6 +201,50 @@ TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1).find(" us"));
   }
   EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
+}
+
+// The activation loads are timed per CPU too (matmul_activation_loads.cpp):
+// both give the same bits at every token count the VNNI one_pass takes, on
+// panels and on GGUF rows (its gathered groups from 4 tokens).
+TEST(MatmulPanels, EveryActivationLoadGivesTheSameBits) {
+  using matmul_impl::ActivationLoads;
+  if (!isa_available(Isa::Avx512) || !matmul_impl::avx512_panel_kernel(DType::Q4_0)) GTEST_SKIP() << "no VNNI";
+  const int64_t rows = 48;
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+    const int64_t cols = 32 * 9;
+    const auto m = random_matrix(type, rows, cols, 6);
+    const Panels p = repacked(m.view);
+    for (int64_t n = 2; n <= matmul_impl::kPanelOnePassTokens; ++n) {
+      const auto x = random_activations(n, cols, uint32_t(n));
+      PreparedInput prepared(x.data(), n, cols);
+      for (const MatrixView* w : {&p.view, &m.view}) {
+        const bool panels = w->layout == WeightLayout::Panels16;
+        if (!panels && n < matmul_impl::kGemmMinTokens) continue;
+        SCOPED_TRACE(std::string(dtype_name(type)) + (panels ? " panels" : " rows") + " tokens " + std::to_string(n));
+        const matmul_impl::Kernel kernel = panels ? matmul_impl::panel_kernel(Isa::Avx512, type, n)
+                                                  : matmul_impl::own_kernel(Isa::Avx512, type, n);
+        matmul_impl::KernelArgs args;
+        args.w = w;
+        args.x = prepared.for_type(type, nullptr, &args.x_stride);
+        args.n_tokens = n;
+        std::vector<float> spread(size_t(n * rows), NAN), broadcast(size_t(n * rows), NAN);
+        args.y = spread.data();
+        args.activations = ActivationLoads::kSpreadQuad;
+        kernel(args, 0, rows);
+        args.y = broadcast.data();
+        args.activations = ActivationLoads::kBroadcast;
+        kernel(args, 0, rows);
+        ASSERT_EQ(0, std::memcmp(spread.data(), broadcast.data(), spread.size() * 4));
+        ASSERT_FALSE(std::isnan(spread[0]));
+      }
+    }
+  }
+  // Timed where one_pass has the choice (the reason gives the timings), fixed elsewhere.
+  matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 8);
+  EXPECT_NE(std::string::npos, matmul_impl::activation_loads_reason(Isa::Avx512, DType::Q4_0, 8).find(" us"));
+  EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 1));
+  EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_K, 8));
+  EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 12));
 }
 
 // What the serving layer relies on, now down to one token: a sequence's

@@ -2,7 +2,7 @@
 // one_pass of the 32-element types runs with, per type and token count.
 // The two differ in the ports they load: the spread adds a vpshufd per dword
 // where the broadcasts add a load, and CPUs differ in which of those is
-// spare next to two vpdpbusd a cycle (Zen 5: the spread, docs/bench/vnni8.md;
+// spare next to two vpdpbusd a cycle (Zen 5: the spread, docs/bench/bat7.md;
 // a Xeon with AMX: the broadcasts, 10-15 % at 4-8 tokens). So both are timed
 // once per process, on first use, on weights hot in L2: what differs is the
 // arithmetic's issue, and from DRAM the weights' stream would hide half of

@@ -34,7 +34,7 @@ ActivationLoads measure(DType type, int64_t n_tokens, std::string* why) {
     m.args().activations = loads[i];
     m.run(kernel);
   });
-  const ActivationLoads pick = t[1] < t[0] * (1.0 - kMargin) ? loads[1] : loads[0];
+  const ActivationLoads pick = loads[fastest_unless_incumbent_within(t, kMargin)];
   *why = fmt::format("median thread CPU time on {} KiB in cache: {} {:.1f} us, {} {:.1f} us", m.slice_kib(),
                      activation_loads_name(loads[0]), t[0] * 1e6, activation_loads_name(loads[1]), t[1] * 1e6);
   return pick;

@@ -14,7 +14,6 @@
 // arithmetic on the same bytes.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,12 +59,7 @@ PanelPrefetchPlan measure(Isa isa, DType type, int64_t n_tokens, std::string* wh
         m.run(kernel);
       },
       m.weights(), m.weight_bytes());
-  // The fastest, unless the incumbent (plans[0]) is within kMargin of it. A
-  // chain of "faster than the pick so far by kMargin" took whichever of two
-  // near-equal rivals came first in the chain or not, from one process to
-  // the next (Xeon: Q4_K's page starts or its spread, 12.5 or 15 GB/s).
-  const size_t fastest = size_t(std::min_element(t.begin(), t.end()) - t.begin());
-  const size_t pick = t[fastest] < t[0] * (1.0 - kMargin) ? fastest : 0;
+  const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // plans[0]: the incumbent
   *why = fmt::format("median thread CPU time on {} KiB flushed from the caches:", m.slice_kib());
   for (size_t i = 0; i < plans.size(); ++i) *why += fmt::format(" {} {:.1f} us", prefetch_plan_name(plans[i]), t[i] * 1e6);
   return plans[pick];

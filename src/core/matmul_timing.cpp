@@ -49,6 +49,11 @@ std::vector<double> median_times(size_t n, const std::function<void(size_t)>& ru
   return median;
 }
 
+size_t fastest_unless_incumbent_within(const std::vector<double>& times, double margin) {
+  const size_t fastest = size_t(std::min_element(times.begin(), times.end()) - times.begin());
+  return times[fastest] < times[0] * (1.0 - margin) ? fastest : 0;
+}
+
 // Any bytes make valid weights except float NaNs and denormals (slow paths):
 // 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane f16 scale for
 // every block type; in panels as in rows.

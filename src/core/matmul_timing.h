@@ -1,7 +1,8 @@
 // Timing kernels against each other at run time, for the choices matmul
 // makes once per process by measuring them on this CPU: the ISA of a Rows
-// kernel (matmul_dispatch.cpp) and a panel kernel's prefetches
-// (matmul_prefetch_plan.cpp). Neither choice can change a result's bits.
+// kernel (matmul_dispatch.cpp), a panel kernel's prefetches
+// (matmul_prefetch_plan.cpp) and the VNNI one_pass's activation loads
+// (matmul_activation_loads.cpp). No choice can change a result's bits.
 #pragma once
 
 #include <array>
@@ -30,6 +31,14 @@ constexpr int64_t kTimedTokens = 15;
 // cache level before each call: the weights come from DRAM, as in decode.
 std::vector<double> median_times(size_t n, const std::function<void(size_t)>& run, const uint8_t* flush = nullptr,
                                  size_t flush_bytes = 0);
+
+// The index of the fastest of `times`, unless times[0] (the incumbent, the
+// choice measured best where the code was tuned) is within `margin` of it,
+// so that near-ties keep one choice from process to process. (A chain of
+// "faster than the pick so far by the margin" took whichever of two
+// near-equal rivals came first, from one process to the next: Xeon, Q4_K's
+// prefetch plans, 12.5 or 15 GB/s.)
+size_t fastest_unless_incumbent_within(const std::vector<double>& times, double margin);
 
 // A matrix of `type` in `layout` with ~512 KiB of weights (far beyond what
 // the prefetchers run ahead, a fraction of a millisecond from DRAM) and

@@ -38,7 +38,12 @@ cc -O2 -Wall -Wextra -o "$floor_bin" bench/tcp_exchange_floor.c
 
 # Containers: no ptrace-based single copy; root needs explicit permission.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
-mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+# Ranks are bound to cores, round robin (rank r on core r mod ncores): with
+# more ranks than cores and no binding, each launch draws its own placement
+# from the kernel scheduler, and 4 ranks on 2 vCPUs ran a 16 KiB all-reduce in
+# ~24 or 35-40 us, 1 MiB in ~460 or 500-600 us, by launch, for OpenMPI's
+# bench and ours alike (docs/BENCHMARKS.md, twenty-first session).
+mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to core:overload-allowed)
 # The transport of the ompi-vader column, and of the mpi backend's runs: its
 # target is a ratio to MPI_Allreduce on the same transport (mpirun's default
 # selection also opens the tcp btl, a difference of the launch, not of shardlm).

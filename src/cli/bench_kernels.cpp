@@ -32,7 +32,7 @@ namespace {
 
 struct KernelBenchOptions {
   bool quick = false;
-  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = usable_cpus();
   std::string types;
 };
 

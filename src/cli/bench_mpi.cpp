@@ -54,7 +54,7 @@ void bench_on_mpi(const ClusterRunOptions& c, const ClusterBenchRequest& r) {
   engine.free(0);
   job.finish();
 
-  const std::string threads = r.threads > 0 ? std::to_string(r.threads) : "host cores / ranks";
+  const std::string threads = r.threads > 0 ? std::to_string(r.threads) : "host cores / ranks, within a binding named to mpirun";
   std::printf("model:   %s\n", r.model.c_str());
   std::printf("config:  %s\n", config.summary().c_str());
   std::printf("mpi:     %d ranks, tp %d × pp %d, wire %s; prompt %d tokens (batch %d), decode %d tokens, KV %s, "

@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "chat/model_template.h"
 #include "cli/chat_template_file.h"
 #include "cli/run_cluster.h"
 #include "cli/usage.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -98,7 +98,7 @@ void run_chat(const ChatRequest& r, std::istream& in) {
   auto file = gguf::File::open(r.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
   const std::optional<chat::ModelTemplate> tmpl = load_chat_template(*file, r.template_file);
-  const int threads = r.threads > 0 ? r.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = r.threads > 0 ? r.threads : usable_cpus();
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   ModelOptions mo;
   mo.n_ctx = r.ctx;

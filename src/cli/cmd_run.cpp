@@ -18,6 +18,7 @@
 #include "cli/usage.h"
 #include "cli/run_cluster.h"
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -104,7 +105,7 @@ void run(RunOptions o, const CLI::App& cmd) {
   const DType kv_type = kv_type_of(o.kv_type);
   auto file = gguf::File::open(o.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : usable_cpus();
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   ModelOptions mo;
   mo.n_ctx = o.ctx;

@@ -11,7 +11,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "chat/errors.h"
 #include "chat/model_template.h"
@@ -21,6 +20,7 @@
 #include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/mpi_job.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -144,7 +144,7 @@ void serve(const ServeOptions& o) {
     cluster_engine = engine.get();
     engine_owner = std::move(engine);
   } else {
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int threads = o.threads > 0 ? o.threads : usable_cpus();
     if (threads > 1) pool = std::make_unique<ThreadPool>(threads);
     ModelOptions mo;
     mo.n_ctx = o.ctx;

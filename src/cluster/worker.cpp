@@ -122,7 +122,7 @@ Worker::Worker(WorkerOptions options) : opt_(std::move(options)) {
     fs::create_directories(opt_.cache_dir, ec);
     if (ec) throw Error(fmt::format("--cache-dir: cannot create {}: {}", opt_.cache_dir, ec.message()));
   }
-  info_.cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  info_.cores = usable_cpus();
   info_.bandwidth_gbs = opt_.probe_bytes ? measure_read_bandwidth(opt_.probe_bytes, nullptr, 2) : 0;
   info_.host = host_name();
   info_.cpu = cpu_summary();

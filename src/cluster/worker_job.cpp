@@ -18,6 +18,7 @@
 #include "cluster/shard_cache.h"
 #include "cluster/worker.h"
 #include "comm/communicator.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/kv_type.h"
 #include "gguf/gguf.h"
@@ -272,7 +273,7 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     const auto workers = join_world(job, ctx, std::move(comm_listener));
     slow_setup_for_tests();
     parallel::DistributedSessionOptions ro = job.runtime;
-    if (ro.threads == 0) ro.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    if (ro.threads == 0) ro.threads = usable_cpus();
     // As `serve` does on one machine: the job's memory is taken when it
     // starts (a node short of it fails the job now, not mid-generation under
     // load) and steps do not fault in pages of positions written first.

@@ -11,7 +11,19 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/cpu.h"
+
 namespace shardlm::comm {
+namespace {
+
+// Asked once: every wait consults it. A launcher's binding is settled before
+// the first wait (cluster/mpi_job.cpp releases OpenMPI's default one first).
+int rank_cpus() {
+  static const int cpus = usable_cpus();
+  return cpus;
+}
+
+}  // namespace
 
 WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin,
                               double cpu_pressure) {
@@ -19,9 +31,9 @@ WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono
   const bool waited = cpu_pressure < 0 || cpu_pressure >= kCrowdedPressure;
   if (requested_spin.count() >= 0) {
     p.spin = requested_spin;
-  } else if (ranks_on_host + std::max(other_runnable, 0) > 2 * usable_cpus() && waited) {
+  } else if (ranks_on_host + std::max(other_runnable, 0) > 2 * rank_cpus() && waited) {
     p.spin = kCrowdedSpin;  // more than two tasks a core
-  } else if (ranks_on_host <= usable_cpus()) {
+  } else if (ranks_on_host <= rank_cpus()) {
     p.spin = kOwnCoreSpin;
   } else {
     p.yield = kSharedCoreYield;
@@ -97,18 +109,6 @@ WaitPolicy WaitRule::now() const {
   // Assume our ranks are all among the runnable ones (they are while they poll).
   const int others = runnable < 0 ? 0 : std::max(0, runnable - ranks_on_host_);
   return choose_wait_policy(ranks_on_host_, others, requested_spin_, g_pressure.load(std::memory_order_relaxed));
-}
-
-int usable_cpus() {
-  // Asked once: every wait consults it, and the affinity of a rank does not
-  // change under it.
-  static const int cpus = [] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-    return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
-  }();
-  return cpus;
 }
 
 Poller::Poller(const WaitPolicy& policy) {

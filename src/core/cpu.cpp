@@ -3,11 +3,13 @@
 #include <cpuid.h>
 #include <fmt/format.h>
 #include <immintrin.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -212,6 +214,13 @@ const char* isa_name(Isa isa) {
     case Isa::Amx: return "amx";
   }
   return "?";
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, CPU_COUNT(&set));
 }
 
 std::string cpu_summary() {

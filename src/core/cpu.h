@@ -27,4 +27,9 @@ bool isa_available(Isa isa);
 const char* isa_name(Isa isa);
 std::string cpu_summary();  // one line: model name and usable ISAs
 
+// CPUs this process may run on now: its affinity, which taskset, a cpuset
+// (containers, Slurm) or an MPI launcher's binding narrow; at least 1. The
+// default thread count everywhere.
+int usable_cpus();
+
 }  // namespace shardlm

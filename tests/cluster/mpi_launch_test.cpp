@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cluster/process.h"
@@ -117,6 +118,25 @@ TEST_F(MpiLaunchTest, WithoutALauncherItSaysSo) {
   const auto r = run({"-n", "4", "--backend", "mpi"});
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("shardlm: error: --backend mpi: start shardlm with mpirun"), std::string::npos) << r.err;
+}
+
+// mpirun binds a lone rank to one core unless told otherwise; the rank's
+// threads get the host back. A binding the user names is kept, and a -t
+// beyond it is pointed out.
+TEST_F(MpiLaunchTest, MpirunsDefaultBindingIsReleasedANamedOneKept) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one CPU: nothing to release";
+  const auto released = run({"-n", "2", "--backend", "mpi"}, 1);
+  EXPECT_EQ(released.status, 0) << released.err;
+  EXPECT_NE(released.err.find("mpi: mpirun bound this rank to 1 CPU(s) by default; released to"), std::string::npos)
+      << released.err;
+
+  env_.push_back("OMPI_MCA_hwloc_base_binding_policy=core");  // what `mpirun --bind-to core` passes on
+  std::vector<std::string> args = {shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once", "-n", "2",
+                                   "--temp", "0", "-t", "2", "--backend", "mpi"};
+  auto p = start(args, 1);
+  EXPECT_EQ(p->wait(std::chrono::seconds(120)), 0) << p->err();
+  EXPECT_EQ(p->err().find("released"), std::string::npos) << p->err();
+  EXPECT_NE(p->err().find("mpi rank 0: -t 2 on the 1 CPU(s) its binding allows"), std::string::npos) << p->err();
 }
 
 // Expert parallel under mpirun, with rank 1's expert slices sent by rank 0.

@@ -8,6 +8,7 @@
 
 #include "comm/inbox.h"
 #include "comm/wait_policy.h"
+#include "core/cpu.h"
 #include "core/error.h"
 
 namespace shardlm::comm {

@@ -655,14 +655,13 @@ SHARDLM_GEMM_INLINE void scales_q6_k(const G& g, PanelK& p) {
 // Q4_K's unpacking is forced inline (GCC left it a call that wrote the whole
 // panel out: half of one_pass<1>'s time; inlined, 1 token 1.4x faster in
 // cache). Q5_K's and Q6_K's measured no faster inlined and stay calls
-// (docs/bench/dec5.md). From panels, one_pass makes no codes in PanelK:
-// `code` gives vector i where the dot products take it.
+// (docs/bench/dec5.md). `code` gives vector i where the dot products take
+// it, for one_pass with the codes in place (KQuantCodes).
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
-  static constexpr int kInPlaceTokens = 8;  // see KQuant::block_in_place
   template <class G>
   SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
   template <class G>
@@ -673,7 +672,6 @@ struct Q5_KP {
   static constexpr int kSub = 32;
   template <class G>
   static void unpack(const G& g, PanelK& p) { unpack_q45_k<true>(g, p); }
-  static constexpr int kInPlaceTokens = 3;
   template <class G>
   SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
   template <class G>
@@ -696,16 +694,18 @@ struct Q6_KP {
           p.codes[32 * h + 8 * quarter + gi] = q6_k_codes(ql[quarter % 2][gi], qh[gi], quarter);
     }
   }
-  static constexpr int kInPlaceTokens = 1;
   template <class G>
   SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q6_k(g, p); }
   template <class G>
   SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q6_k(g, i); }
 };
 
-template <class P>
+// kCodes: where one_pass from panels makes a super-block's codes
+// (matmul_kernels.h KQuantCodes, chosen per CPU); InPlace names the other.
+template <class P, KQuantCodes kCodes = KQuantCodes::kThroughPanel>
 struct KQuant {
   using Panel = PanelK;
+  using InPlace = KQuant<P, KQuantCodes::kInPlace>;
   struct Session {
     explicit Session(int64_t) {}
   };
@@ -725,13 +725,14 @@ struct KQuant {
   static constexpr int kSubsPerChain = kChainCodes / P::kSub;
   static constexpr size_t kOdd = panel_odd_piece(sizeof(typename P::Block), QK_K);
 
-  // one_pass from panels of up to P::kInPlaceTokens tokens: block b's codes
-  // made where block() multiplies them, only its scales in `p`. Writing the
-  // 64 code vectors to PanelK and reading them back held Q5_K's decode to
-  // ~2/3 of Q4_K's rate in cache; with more tokens, making them in place
-  // takes registers the token loop needs (Q6_K at 8 tokens 23 % slower).
+  // one_pass from panels with the codes in place: block b's codes made where
+  // block() multiplies them, only its scales in `p`. Writing the 64 code
+  // vectors to PanelK and reading them back held Q5_K's decode to ~2/3 of
+  // Q4_K's rate in cache; with more tokens, making them in place takes
+  // registers the token loop needs, which costs more than the round trip on
+  // some CPUs (Zen 5: Q6_K at 8 tokens 23 % slower) and less on others.
   template <int T>
-    requires(T <= P::kInPlaceTokens)
+    requires(kCodes == KQuantCodes::kInPlace)
   SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, PanelK& p, const uint8_t* x,
                                                  size_t x_stride, __m512* acc) {
     const PanelBlock g = src.block_in_parts(b, kOdd);
@@ -891,12 +892,15 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
 }
 
 // one_pass for a.n_tokens (T..kPanelOnePassTokens), with the activation
-// loads a.activations names where F has that choice.
+// loads a.activations and the codes a.kquant_codes name where F has that
+// choice.
 template <class F, class Src, int T = 1>
 void one_pass_of(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens == T) {
     if constexpr (T >= 2 && requires { typename F::Broadcasting; })
       if (a.activations == ActivationLoads::kBroadcast) return one_pass<typename F::Broadcasting, Src, T>(a, r0, r1);
+    if constexpr (std::is_same_v<Src, PanelGroup> && requires { typename F::InPlace; })
+      if (a.kquant_codes == KQuantCodes::kInPlace) return one_pass<typename F::InPlace, Src, T>(a, r0, r1);
     return one_pass<F, Src, T>(a, r0, r1);
   }
   if constexpr (T < kPanelOnePassTokens) one_pass_of<F, Src, T + 1>(a, r0, r1);

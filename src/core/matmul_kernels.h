@@ -94,6 +94,16 @@ constexpr bool plan_spreads(PanelPrefetchPlan plan) {
 enum class ActivationLoads : uint8_t { kSpreadQuad, kBroadcast };
 const char* activation_loads_name(ActivationLoads loads);
 
+// Where the VNNI one_pass of a K-quant from panels (1-8 tokens) makes a
+// super-block's 64 code vectors: written to a PanelK and read back by the
+// dot products, or made where the dot products take them, with more
+// registers live. CPUs differ (Zen 5: Q6_K in place at 8 tokens 23 % slower;
+// a Xeon with AMX: Q5_K and Q6_K in place 16-33 % faster at 2-8 tokens).
+// matmul_prefetch_plan.cpp times them with the prefetch plans; the bits are
+// the same under each.
+enum class KQuantCodes : uint8_t { kThroughPanel, kInPlace };
+const char* kquant_codes_name(KQuantCodes codes);
+
 struct KernelArgs {
   const MatrixView* w;
   const void* x;      // n_tokens rows of activations in act_format(w->type)
@@ -102,6 +112,7 @@ struct KernelArgs {
   float* y;           // y[t * w->rows + r]
   PanelPrefetchPlan prefetch = PanelPrefetchPlan::kLinesToL1;  // Panels16 only
   ActivationLoads activations = ActivationLoads::kSpreadQuad;
+  KQuantCodes kquant_codes = KQuantCodes::kInPlace;
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's
@@ -167,6 +178,13 @@ std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
 // AVX-512 panel kernel), kSpreadQuad elsewhere. And what decided it.
 ActivationLoads activation_loads(Isa isa, DType type, int64_t n_tokens);
 std::string activation_loads_reason(Isa isa, DType type, int64_t n_tokens);
+// Where the VNNI one_pass of a K-quant makes its codes here: timed with the
+// prefetch plan where there is a choice (Q4_K, Q5_K, Q6_K panels, 2-8
+// tokens, the AVX-512 panel kernel; panel_prefetch_reason gives both),
+// elsewhere zen5_kquant_codes: what Zen 5 ran fastest (in place up to 8
+// tokens for Q4_K, 3 for Q5_K, 1 for Q6_K), which a timing must also beat.
+KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens);
+KQuantCodes zen5_kquant_codes(DType type, int64_t n_tokens);
 
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot

@@ -12,6 +12,15 @@
 // faster by kMargin, so plans that tie keep one choice from process to
 // process. The prefetches cannot change a result: every plan runs the same
 // arithmetic on the same bytes.
+//
+// The K-quant one_pass of 2-8 tokens on the AVX-512 panel kernel has a
+// second choice timed with the plan: where a super-block's codes are made
+// (KQuantCodes). The two go together because the spread plans prefetch from
+// inside the dot products of codes made in place: on the Xeon with AMX, Q6_K
+// at 4 tokens ran 28 % faster in place with every line to L1 spread than
+// with the best plan through PanelK, and in place with Zen 5's plan gained
+// 2 %. Zen 5 kept the codes in PanelK from 2 tokens for Q6_K and from 4 for
+// Q5_K; that, with its plan, is the incumbent.
 #include <fmt/format.h>
 
 #include <string>
@@ -41,31 +50,64 @@ PanelPrefetchPlan zen5_plan(DType type, int64_t n_tokens) {
   return n_tokens == 1 ? PanelPrefetchPlan::kPageStarts : PanelPrefetchPlan::kLinesToL2;
 }
 
-PanelPrefetchPlan measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
+bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
+  return (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) && n_tokens >= 2 &&
+         n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
+}
+
+// A plan and the codes, as one measured choice (MeasuredChoices keeps a
+// small enum): plan · 2 + codes.
+struct Streaming {
+  PanelPrefetchPlan plan;
+  KQuantCodes codes;
+};
+enum class StreamingId : uint8_t {};
+StreamingId id_of(Streaming s) { return StreamingId(2 * int(s.plan) + int(s.codes)); }
+Streaming streaming_of(StreamingId id) { return {PanelPrefetchPlan(int(id) / 2), KQuantCodes(int(id) % 2)}; }
+
+Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   const Kernel kernel = panel_kernel(isa, type, n_tokens);
-  const PanelPrefetchPlan incumbent = zen5_plan(type, n_tokens);
+  const Streaming incumbent{zen5_plan(type, n_tokens), zen5_kquant_codes(type, n_tokens)};
   if (panel_isa(isa, type, n_tokens) == Isa::Scalar) {
     *why = "the scalar reference: no prefetches";
     return incumbent;
   }
-  std::vector<PanelPrefetchPlan> plans{incumbent};
+  std::vector<KQuantCodes> codes{incumbent.codes};
+  if (has_codes_choice(isa, type, n_tokens))
+    codes.push_back(incumbent.codes == KQuantCodes::kInPlace ? KQuantCodes::kThroughPanel : KQuantCodes::kInPlace);
+  std::vector<Streaming> candidates{incumbent};
   for (PanelPrefetchPlan p : kPlans)
-    if (p != incumbent && (!plan_spreads(p) || may_spread(type))) plans.push_back(p);
+    for (KQuantCodes c : codes) {
+      // Spread plans prefetch from the dot products of codes made in place;
+      // elsewhere they are the same code as their burst twins.
+      const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
+      if ((p != incumbent.plan || c != incumbent.codes) && (!plan_spreads(p) || spreads)) candidates.push_back({p, c});
+    }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
   const std::vector<double> t = median_times(
-      plans.size(),
+      candidates.size(),
       [&](size_t i) {
-        m.args().prefetch = plans[i];
+        m.args().prefetch = candidates[i].plan;
+        m.args().kquant_codes = candidates[i].codes;
         m.run(kernel);
       },
       m.weights(), m.weight_bytes());
-  const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // plans[0]: the incumbent
+  const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // candidates[0]: the incumbent
   *why = fmt::format("median thread CPU time on {} KiB flushed from the caches:", m.slice_kib());
-  for (size_t i = 0; i < plans.size(); ++i) *why += fmt::format(" {} {:.1f} us", prefetch_plan_name(plans[i]), t[i] * 1e6);
-  return plans[pick];
+  for (size_t i = 0; i < candidates.size(); ++i)
+    *why += fmt::format("{} {}{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
+                        codes.size() > 1 ? " / codes " : "", codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "",
+                        t[i] * 1e6);
+  return candidates[pick];
 }
 
-MeasuredChoices<PanelPrefetchPlan> g_plans;
+MeasuredChoices<StreamingId> g_streaming;
+
+Streaming streaming(Isa isa, DType type, int64_t n_tokens) {
+  return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
+    return id_of(measure(isa, type, n_tokens, why));
+  }));
+}
 
 }  // namespace
 
@@ -80,15 +122,29 @@ const char* prefetch_plan_name(PanelPrefetchPlan plan) {
   return "?";
 }
 
+const char* kquant_codes_name(KQuantCodes codes) {
+  return codes == KQuantCodes::kInPlace ? "in place" : "through PanelK";
+}
+
+KQuantCodes zen5_kquant_codes(DType type, int64_t n_tokens) {
+  const int64_t in_place_up_to = type == DType::Q4_K ? 8 : type == DType::Q5_K ? 3 : 1;
+  return n_tokens <= in_place_up_to ? KQuantCodes::kInPlace : KQuantCodes::kThroughPanel;
+}
+
 PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens) {
-  if (!MeasuredChoices<PanelPrefetchPlan>::timed(type, n_tokens)) return PanelPrefetchPlan::kLinesToL1;
-  return g_plans.get(isa, type, n_tokens, [&](std::string* why) { return measure(isa, type, n_tokens, why); });
+  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return PanelPrefetchPlan::kLinesToL1;
+  return streaming(isa, type, n_tokens).plan;
+}
+
+KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens) {
+  if (!has_codes_choice(isa, type, n_tokens)) return zen5_kquant_codes(type, n_tokens);
+  return streaming(isa, type, n_tokens).codes;
 }
 
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens) {
-  if (!MeasuredChoices<PanelPrefetchPlan>::timed(type, n_tokens)) return "prefill: every line into L1";
+  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return "prefill: every line into L1";
   panel_prefetch_plan(isa, type, n_tokens);
-  return g_plans.why(isa, type, n_tokens);
+  return g_streaming.why(isa, type, n_tokens);
 }
 
 }  // namespace shardlm::matmul_impl

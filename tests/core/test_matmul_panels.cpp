@@ -247,6 +247,43 @@ TEST(MatmulPanels, EveryActivationLoadGivesTheSameBits) {
   EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 12));
 }
 
+// Where the K-quant one_pass makes its codes is timed per CPU too, with the
+// prefetch plan; the bits are the same either way, at every count one_pass takes.
+TEST(MatmulPanels, KQuantCodesInPlaceOrThroughThePanelGiveTheSameBits) {
+  using matmul_impl::KQuantCodes;
+  if (!isa_available(Isa::Avx512) || !matmul_impl::avx512_panel_kernel(DType::Q4_K)) GTEST_SKIP() << "no VNNI";
+  const int64_t rows = 48, cols = 256 * 3;
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const auto m = random_matrix(type, rows, cols, 7);
+    const Panels p = repacked(m.view);
+    for (int64_t n = 1; n <= matmul_impl::kPanelOnePassTokens; ++n) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n));
+      const auto x = random_activations(n, cols, uint32_t(n));
+      PreparedInput prepared(x.data(), n, cols);
+      matmul_impl::KernelArgs args;
+      args.w = &p.view;
+      args.x = prepared.for_type(type, nullptr, &args.x_stride);
+      args.n_tokens = n;
+      std::vector<float> in_place(size_t(n * rows), NAN), through(size_t(n * rows), NAN), chosen(size_t(n * rows));
+      const matmul_impl::Kernel kernel = matmul_impl::panel_kernel(Isa::Avx512, type, n);
+      args.y = in_place.data();
+      args.kquant_codes = KQuantCodes::kInPlace;
+      kernel(args, 0, rows);
+      args.y = through.data();
+      args.kquant_codes = KQuantCodes::kThroughPanel;
+      kernel(args, 0, rows);
+      ASSERT_EQ(0, std::memcmp(in_place.data(), through.data(), in_place.size() * 4));
+      ASSERT_FALSE(std::isnan(in_place[0]));
+      matmul_with_isa(Isa::Avx512, p.view, prepared, chosen.data(), nullptr);
+      ASSERT_EQ(0, std::memcmp(in_place.data(), chosen.data(), in_place.size() * 4));
+    }
+  }
+  matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 4);
+  EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
+  EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 1));
+  EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 12));
+}
+
 // What the serving layer relies on, now down to one token: a sequence's
 // result is the same bits decoded alone, among 2..39 others, or by 2 threads,
 // with every ISA's panel kernels (the default's, matmul(), among them).

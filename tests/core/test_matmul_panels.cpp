@@ -160,10 +160,25 @@ TEST(MatmulPanels, AmxBatchTileMatchesVnniBits) {
   }
 }
 
-// The prefetches are timed per CPU (matmul_prefetch_plan.cpp), so they must
-// not touch the arithmetic: each plan gives the same bits with every panel
+// What `kernel` writes for rows [0, rows) with `args` as set(args) leaves them.
+template <class Set>
+std::vector<float> kernel_output(matmul_impl::Kernel kernel, matmul_impl::KernelArgs args, int64_t rows, Set set) {
+  std::vector<float> y(size_t(args.n_tokens * rows), NAN);
+  args.y = y.data();
+  set(args);
+  kernel(args, 0, rows);
+  return y;
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The prefetches are timed per CPU (matmul_prefetch_plan.cpp), and with them
+// where the K-quant one_pass makes its codes, so neither may touch the
+// arithmetic: each plan and each place gives the same bits with every panel
 // kernel, at every token count it streams (one_pass, the AMX batch tile).
-TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
+TEST(MatmulPanels, EveryPrefetchPlanAndKQuantCodesGiveTheSameBits) {
+  using matmul_impl::KQuantCodes;
   using matmul_impl::PanelPrefetchPlan;
   const PanelPrefetchPlan plans[] = {PanelPrefetchPlan::kPageStarts, PanelPrefetchPlan::kLinesToL1,
                                      PanelPrefetchPlan::kLinesToL2, PanelPrefetchPlan::kSpreadToL1,
@@ -175,7 +190,7 @@ TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
       const int64_t cols = traits(type).block_elems * 9;
       const auto m = random_matrix(type, rows, cols, 5);
       const Panels p = repacked(m.view);
-      for (int64_t n : {1, 2, 3, 8, 12}) {
+      for (int64_t n : {1, 2, 3, 4, 8, 12}) {
         if (matmul_impl::panel_isa(isa, type, n) != isa) continue;
         SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)) + " tokens " + std::to_string(n));
         const auto x = random_activations(n, cols, uint32_t(n));
@@ -185,13 +200,14 @@ TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
         args.x = prepared.for_type(type, nullptr, &args.x_stride);
         args.n_tokens = n;
         std::vector<std::vector<float>> y;
-        for (auto plan : plans) {
-          y.emplace_back(size_t(n * rows), NAN);
-          args.y = y.back().data();
-          args.prefetch = plan;
-          matmul_impl::panel_kernel(isa, type, n)(args, 0, rows);
-        }
-        for (size_t i = 1; i < y.size(); ++i) ASSERT_EQ(0, std::memcmp(y[0].data(), y[i].data(), y[0].size() * 4));
+        for (auto plan : plans)
+          for (auto codes : {KQuantCodes::kInPlace, KQuantCodes::kThroughPanel})
+            y.push_back(kernel_output(matmul_impl::panel_kernel(isa, type, n), args, rows, [&](auto& a) {
+              a.prefetch = plan;
+              a.kquant_codes = codes;
+            }));
+        for (size_t i = 1; i < y.size(); ++i) ASSERT_TRUE(same_bits(y[0], y[i]));
+        ASSERT_FALSE(std::isnan(y[0][0]));
       }
     }
   }
@@ -201,6 +217,13 @@ TEST(MatmulPanels, EveryPrefetchPlanGivesTheSameBits) {
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1).find(" us"));
   }
   EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
+  // The codes are timed with the plan where the VNNI one_pass has the choice.
+  if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q6_K)) {
+    matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 4);
+    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
+  }
+  EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 1));
+  EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 12));
 }
 
 // The activation loads are timed per CPU too (matmul_activation_loads.cpp):
@@ -227,14 +250,9 @@ TEST(MatmulPanels, EveryActivationLoadGivesTheSameBits) {
         args.w = w;
         args.x = prepared.for_type(type, nullptr, &args.x_stride);
         args.n_tokens = n;
-        std::vector<float> spread(size_t(n * rows), NAN), broadcast(size_t(n * rows), NAN);
-        args.y = spread.data();
-        args.activations = ActivationLoads::kSpreadQuad;
-        kernel(args, 0, rows);
-        args.y = broadcast.data();
-        args.activations = ActivationLoads::kBroadcast;
-        kernel(args, 0, rows);
-        ASSERT_EQ(0, std::memcmp(spread.data(), broadcast.data(), spread.size() * 4));
+        const auto spread = kernel_output(kernel, args, rows, [](auto& a) { a.activations = ActivationLoads::kSpreadQuad; });
+        ASSERT_TRUE(same_bits(spread, kernel_output(kernel, args, rows,
+                                                    [](auto& a) { a.activations = ActivationLoads::kBroadcast; })));
         ASSERT_FALSE(std::isnan(spread[0]));
       }
     }
@@ -245,43 +263,6 @@ TEST(MatmulPanels, EveryActivationLoadGivesTheSameBits) {
   EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 1));
   EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_K, 8));
   EXPECT_EQ(ActivationLoads::kSpreadQuad, matmul_impl::activation_loads(Isa::Avx512, DType::Q4_0, 12));
-}
-
-// Where the K-quant one_pass makes its codes is timed per CPU too, with the
-// prefetch plan; the bits are the same either way, at every count one_pass takes.
-TEST(MatmulPanels, KQuantCodesInPlaceOrThroughThePanelGiveTheSameBits) {
-  using matmul_impl::KQuantCodes;
-  if (!isa_available(Isa::Avx512) || !matmul_impl::avx512_panel_kernel(DType::Q4_K)) GTEST_SKIP() << "no VNNI";
-  const int64_t rows = 48, cols = 256 * 3;
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const auto m = random_matrix(type, rows, cols, 7);
-    const Panels p = repacked(m.view);
-    for (int64_t n = 1; n <= matmul_impl::kPanelOnePassTokens; ++n) {
-      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n));
-      const auto x = random_activations(n, cols, uint32_t(n));
-      PreparedInput prepared(x.data(), n, cols);
-      matmul_impl::KernelArgs args;
-      args.w = &p.view;
-      args.x = prepared.for_type(type, nullptr, &args.x_stride);
-      args.n_tokens = n;
-      std::vector<float> in_place(size_t(n * rows), NAN), through(size_t(n * rows), NAN), chosen(size_t(n * rows));
-      const matmul_impl::Kernel kernel = matmul_impl::panel_kernel(Isa::Avx512, type, n);
-      args.y = in_place.data();
-      args.kquant_codes = KQuantCodes::kInPlace;
-      kernel(args, 0, rows);
-      args.y = through.data();
-      args.kquant_codes = KQuantCodes::kThroughPanel;
-      kernel(args, 0, rows);
-      ASSERT_EQ(0, std::memcmp(in_place.data(), through.data(), in_place.size() * 4));
-      ASSERT_FALSE(std::isnan(in_place[0]));
-      matmul_with_isa(Isa::Avx512, p.view, prepared, chosen.data(), nullptr);
-      ASSERT_EQ(0, std::memcmp(in_place.data(), chosen.data(), in_place.size() * 4));
-    }
-  }
-  matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 4);
-  EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
-  EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 1));
-  EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 12));
 }
 
 // What the serving layer relies on, now down to one token: a sequence's

@@ -5,8 +5,9 @@
 // 32-byte load whose dword lanes are the 8 rows, as in the K-quant row-group
 // tiles (matmul_kquants_avx2_rowgroups.h), whose integer sums and f32
 // finishing these reproduce, so a token's result has the same bits alone
-// (1-3 tokens: one pass over each panel here) and in a batch (4+ tokens:
-// the panels are interleaved into the tiles' KRowGroup).
+// or in batched decode (1-8 tokens: one pass over each panel here, in chunks
+// of tokens) and in prefill (9+ tokens: the panels are interleaved into the
+// tiles' KRowGroup).
 //
 // What a pass does per super-block and half, besides the codes: the rows'
 // sub-block scales and mins are unpacked for all 8 rows at once in dword
@@ -292,16 +293,23 @@ void interleave_panels_k(const MatrixView& m, int64_t rb, int64_t rend, int64_t 
   }
 }
 
+// 1..kPanelChunkTokens tokens.
 template <class P>
-void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+void panel_rows_of(const KernelArgs& a, int64_t r0, int64_t r1) {
   switch (a.n_tokens) {
     case 1: return panel_rows<P, 1>(a, r0, r1);
     case 2: return panel_rows<P, 2>(a, r0, r1);
     case 3: return panel_rows<P, 3>(a, r0, r1);
-    default:
-      return prefill_row_groups<KRowGroup<typename P::K>, TileTokenBlock>(
-          a, r0, r1, a.w->cols / QK_K, interleave_panels_k<P>, tile_k<typename P::K>, tile_token_blocks<typename P::K>);
+    default: return panel_rows<P, kPanelChunkTokens>(a, r0, r1);
   }
+}
+
+template <class P>
+void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<P>(a, r0, r1);
+  if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<P>);
+  return prefill_row_groups<KRowGroup<typename P::K>, TileTokenBlock>(
+      a, r0, r1, a.w->cols / QK_K, interleave_panels_k<P>, tile_k<typename P::K>, tile_token_blocks<typename P::K>);
 }
 
 }  // namespace

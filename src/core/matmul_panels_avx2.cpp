@@ -1,9 +1,9 @@
 // AVX2 kernels on Panels16 matrices (matmul_panels.cpp's layout) of the
-// 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Decode and a few
-// sequences (1-3 tokens) stream each 16-row panel once; 4+ tokens interleave
-// the panels into the row-group tiles' form (matmul_avx2_rowgroups.h). Both
-// run rowgroup_block, so a token's result has the same bits alone or in any
-// batch.
+// 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Decode and batched
+// decode (1-8 tokens) stream each 16-row panel once; prefill (9+ tokens)
+// interleaves the panels into the row-group tiles' form
+// (matmul_avx2_rowgroups.h). Both run rowgroup_block, so a token's result has
+// the same bits alone or in any batch.
 //
 // Why panels on AVX2: a panel's piece k holds the same 4 bytes of 16 rows
 // side by side, so 8 rows' codes for 4 elements are one load (two vector
@@ -150,17 +150,24 @@ void interleave_panels(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb
   }
 }
 
+// 1..kPanelChunkTokens tokens.
 template <class W>
-void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+void panel_rows_of(const KernelArgs& a, int64_t r0, int64_t r1) {
   switch (a.n_tokens) {
     case 1: return panel_rows<W, 1>(a, r0, r1);
     case 2: return panel_rows<W, 2>(a, r0, r1);
     case 3: return panel_rows<W, 3>(a, r0, r1);
-    default:
-      return prefill_row_groups<RowGroupBlock, block_q8_32>(
-          a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W>,
-          [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
+    default: return panel_rows<W, kPanelChunkTokens>(a, r0, r1);
   }
+}
+
+template <class W>
+void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W>(a, r0, r1);
+  if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W>);
+  return prefill_row_groups<RowGroupBlock, block_q8_32>(
+      a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W>,
+      [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }
 
 }  // namespace

@@ -112,7 +112,7 @@ struct KernelArgs {
   float* y;           // y[t * w->rows + r]
   PanelPrefetchPlan prefetch = PanelPrefetchPlan::kLinesToL1;  // Panels16 only
   ActivationLoads activations = ActivationLoads::kSpreadQuad;
-  KQuantCodes kquant_codes = KQuantCodes::kInPlace;
+  KQuantCodes kquant_codes = KQuantCodes::kInPlace;  // K-quant one_pass on panels
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's

@@ -189,9 +189,11 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
   args.x = x.for_type(w.type, pool, &args.x_stride);
   args.n_tokens = x.n_tokens();
   args.y = y;
-  if (w.layout == WeightLayout::Panels16) args.prefetch = panel_prefetch_plan(isa, w.type, x.n_tokens());
+  if (w.layout == WeightLayout::Panels16) {
+    args.prefetch = panel_prefetch_plan(isa, w.type, x.n_tokens());
+    args.kquant_codes = kquant_codes(isa, w.type, x.n_tokens());
+  }
   args.activations = activation_loads(isa, w.type, x.n_tokens());
-  args.kquant_codes = kquant_codes(isa, w.type, x.n_tokens());
   // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a
   // shared counter rather than one fixed share each: on a VM whose cores are
   // sometimes taken away, a thread that got less CPU no longer holds the

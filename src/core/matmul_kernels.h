@@ -181,10 +181,9 @@ std::string activation_loads_reason(Isa isa, DType type, int64_t n_tokens);
 // Where the VNNI one_pass of a K-quant makes its codes here: timed with the
 // prefetch plan where there is a choice (Q4_K, Q5_K, Q6_K panels, 2-8
 // tokens, the AVX-512 panel kernel; panel_prefetch_reason gives both),
-// elsewhere zen5_kquant_codes: what Zen 5 ran fastest (in place up to 8
-// tokens for Q4_K, 3 for Q5_K, 1 for Q6_K), which a timing must also beat.
+// elsewhere what Zen 5 ran fastest (in place up to 8 tokens for Q4_K, 3 for
+// Q5_K, 1 for Q6_K), which a timing must also beat.
 KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens);
-KQuantCodes zen5_kquant_codes(DType type, int64_t n_tokens);
 
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot

@@ -68,8 +68,6 @@ TimingMatmul::TimingMatmul(DType type, int64_t n_tokens, WeightLayout layout)
   args_.x = prepared_.for_type(type, nullptr, &args_.x_stride);
   args_.n_tokens = n_tokens;
   args_.y = y_.data();
-  // The timings other than that choice's own run the incumbent codes.
-  args_.kquant_codes = zen5_kquant_codes(type, n_tokens);
 }
 
 }  // namespace shardlm::matmul_impl

@@ -2,7 +2,8 @@
 // makes once per process by measuring them on this CPU: the ISA of a Rows
 // kernel (matmul_dispatch.cpp), a panel kernel's prefetches (and for the
 // K-quant one_pass where its codes are made: matmul_prefetch_plan.cpp) and
-// the VNNI one_pass's activation loads (matmul_activation_loads.cpp). No choice can change a result's bits.
+// the VNNI one_pass's activation loads (matmul_activation_loads.cpp). No
+// choice can change a result's bits.
 #pragma once
 
 #include <array>

@@ -191,6 +191,7 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
   args.y = y;
   if (w.layout == WeightLayout::Panels16) {
     args.prefetch = panel_prefetch_plan(isa, w.type, x.n_tokens());
+    args.prefetch_ahead = panel_prefetch_ahead(isa, w.type, x.n_tokens());
     args.kquant_codes = kquant_codes(isa, w.type, x.n_tokens());
   }
   args.activations = activation_loads(isa, w.type, x.n_tokens());

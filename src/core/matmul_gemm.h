@@ -191,11 +191,11 @@ class GatheredGroup {
 // a time, with matmul_panel_prefetch.h's prefetches.
 class PanelGroup {
  public:
-  PanelGroup(const MatrixView& m, int64_t r, int, PanelPrefetchPlan plan)
+  PanelGroup(const MatrixView& m, int64_t r, int, PanelPrefetchPlan plan, size_t ahead)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)),
-        prefetch_(block_bytes_, plan) {}
+        prefetch_(block_bytes_, plan, ahead) {}
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
   // `odd`: the type's panel_odd_piece, passed as a constant by callers that
   // know the type at compile time, so that PanelBlock::at tests nothing at
@@ -228,7 +228,7 @@ class PanelGroup {
 template <class Src>
 SHARDLM_GEMM_INLINE Src group(const KernelArgs& a, int64_t r, int valid) {
   if constexpr (std::is_same_v<Src, PanelGroup>) {
-    return Src(*a.w, r, valid, a.prefetch);
+    return Src(*a.w, r, valid, a.prefetch, a.prefetch_ahead);
   } else {
     return Src(*a.w, r, valid);
   }

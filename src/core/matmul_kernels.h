@@ -79,6 +79,12 @@ void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
 // CPUs, so matmul_prefetch_plan.cpp times them; the result's bits are the
 // same under each.
 enum class PanelPrefetchPlan : uint8_t { kPageStarts, kLinesToL1, kLinesToL2, kSpreadToL1, kSpreadToL2 };
+// How far ahead of the block being read a plan's prefetches go, timed with
+// the plan: at least one DRAM latency (~100-150 ns) times what one core
+// streams (20-60 GB/s) is ~2-9 KB. Zen 5 streamed best 8 KiB ahead (2 KiB:
+// K-quants 10-20 % slower); a Xeon with AMX streamed Q4_0 at one token 6 %
+// faster 2 KiB ahead.
+constexpr size_t kPrefetchAheadFar = 8192, kPrefetchAheadNear = 2048;
 const char* prefetch_plan_name(PanelPrefetchPlan plan);
 constexpr bool plan_spreads(PanelPrefetchPlan plan) {
   return plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2;
@@ -111,6 +117,7 @@ struct KernelArgs {
   int64_t n_tokens;
   float* y;           // y[t * w->rows + r]
   PanelPrefetchPlan prefetch = PanelPrefetchPlan::kLinesToL1;  // Panels16 only
+  size_t prefetch_ahead = kPrefetchAheadFar;                    // Panels16 only
   ActivationLoads activations = ActivationLoads::kSpreadQuad;
   KQuantCodes kquant_codes = KQuantCodes::kInPlace;  // K-quant one_pass on panels
 };
@@ -171,6 +178,7 @@ constexpr int64_t kPanelOnePassTokens = 8;
 // process on first use, for prefill (panels unpacked once for many tokens,
 // not streamed) every line into L1. And what decided it, in words.
 PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens);
+size_t panel_prefetch_ahead(Isa isa, DType type, int64_t n_tokens);  // timed with the plan
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
 // The activation loads the VNNI one_pass runs fastest with here for `type`
 // at `n_tokens` tokens under the kernels of `isa`: timed once per process on

@@ -222,7 +222,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const int64_t nb = m.cols / QK_K;
   const block_q8_K* x0[T];
   for (int t = 0; t < T; ++t) x0[t] = token_blocks_k(a, t);
-  const PanelPrefetch prefetch(P::kBlockBytes, a.prefetch);
+  const PanelPrefetch prefetch(P::kBlockBytes, a.prefetch, a.prefetch_ahead);
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const uint8_t* panel = m.row(r);
     __m256 acc[2][T];

@@ -18,10 +18,13 @@
 //   KQuant::block_in_place, matmul_kquant_panels_avx2.cpp's panel_rows)
 //   another ~10 % (AVX2 Q6_K ~15 %; 1B Q4_K_M decode 7-16 %), where one
 //   burst of 36-53 prefetches before each super-block held the loads back.
-// kAhead bytes ahead of the block being read (past the group's end too:
-// prefetches do not fault): at least one DRAM latency (~100-150 ns) times
-// what one core streams (20-60 GB/s): ~4-9 KB. 8 KB was best on Zen 5 (2 KB:
-// K-quants 10-20 % slower); on the Xeons 4-32 KB measured the same.
+//   The 32-element types streamed 2-10 % faster 2-3 KiB ahead than 8 KiB
+//   (a 432 MiB Q4_0 matrix: 16.5 against 16.1 GB/s with every line into
+//   L2, 16.4 against 11.1 into L1); the spread K-quants 8-24 KiB ahead
+//   (Q6_K 2 KiB 13.6, 8 KiB 16.4 GB/s).
+// `ahead` bytes ahead of the block being read (past the group's end too:
+// prefetches do not fault), timed with the plan (matmul_kernels.h's
+// kPrefetchAheadFar / kPrefetchAheadNear).
 // Included only from ISA kernel files; internal linkage (see
 // matmul_avx2_common.h).
 #pragma once
@@ -39,8 +42,9 @@ namespace {
 class PanelPrefetch {
  public:
   // `block_bytes`: a block of the 16 rows.
-  PanelPrefetch(size_t block_bytes, PanelPrefetchPlan plan)
+  PanelPrefetch(size_t block_bytes, PanelPrefetchPlan plan, size_t ahead)
       : block_bytes_(block_bytes),
+        ahead_(ahead),
         page_starts_(plan != PanelPrefetchPlan::kLinesToL1 && plan != PanelPrefetchPlan::kSpreadToL1),
         lines_to_l2_(plan == PanelPrefetchPlan::kLinesToL2 || plan == PanelPrefetchPlan::kSpreadToL2),
         spread_(plan_spreads(plan)) {}
@@ -61,7 +65,7 @@ class PanelPrefetch {
   // Part `part` of `parts` of ahead_of(p): its share of the lines (the page
   // start with part 0).
   inline __attribute__((always_inline)) void part_ahead_of(const uint8_t* p, int part, int parts) const {
-    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + kAhead;  // may be past the matrix: no pointer to it
+    const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + ahead_;  // may be past the matrix: no pointer to it
     const size_t lines = (block_bytes_ + 63) / 64;
     const size_t first = lines * size_t(part) / size_t(parts), end = lines * size_t(part + 1) / size_t(parts);
     if (!page_starts_) {
@@ -83,8 +87,9 @@ class PanelPrefetch {
   }
 
  private:
-  static constexpr size_t kAhead = 8192, kPage = 4096;
+  static constexpr size_t kPage = 4096;
   size_t block_bytes_;
+  size_t ahead_;
   bool page_starts_;  // else every line into L1
   bool lines_to_l2_;  // and every line into L2
   bool spread_;

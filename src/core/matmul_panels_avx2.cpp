@@ -109,7 +109,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const int64_t nb = m.cols / 32;
   const block_q8_32* x[T];
   for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
-  const PanelPrefetch prefetch(kPanelBlockBytes<W>, a.prefetch);
+  const PanelPrefetch prefetch(kPanelBlockBytes<W>, a.prefetch, a.prefetch_ahead);
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const uint8_t* panel = m.row(r);
     __m256 acc[2][H][T];

@@ -7,11 +7,11 @@
 // faster spread over its work than in one burst. So each plan is timed once
 // per process, on first use, on weights flushed from every cache level
 // before each call (a model's weights come from DRAM in decode), the plans
-// alternating for several rounds. The plan measured best on Zen 5 for that
-// type and token count is the incumbent; another replaces it only when
-// faster by kMargin, so plans that tie keep one choice from process to
-// process. The prefetches cannot change a result: every plan runs the same
-// arithmetic on the same bytes.
+// alternating for several rounds, each 8 KiB and 2 KiB ahead. The plan
+// measured best on Zen 5 for that type and token count, 8 KiB ahead, is the
+// incumbent; another replaces it only when faster by kMargin, so plans that
+// tie keep one choice from process to process. The prefetches cannot change
+// a result: every plan runs the same arithmetic on the same bytes.
 //
 // The K-quant one_pass of 2-8 tokens on the AVX-512 panel kernel has a
 // second choice timed with the plan: where a super-block's codes are made
@@ -62,15 +62,21 @@ bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
          n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 
-// A plan and the codes, as one measured choice (MeasuredChoices keeps a
-// small enum): plan · 2 + codes.
+// A plan, its distance and the codes, as one measured choice
+// (MeasuredChoices keeps a small enum): (plan · 2 + codes) · 2 + near.
 struct Streaming {
   PanelPrefetchPlan plan;
   KQuantCodes codes;
+  size_t ahead = kPrefetchAheadFar;
 };
 enum class StreamingId : uint8_t {};
-StreamingId id_of(Streaming s) { return StreamingId(2 * int(s.plan) + int(s.codes)); }
-Streaming streaming_of(StreamingId id) { return {PanelPrefetchPlan(int(id) / 2), KQuantCodes(int(id) % 2)}; }
+StreamingId id_of(Streaming s) {
+  return StreamingId(2 * (2 * int(s.plan) + int(s.codes)) + int(s.ahead == kPrefetchAheadNear));
+}
+Streaming streaming_of(StreamingId id) {
+  const int i = int(id);
+  return {PanelPrefetchPlan(i / 4), KQuantCodes(i / 2 % 2), i % 2 ? kPrefetchAheadNear : kPrefetchAheadFar};
+}
 
 Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   const Kernel kernel = panel_kernel(isa, type, n_tokens);
@@ -83,18 +89,21 @@ Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   if (has_codes_choice(isa, type, n_tokens))
     codes.push_back(incumbent.codes == KQuantCodes::kInPlace ? KQuantCodes::kThroughPanel : KQuantCodes::kInPlace);
   std::vector<Streaming> candidates{incumbent};
-  for (PanelPrefetchPlan p : kPlans)
-    for (KQuantCodes c : codes) {
-      // Spread plans prefetch from the dot products of codes made in place;
-      // elsewhere they are the same code as their burst twins.
-      const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
-      if ((p != incumbent.plan || c != incumbent.codes) && (!plan_spreads(p) || spreads)) candidates.push_back({p, c});
-    }
+  for (size_t ahead : {kPrefetchAheadFar, kPrefetchAheadNear})
+    for (PanelPrefetchPlan p : kPlans)
+      for (KQuantCodes c : codes) {
+        // Spread plans prefetch from the dot products of codes made in place;
+        // elsewhere they are the same code as their burst twins.
+        const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
+        const Streaming s{p, c, ahead};
+        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads)) candidates.push_back(s);
+      }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
   const std::vector<double> t = median_times(
       candidates.size(),
       [&](size_t i) {
         m.args().prefetch = candidates[i].plan;
+        m.args().prefetch_ahead = candidates[i].ahead;
         m.args().kquant_codes = candidates[i].codes;
         m.run(kernel);
       },
@@ -102,9 +111,9 @@ Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // candidates[0]: the incumbent
   *why = fmt::format("median thread CPU time on {} KiB flushed from the caches:", m.slice_kib());
   for (size_t i = 0; i < candidates.size(); ++i)
-    *why += fmt::format("{} {}{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
-                        codes.size() > 1 ? " / codes " : "", codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "",
-                        t[i] * 1e6);
+    *why += fmt::format("{} {} {} KiB ahead{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
+                        candidates[i].ahead / 1024, codes.size() > 1 ? " / codes " : "",
+                        codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "", t[i] * 1e6);
   return candidates[pick];
 }
 
@@ -136,6 +145,11 @@ const char* kquant_codes_name(KQuantCodes codes) {
 PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return PanelPrefetchPlan::kLinesToL1;
   return streaming(isa, type, n_tokens).plan;
+}
+
+size_t panel_prefetch_ahead(Isa isa, DType type, int64_t n_tokens) {
+  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return kPrefetchAheadFar;
+  return streaming(isa, type, n_tokens).ahead;
 }
 
 KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens) {

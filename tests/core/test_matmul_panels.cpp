@@ -177,7 +177,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // where the K-quant one_pass makes its codes, so neither may touch the
 // arithmetic: each plan and each place gives the same bits with every panel
 // kernel, at every token count it streams (one_pass, the AMX batch tile).
-TEST(MatmulPanels, EveryPrefetchPlanAndKQuantCodesGiveTheSameBits) {
+TEST(MatmulPanels, EveryPrefetchPlanDistanceAndKQuantCodesGiveTheSameBits) {
   using matmul_impl::KQuantCodes;
   using matmul_impl::PanelPrefetchPlan;
   const PanelPrefetchPlan plans[] = {PanelPrefetchPlan::kPageStarts, PanelPrefetchPlan::kLinesToL1,
@@ -202,21 +202,27 @@ TEST(MatmulPanels, EveryPrefetchPlanAndKQuantCodesGiveTheSameBits) {
         std::vector<std::vector<float>> y;
         for (auto plan : plans)
           for (auto codes : {KQuantCodes::kInPlace, KQuantCodes::kThroughPanel})
-            y.push_back(kernel_output(matmul_impl::panel_kernel(isa, type, n), args, rows, [&](auto& a) {
-              a.prefetch = plan;
-              a.kquant_codes = codes;
-            }));
+            for (size_t ahead : {matmul_impl::kPrefetchAheadFar, matmul_impl::kPrefetchAheadNear})
+              y.push_back(kernel_output(matmul_impl::panel_kernel(isa, type, n), args, rows, [&](auto& a) {
+                a.prefetch = plan;
+                a.kquant_codes = codes;
+                a.prefetch_ahead = ahead;
+              }));
         for (size_t i = 1; i < y.size(); ++i) ASSERT_TRUE(same_bits(y[0], y[i]));
         ASSERT_FALSE(std::isnan(y[0][0]));
       }
     }
   }
-  // Decode's plan is timed (the reason gives the timings); prefill's is fixed.
+  // Decode's plan and its distance are timed (the reason gives the
+  // timings); prefill's are fixed.
   if (isa_available(Isa::Avx2)) {
     matmul_impl::panel_prefetch_plan(Isa::Avx2, DType::Q4_0, 1);
-    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1).find(" us"));
+    const std::string why = matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1);
+    EXPECT_NE(std::string::npos, why.find("2 KiB ahead")) << why;
+    EXPECT_NE(std::string::npos, why.find("8 KiB ahead")) << why;
   }
   EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
+  EXPECT_EQ(matmul_impl::kPrefetchAheadFar, matmul_impl::panel_prefetch_ahead(Isa::Avx512, DType::Q4_0, 64));
   // The codes are timed with the plan where the VNNI one_pass has the choice.
   if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q6_K)) {
     matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 4);

@@ -4,6 +4,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
+
+#include "core/huge_pages.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -11,6 +14,9 @@ namespace {
 constexpr int kRounds = 11;           // odd: the median is one round's time
 constexpr size_t kSliceBytes = 512 << 10;
 constexpr int64_t kCols = 4096;       // a multiple of every block size
+// The slice's buffer: one 2 MiB page, which a model's weights stream from
+// (matmul_panel_prefetch.h: on 4 KiB pages the plans ranked otherwise).
+constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 double thread_seconds() {
   timespec ts;
@@ -58,11 +64,13 @@ size_t fastest_unless_incumbent_within(const std::vector<double>& times, double 
 // 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane f16 scale for
 // every block type; in panels as in rows.
 TimingMatmul::TimingMatmul(DType type, int64_t n_tokens, WeightLayout layout)
-    : weights_(row_bytes(type, kCols) * size_t(slice_rows(type)), 0x3C),
-      w_{type, weights_.data(), slice_rows(type), kCols, row_bytes(type, kCols), layout},
+    : weight_bytes_(row_bytes(type, kCols) * size_t(slice_rows(type))),
+      weights_(alloc_huge_page_buffer(std::max(weight_bytes_, kHugePageBytes))),
+      w_{type, weights_.get(), slice_rows(type), kCols, row_bytes(type, kCols), layout},
       x_(size_t(n_tokens * kCols)),
       y_(size_t(n_tokens * w_.rows)),
       prepared_(x_.data(), n_tokens, kCols) {
+  std::memset(weights_.get(), 0x3C, weight_bytes_);
   for (size_t i = 0; i < x_.size(); ++i) x_[i] = float(int(i % 13) - 6) * 0.1f;
   args_.w = &w_;
   args_.x = prepared_.for_type(type, nullptr, &args_.x_stride);

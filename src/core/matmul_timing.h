@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -52,12 +53,13 @@ class TimingMatmul {
 
   KernelArgs& args() { return args_; }
   void run(Kernel kernel) const { kernel(args_, 0, w_.rows); }
-  const uint8_t* weights() const { return weights_.data(); }
-  size_t weight_bytes() const { return weights_.size(); }
-  size_t slice_kib() const { return weights_.size() >> 10; }
+  const uint8_t* weights() const { return weights_.get(); }
+  size_t weight_bytes() const { return weight_bytes_; }
+  size_t slice_kib() const { return weight_bytes_ >> 10; }
 
  private:
-  std::vector<uint8_t> weights_;
+  size_t weight_bytes_;
+  std::shared_ptr<uint8_t[]> weights_;  // on a 2 MiB page, as a model's weights
   MatrixView w_;
   std::vector<float> x_, y_;
   PreparedInput prepared_;

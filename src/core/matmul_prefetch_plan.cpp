@@ -41,6 +41,15 @@ constexpr PanelPrefetchPlan kPlans[] = {PanelPrefetchPlan::kPageStarts, PanelPre
 // is the same code as its burst twin, not worth timing.
 bool may_spread(DType type) { return traits(type).block_elems == QK_K; }
 
+// Every line into L1 2 KiB ahead is not timed: on the AMX Xeon a flushed
+// slice timed it fastest at 2 tokens of Q4_0 (115 us against 142 for every
+// line into L2 8 KiB ahead), while a 1.1 GiB stream from DRAM ran it 17 %
+// slower (11.5 against 13.8 GB/s) and slowest of the near plans (every
+// line into L2 2 KiB ahead 14.4); at one token it was level with them.
+bool to_l1(PanelPrefetchPlan plan) {
+  return plan == PanelPrefetchPlan::kLinesToL1 || plan == PanelPrefetchPlan::kSpreadToL1;
+}
+
 // Zen 5's (docs/bench/dec5.md, bat7.md): long blocks (the K-quants) and the
 // AMX batch tiles every line into L1; one token of the 32-element types the
 // page starts alone; 2-8 tokens every line into L2 as well.
@@ -96,7 +105,8 @@ Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
         // elsewhere they are the same code as their burst twins.
         const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
         const Streaming s{p, c, ahead};
-        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads)) candidates.push_back(s);
+        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads) && !(ahead == kPrefetchAheadNear && to_l1(p)))
+          candidates.push_back(s);
       }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
   const std::vector<double> t = median_times(

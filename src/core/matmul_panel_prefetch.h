@@ -18,10 +18,10 @@
 //   KQuant::block_in_place, matmul_kquant_panels_avx2.cpp's panel_rows)
 //   another ~10 % (AVX2 Q6_K ~15 %; 1B Q4_K_M decode 7-16 %), where one
 //   burst of 36-53 prefetches before each super-block held the loads back.
-//   The 32-element types streamed 2-10 % faster 2-3 KiB ahead than 8 KiB
-//   (a 432 MiB Q4_0 matrix: 16.5 against 16.1 GB/s with every line into
-//   L2, 16.4 against 11.1 into L1); the spread K-quants 8-24 KiB ahead
-//   (Q6_K 2 KiB 13.6, 8 KiB 16.4 GB/s).
+//   From DRAM (1.1-1.2 GiB matrices, one token) Q4_0 streamed 16.1 GB/s
+//   with every line into L2 3 KiB ahead against 14.7 at 8 KiB, Q4_K spread
+//   15.1 at 2 KiB against 13.9, and Q6_K spread the other way (12.3 at 2
+//   KiB, 14.3 at 8).
 // `ahead` bytes ahead of the block being read (past the group's end too:
 // prefetches do not fault), timed with the plan (matmul_kernels.h's
 // kPrefetchAheadFar / kPrefetchAheadNear).

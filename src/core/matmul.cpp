@@ -190,9 +190,10 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
   args.n_tokens = x.n_tokens();
   args.y = y;
   if (w.layout == WeightLayout::Panels16) {
-    args.prefetch = panel_prefetch_plan(isa, w.type, x.n_tokens());
-    args.prefetch_ahead = panel_prefetch_ahead(isa, w.type, x.n_tokens());
-    args.kquant_codes = kquant_codes(isa, w.type, x.n_tokens());
+    const PanelStreaming streaming = panel_streaming(isa, w.type, x.n_tokens());
+    args.prefetch = streaming.plan;
+    args.prefetch_ahead = streaming.ahead;
+    args.kquant_codes = streaming.codes;
   }
   args.activations = activation_loads(isa, w.type, x.n_tokens());
   // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a

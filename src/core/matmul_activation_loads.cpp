@@ -28,8 +28,9 @@ bool has_choice(Isa isa, DType type, int64_t n_tokens) {
 ActivationLoads measure(DType type, int64_t n_tokens, std::string* why) {
   const Kernel kernel = panel_kernel(Isa::Avx512, type, n_tokens);
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
-  m.args().prefetch = panel_prefetch_plan(Isa::Avx512, type, n_tokens);
-  m.args().prefetch_ahead = panel_prefetch_ahead(Isa::Avx512, type, n_tokens);
+  const PanelStreaming streaming = panel_streaming(Isa::Avx512, type, n_tokens);
+  m.args().prefetch = streaming.plan;
+  m.args().prefetch_ahead = streaming.ahead;
   const ActivationLoads loads[] = {ActivationLoads::kSpreadQuad, ActivationLoads::kBroadcast};
   const std::vector<double> t = median_times(2, [&](size_t i) {
     m.args().activations = loads[i];

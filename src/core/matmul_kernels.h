@@ -89,6 +89,9 @@ const char* prefetch_plan_name(PanelPrefetchPlan plan);
 constexpr bool plan_spreads(PanelPrefetchPlan plan) {
   return plan == PanelPrefetchPlan::kSpreadToL1 || plan == PanelPrefetchPlan::kSpreadToL2;
 }
+constexpr bool plan_to_l1(PanelPrefetchPlan plan) {
+  return plan == PanelPrefetchPlan::kLinesToL1 || plan == PanelPrefetchPlan::kSpreadToL1;
+}
 
 // How the VNNI one_pass of the 32-element types (2-8 tokens) gives vpdpbusd
 // a token's activation codes: codes 0-15 as one 16-byte load spread to each
@@ -173,12 +176,21 @@ Isa panel_isa(Isa isa, DType type, int64_t n_tokens);
 Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
 // Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).
 constexpr int64_t kPanelOnePassTokens = 8;
-// The prefetches panel_kernel(isa, type, n_tokens) streams fastest with on
-// this CPU: for decode and batched decode (1-15 tokens) timed once per
-// process on first use, for prefill (panels unpacked once for many tokens,
-// not streamed) every line into L1. And what decided it, in words.
-PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens);
-size_t panel_prefetch_ahead(Isa isa, DType type, int64_t n_tokens);  // timed with the plan
+// How panel_kernel(isa, type, n_tokens) streams fastest on this CPU: its
+// prefetch plan and distance, and (the VNNI one_pass of a K-quant) where it
+// makes its codes. For decode and batched decode (1-15 tokens) timed once
+// per process on first use; for prefill (panels unpacked once for many
+// tokens, not streamed) every line into L1, 8 KiB ahead. The codes are timed
+// with the plan where there is a choice (Q4_K, Q5_K, Q6_K panels, 2-8
+// tokens, the AVX-512 panel kernel), elsewhere what Zen 5 ran fastest (in
+// place up to 8 tokens for Q4_K, 3 for Q5_K, 1 for Q6_K), which a timing
+// must also beat. And what decided it, in words.
+struct PanelStreaming {
+  PanelPrefetchPlan plan;
+  size_t ahead;
+  KQuantCodes codes;
+};
+PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens);
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
 // The activation loads the VNNI one_pass runs fastest with here for `type`
 // at `n_tokens` tokens under the kernels of `isa`: timed once per process on
@@ -186,12 +198,6 @@ std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);
 // AVX-512 panel kernel), kSpreadQuad elsewhere. And what decided it.
 ActivationLoads activation_loads(Isa isa, DType type, int64_t n_tokens);
 std::string activation_loads_reason(Isa isa, DType type, int64_t n_tokens);
-// Where the VNNI one_pass of a K-quant makes its codes here: timed with the
-// prefetch plan where there is a choice (Q4_K, Q5_K, Q6_K panels, 2-8
-// tokens, the AVX-512 panel kernel; panel_prefetch_reason gives both),
-// elsewhere what Zen 5 ran fastest (in place up to 8 tokens for Q4_K, 3 for
-// Q5_K, 1 for Q6_K), which a timing must also beat.
-KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens);
 
 // The kernel `isa`'s own files bring for `type` at `n_tokens` tokens (the
 // prefill kernels from kGemmMinTokens on), or nullptr (none, or the ISA cannot

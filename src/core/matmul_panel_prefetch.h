@@ -45,7 +45,7 @@ class PanelPrefetch {
   PanelPrefetch(size_t block_bytes, PanelPrefetchPlan plan, size_t ahead)
       : block_bytes_(block_bytes),
         ahead_(ahead),
-        page_starts_(plan != PanelPrefetchPlan::kLinesToL1 && plan != PanelPrefetchPlan::kSpreadToL1),
+        page_starts_(!plan_to_l1(plan)),
         lines_to_l2_(plan == PanelPrefetchPlan::kLinesToL2 || plan == PanelPrefetchPlan::kSpreadToL2),
         spread_(plan_spreads(plan)) {}
 

@@ -41,15 +41,6 @@ constexpr PanelPrefetchPlan kPlans[] = {PanelPrefetchPlan::kPageStarts, PanelPre
 // is the same code as its burst twin, not worth timing.
 bool may_spread(DType type) { return traits(type).block_elems == QK_K; }
 
-// Every line into L1 2 KiB ahead is not timed: on the AMX Xeon a flushed
-// slice timed it fastest at 2 tokens of Q4_0 (115 us against 142 for every
-// line into L2 8 KiB ahead), while a 1.1 GiB stream from DRAM ran it 17 %
-// slower (11.5 against 13.8 GB/s) and slowest of the near plans (every
-// line into L2 2 KiB ahead 14.4); at one token it was level with them.
-bool to_l1(PanelPrefetchPlan plan) {
-  return plan == PanelPrefetchPlan::kLinesToL1 || plan == PanelPrefetchPlan::kSpreadToL1;
-}
-
 // Zen 5's (docs/bench/dec5.md, bat7.md): long blocks (the K-quants) and the
 // AMX batch tiles every line into L1; one token of the 32-element types the
 // page starts alone; 2-8 tokens every line into L2 as well.
@@ -71,25 +62,20 @@ bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
          n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 
-// A plan, its distance and the codes, as one measured choice
-// (MeasuredChoices keeps a small enum): (plan · 2 + codes) · 2 + near.
-struct Streaming {
-  PanelPrefetchPlan plan;
-  KQuantCodes codes;
-  size_t ahead = kPrefetchAheadFar;
-};
+// A PanelStreaming as one measured choice (MeasuredChoices keeps a small
+// enum): (plan · 2 + codes) · 2 + near.
 enum class StreamingId : uint8_t {};
-StreamingId id_of(Streaming s) {
+StreamingId id_of(PanelStreaming s) {
   return StreamingId(2 * (2 * int(s.plan) + int(s.codes)) + int(s.ahead == kPrefetchAheadNear));
 }
-Streaming streaming_of(StreamingId id) {
+PanelStreaming streaming_of(StreamingId id) {
   const int i = int(id);
-  return {PanelPrefetchPlan(i / 4), KQuantCodes(i / 2 % 2), i % 2 ? kPrefetchAheadNear : kPrefetchAheadFar};
+  return {PanelPrefetchPlan(i / 4), i % 2 ? kPrefetchAheadNear : kPrefetchAheadFar, KQuantCodes(i / 2 % 2)};
 }
 
-Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
+PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   const Kernel kernel = panel_kernel(isa, type, n_tokens);
-  const Streaming incumbent{zen5_plan(type, n_tokens), zen5_kquant_codes(type, n_tokens)};
+  const PanelStreaming incumbent{zen5_plan(type, n_tokens), kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
   if (panel_isa(isa, type, n_tokens) == Isa::Scalar) {
     *why = "the scalar reference: no prefetches";
     return incumbent;
@@ -97,15 +83,21 @@ Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
   std::vector<KQuantCodes> codes{incumbent.codes};
   if (has_codes_choice(isa, type, n_tokens))
     codes.push_back(incumbent.codes == KQuantCodes::kInPlace ? KQuantCodes::kThroughPanel : KQuantCodes::kInPlace);
-  std::vector<Streaming> candidates{incumbent};
+  std::vector<PanelStreaming> candidates{incumbent};
   for (size_t ahead : {kPrefetchAheadFar, kPrefetchAheadNear})
     for (PanelPrefetchPlan p : kPlans)
       for (KQuantCodes c : codes) {
         // Spread plans prefetch from the dot products of codes made in place;
-        // elsewhere they are the same code as their burst twins.
+        // elsewhere they are the same code as their burst twins. Every line
+        // into L1 2 KiB ahead is not timed: on the AMX Xeon a flushed slice
+        // timed it fastest at 2 tokens of Q4_0 (115 us against 142 for every
+        // line into L2 8 KiB ahead), while a 1.1 GiB stream from DRAM ran it
+        // 17 % slower (11.5 against 13.8 GB/s) and slowest of the near plans
+        // (every line into L2 2 KiB ahead 14.4); at one token it was level.
         const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
-        const Streaming s{p, c, ahead};
-        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads) && !(ahead == kPrefetchAheadNear && to_l1(p)))
+        const PanelStreaming s{p, ahead, c};
+        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads) &&
+            !(ahead == kPrefetchAheadNear && plan_to_l1(p)))
           candidates.push_back(s);
       }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
@@ -129,11 +121,6 @@ Streaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
 
 MeasuredChoices<StreamingId> g_streaming;
 
-Streaming streaming(Isa isa, DType type, int64_t n_tokens) {
-  return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
-    return id_of(measure(isa, type, n_tokens, why));
-  }));
-}
 
 }  // namespace
 
@@ -152,24 +139,17 @@ const char* kquant_codes_name(KQuantCodes codes) {
   return codes == KQuantCodes::kInPlace ? "in place" : "through PanelK";
 }
 
-PanelPrefetchPlan panel_prefetch_plan(Isa isa, DType type, int64_t n_tokens) {
-  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return PanelPrefetchPlan::kLinesToL1;
-  return streaming(isa, type, n_tokens).plan;
-}
-
-size_t panel_prefetch_ahead(Isa isa, DType type, int64_t n_tokens) {
-  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return kPrefetchAheadFar;
-  return streaming(isa, type, n_tokens).ahead;
-}
-
-KQuantCodes kquant_codes(Isa isa, DType type, int64_t n_tokens) {
-  if (!has_codes_choice(isa, type, n_tokens)) return zen5_kquant_codes(type, n_tokens);
-  return streaming(isa, type, n_tokens).codes;
+PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
+  if (!MeasuredChoices<StreamingId>::timed(type, n_tokens))
+    return {PanelPrefetchPlan::kLinesToL1, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
+  return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
+    return id_of(measure(isa, type, n_tokens, why));
+  }));
 }
 
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return "prefill: every line into L1";
-  panel_prefetch_plan(isa, type, n_tokens);
+  panel_streaming(isa, type, n_tokens);
   return g_streaming.why(isa, type, n_tokens);
 }
 

@@ -216,20 +216,20 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceAndKQuantCodesGiveTheSameBits) {
   // Decode's plan and its distance are timed (the reason gives the
   // timings); prefill's are fixed.
   if (isa_available(Isa::Avx2)) {
-    matmul_impl::panel_prefetch_plan(Isa::Avx2, DType::Q4_0, 1);
+    matmul_impl::panel_streaming(Isa::Avx2, DType::Q4_0, 1);
     const std::string why = matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q4_0, 1);
     EXPECT_NE(std::string::npos, why.find("2 KiB ahead")) << why;
     EXPECT_NE(std::string::npos, why.find("8 KiB ahead")) << why;
   }
-  EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_prefetch_plan(Isa::Avx512, DType::Q4_0, 64));
-  EXPECT_EQ(matmul_impl::kPrefetchAheadFar, matmul_impl::panel_prefetch_ahead(Isa::Avx512, DType::Q4_0, 64));
+  EXPECT_EQ(PanelPrefetchPlan::kLinesToL1, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 64).plan);
+  EXPECT_EQ(matmul_impl::kPrefetchAheadFar, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 64).ahead);
   // The codes are timed with the plan where the VNNI one_pass has the choice.
   if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q6_K)) {
-    matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 4);
+    matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 4);
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
   }
-  EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 1));
-  EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::kquant_codes(Isa::Avx512, DType::Q6_K, 12));
+  EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 1).codes);
+  EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 12).codes);
 }
 
 // The activation loads are timed per CPU too (matmul_activation_loads.cpp):

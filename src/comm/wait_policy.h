@@ -43,8 +43,8 @@ inline constexpr double kCrowdedPressure = 10;  // % of the last 10 s
 
 // The rule above for `ranks_on_host` ranks on usable_cpus() cores (core/cpu.h,
 // asked once), given `other_runnable` tasks that are not ours and the CPU
-// pressure in % (< 0: unknown). `requested_spin` >= 0 (Timeouts::spin set by the user) replaces
-// it: busy-poll that long, block.
+// pressure in % (< 0: unknown). `requested_spin` >= 0 (Timeouts::spin set by
+// the user) replaces it: busy-poll that long, block.
 WaitPolicy choose_wait_policy(int ranks_on_host, int other_runnable, std::chrono::microseconds requested_spin,
                               double cpu_pressure = -1);
 

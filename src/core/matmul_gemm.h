@@ -534,9 +534,10 @@ struct Blocks32 {
 // are those of every other tile (AMX included).
 constexpr int kChainCodes = 64;
 constexpr int kChains = QK_K / kChainCodes;
+constexpr int kCodeVectors = QK_K / 4;  // a super-block's code vectors (16 rows × 4 codes each)
 
 struct alignas(64) PanelK {
-  __m512i codes[64];
+  __m512i codes[kCodeVectors];
   __m512 sub_scale[16];  // d·scale per sub-block (kSub = 32 uses 8)
   __m512i pair_factor[8];  // int16 factors of bsums[2p], bsums[2p+1]
   __m512 pair_scale;       // what Σ factor·bsum is multiplied by
@@ -736,12 +737,12 @@ struct KQuant {
   SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, PanelK& p, const uint8_t* x,
                                                  size_t x_stride, __m512* acc) {
     const PanelBlock g = src.block_in_parts(b, kOdd);
-    src.prefetch_part(b, 0, kChains);
+    src.prefetch_part(b, 0, kCodeVectors);
     P::scales(g, p);
-    const auto chain_starts = [&](int c) SHARDLM_ALWAYS_INLINE {
-      if (c > 0) src.prefetch_part(b, c, kChains);
+    const auto before_code = [&](int i) SHARDLM_ALWAYS_INLINE {
+      if (i > 0) src.prefetch_part(b, i, kCodeVectors);
     };
-    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, chain_starts);
+    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, before_code);
   }
 
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
@@ -761,11 +762,11 @@ struct KQuant {
   // at compile time, which codes made in place need (else their shifts and
   // offsets are picked at run time), and which made the loads from PanelK
   // slower (Q6_K at 2-8 tokens 17-23 %: larger code, more registers live).
-  // chain_starts(c) runs before chain c's products (prefetches spread over
-  // the super-block).
-  template <int T, bool kUnroll, class Codes, class ChainStarts>
+  // before_code(i) runs before codes(i) (prefetches spread over the
+  // super-block).
+  template <int T, bool kUnroll, class Codes, class BeforeCode>
   SHARDLM_GEMM_INLINE static void block(const PanelK& p, const Codes& codes, int64_t b, const uint8_t* x,
-                                        size_t x_stride, __m512* acc, const ChainStarts& chain_starts) {
+                                        size_t x_stride, __m512* acc, const BeforeCode& before_code) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
     constexpr bool kFresh = T < 4 || P::kSub == 16;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
@@ -776,7 +777,6 @@ struct KQuant {
       part[t] = _mm512_setzero_ps();
     }
     steps<kChains, kUnroll>([&](auto c) SHARDLM_ALWAYS_INLINE {
-      chain_starts(int(c));
       __m512i sum[kSplit][T], before[T];  // running sums; their join at the last sub-block's end
       steps<kSubsPerChain, kUnroll>([&](auto k) SHARDLM_ALWAYS_INLINE {
         const int s = kSubsPerChain * c + k;
@@ -784,7 +784,10 @@ struct KQuant {
           for (int h = 0; h < kSplit; ++h)
             for (int t = 0; t < T; ++t) sum[h][t] = _mm512_setzero_si512();
         __m512i w[kGroups];
-        steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE { w[g] = codes(kGroups * s + g); });
+        steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE {
+          before_code(kGroups * s + g);
+          w[g] = codes(kGroups * s + g);
+        });
         for (int g = 0; g < kGroups; ++g)
           for (int t = 0; t < T; ++t)
             sum[g % kSplit][t] = _mm512_dpbusd_epi32(sum[g % kSplit][t], w[g],

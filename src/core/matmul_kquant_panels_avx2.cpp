@@ -149,8 +149,8 @@ struct Q6KPanel {
 // (add_super_block). With H = 2 each activation broadcast serves both
 // halves; run for one half at a time, GCC keeps the first half's broadcasts
 // for the second on the stack (a store and a reloading maddubs each).
-// step(j) runs before the codes of 32-element chunk j (prefetches spread
-// over the super-block).
+// step(i) runs before code vector i = 8·j + v (v of 32-element chunk j):
+// prefetches spread over the super-block.
 template <class P, int T, int H, class Step>
 inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x, __m256 (*acc)[T], const Step& step) {
   using K = typename P::K;
@@ -163,9 +163,9 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
   // Unrolled with compile-time j and v: GCC kept a loop over j here, with the
   // scales and shifts picked at run time and its counters on the stack.
   unrolled<8>([&](auto j) SHARDLM_ALWAYS_INLINE {
-    step(int(j));
     __m256i s16[H][T];
     unrolled<8>([&](auto v) SHARDLM_ALWAYS_INLINE {
+      step(8 * int(j) + int(v));
       __m256i q[H];
       for (int h = 0; h < H; ++h) q[h] = P::codes(block, h0 + h, j, v);  // unsigned (Q6_K: code + 32)
       for (int t = 0; t < T; ++t) {
@@ -233,19 +233,18 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       prefetch.ahead_of_unless_spread(block);
       const block_q8_K* x[T];
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
-      // A spread plan's prefetches in four parts over the super-block's 8
-      // chunks (16 when its halves run one after the other).
-      const auto part = [&](int k) SHARDLM_ALWAYS_INLINE { prefetch.part_if_spread(block, k, 4); };
+      // A spread plan's prefetches a part per code vector (64 of them, 128
+      // when the super-block's halves run one after the other).
       if constexpr (T == 1 && P::kBothHalves) {
-        super_block<P, T, 2>(block, 0, x, acc, [&](int j) SHARDLM_ALWAYS_INLINE {
-          if (j % 2 == 0) part(j / 2);
+        super_block<P, T, 2>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, i, 64);
         });
       } else {
-        super_block<P, T, 1>(block, 0, x, acc, [&](int j) SHARDLM_ALWAYS_INLINE {
-          if (j % 4 == 0) part(j / 4);
+        super_block<P, T, 1>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, i, 128);
         });
-        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int j) SHARDLM_ALWAYS_INLINE {
-          if (j % 4 == 0) part(2 + j / 4);
+        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, 64 + i, 128);
         });
       }
     }

@@ -14,10 +14,13 @@
 //   bytes a block: too long a stride to be followed) with every line into L1.
 // - Xeon with AMX (2026-12-03): every line into L2 for every type and token
 //   count, the 32-element types at one token 1.3-1.8x the page starts alone;
-//   a K-quant super-block's prefetches spread over its work (matmul_gemm.h's
-//   KQuant::block_in_place, matmul_kquant_panels_avx2.cpp's panel_rows)
-//   another ~10 % (AVX2 Q6_K ~15 %; 1B Q4_K_M decode 7-16 %), where one
-//   burst of 36-53 prefetches before each super-block held the loads back.
+//   a K-quant super-block's prefetches spread over its work, a part before
+//   each of its 64 code vectors (matmul_gemm.h's KQuant::block_in_place,
+//   matmul_kquant_panels_avx2.cpp's panel_rows): one burst of 36-53
+//   prefetches before each super-block held the loads back. Spread in 4
+//   parts, 1B Q4_K_M decoded 7-16 % faster than with the burst; in 64, 14-17 %
+//   faster again (AVX-512 and AVX2, 2026-12-04), with a 288-420 MiB Q4_K
+//   matrix from DRAM streaming 16.3 GB/s against 13.4 (Q6_K 16.8 / 13.1).
 //   From DRAM (1.1-1.2 GiB matrices, one token) Q4_0 streamed 16.1 GB/s
 //   with every line into L2 3 KiB ahead against 14.7 at 8 KiB, Q4_K spread
 //   15.1 at 2 KiB against 13.9, and Q6_K spread the other way (12.3 at 2

@@ -194,6 +194,7 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
     args.prefetch = streaming.plan;
     args.prefetch_ahead = streaming.ahead;
     args.kquant_codes = streaming.codes;
+    args.streams = streaming.streams;
   }
   args.activations = activation_loads(isa, w.type, x.n_tokens());
   // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a

@@ -31,6 +31,7 @@ ActivationLoads measure(DType type, int64_t n_tokens, std::string* why) {
   const PanelStreaming streaming = panel_streaming(Isa::Avx512, type, n_tokens);
   m.args().prefetch = streaming.plan;
   m.args().prefetch_ahead = streaming.ahead;
+  m.args().streams = streaming.streams;
   const ActivationLoads loads[] = {ActivationLoads::kSpreadQuad, ActivationLoads::kBroadcast};
   const std::vector<double> t = median_times(2, [&](size_t i) {
     m.args().activations = loads[i];

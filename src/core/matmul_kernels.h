@@ -111,6 +111,11 @@ const char* activation_loads_name(ActivationLoads loads);
 // matmul_prefetch_plan.cpp times them with the prefetch plans; the bits are
 // the same under each.
 enum class KQuantCodes : uint8_t { kThroughPanel, kInPlace };
+
+// Up to this many tokens the AVX-512 one_pass on panels may read a thread's
+// rows as two streams instead of one (KernelArgs::streams, timed with the
+// prefetch plan).
+constexpr int kStreamsMaxTokens = 3;
 const char* kquant_codes_name(KQuantCodes codes);
 
 struct KernelArgs {
@@ -123,6 +128,7 @@ struct KernelArgs {
   size_t prefetch_ahead = kPrefetchAheadFar;                    // Panels16 only
   ActivationLoads activations = ActivationLoads::kSpreadQuad;
   KQuantCodes kquant_codes = KQuantCodes::kInPlace;  // K-quant one_pass on panels
+  int streams = 1;  // AVX-512 one_pass on panels, up to kStreamsMaxTokens: 1 or 2 (matmul_gemm.h)
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's
@@ -177,8 +183,9 @@ Kernel panel_kernel(Isa isa, DType type, int64_t n_tokens);
 // Token counts the VNNI kernels take in one pass per row group (matmul_gemm.h).
 constexpr int64_t kPanelOnePassTokens = 8;
 // How panel_kernel(isa, type, n_tokens) streams fastest on this CPU: its
-// prefetch plan and distance, and (the VNNI one_pass of a K-quant) where it
-// makes its codes. For decode and batched decode (1-15 tokens) timed once
+// prefetch plan and distance, (the VNNI one_pass of a K-quant) where it
+// makes its codes, and (the AVX-512 one_pass) in how many streams it reads
+// a thread's rows. For decode and batched decode (1-15 tokens) timed once
 // per process on first use; for prefill (panels unpacked once for many
 // tokens, not streamed) every line into L1, 8 KiB ahead. The codes are timed
 // with the plan where there is a choice (Q4_K, Q5_K, Q6_K panels, 2-8
@@ -189,6 +196,7 @@ struct PanelStreaming {
   PanelPrefetchPlan plan;
   size_t ahead;
   KQuantCodes codes;
+  int streams = 1;
 };
 PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens);
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens);

@@ -13,8 +13,13 @@
 // tie keep one choice from process to process. The prefetches cannot change
 // a result: every plan runs the same arithmetic on the same bytes.
 //
+// The AVX-512 one_pass of 1-3 tokens (kStreamsMaxTokens) has another: a
+// thread's rows read as one stream or as two walked in step (matmul_gemm.h).
+// On the AMX Xeon two streams decoded 1B Q4_0 2-6 % faster at 1 thread and
+// 8-13 % at 2 (2026-12-04), K-quants and Q8_0 about level.
+//
 // The K-quant one_pass of 2-8 tokens on the AVX-512 panel kernel has a
-// second choice timed with the plan: where a super-block's codes are made
+// further choice timed with the plan: where a super-block's codes are made
 // (KQuantCodes). The two go together because the spread plans prefetch from
 // inside the dot products of codes made in place: on the Xeon with AMX, Q6_K
 // at 4 tokens ran 28 % faster in place with every line to L1 spread than
@@ -62,15 +67,21 @@ bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
          n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 
+bool has_streams_choice(Isa isa, DType type, int64_t n_tokens) {
+  return n_tokens <= kStreamsMaxTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
+}
+
 // A PanelStreaming as one measured choice (MeasuredChoices keeps a small
-// enum): (plan · 2 + codes) · 2 + near.
+// enum): ((plan · 2 + codes) · 2 + near) · 2 + two streams.
 enum class StreamingId : uint8_t {};
 StreamingId id_of(PanelStreaming s) {
-  return StreamingId(2 * (2 * int(s.plan) + int(s.codes)) + int(s.ahead == kPrefetchAheadNear));
+  return StreamingId(2 * (2 * (2 * int(s.plan) + int(s.codes)) + int(s.ahead == kPrefetchAheadNear)) +
+                     int(s.streams == 2));
 }
 PanelStreaming streaming_of(StreamingId id) {
   const int i = int(id);
-  return {PanelPrefetchPlan(i / 4), i % 2 ? kPrefetchAheadNear : kPrefetchAheadFar, KQuantCodes(i / 2 % 2)};
+  return {PanelPrefetchPlan(i / 8), i / 2 % 2 ? kPrefetchAheadNear : kPrefetchAheadFar, KQuantCodes(i / 4 % 2),
+          i % 2 ? 2 : 1};
 }
 
 PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
@@ -100,6 +111,14 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) 
             !(ahead == kPrefetchAheadNear && plan_to_l1(p)))
           candidates.push_back(s);
       }
+  if (has_streams_choice(isa, type, n_tokens)) {  // each again, read as two streams
+    const size_t one_stream = candidates.size();
+    for (size_t i = 0; i < one_stream; ++i) {
+      PanelStreaming s = candidates[i];
+      s.streams = 2;
+      candidates.push_back(s);
+    }
+  }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
   const std::vector<double> t = median_times(
       candidates.size(),
@@ -107,15 +126,17 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) 
         m.args().prefetch = candidates[i].plan;
         m.args().prefetch_ahead = candidates[i].ahead;
         m.args().kquant_codes = candidates[i].codes;
+        m.args().streams = candidates[i].streams;
         m.run(kernel);
       },
       m.weights(), m.weight_bytes());
   const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // candidates[0]: the incumbent
   *why = fmt::format("median thread CPU time on {} KiB flushed from the caches:", m.slice_kib());
   for (size_t i = 0; i < candidates.size(); ++i)
-    *why += fmt::format("{} {} {} KiB ahead{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
+    *why += fmt::format("{} {} {} KiB ahead{}{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
                         candidates[i].ahead / 1024, codes.size() > 1 ? " / codes " : "",
-                        codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "", t[i] * 1e6);
+                        codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "",
+                        candidates[i].streams > 1 ? " / 2 streams" : "", t[i] * 1e6);
   return candidates[pick];
 }
 

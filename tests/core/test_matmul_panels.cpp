@@ -174,10 +174,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // The prefetches are timed per CPU (matmul_prefetch_plan.cpp), and with them
-// where the K-quant one_pass makes its codes, so neither may touch the
-// arithmetic: each plan and each place gives the same bits with every panel
-// kernel, at every token count it streams (one_pass, the AMX batch tile).
-TEST(MatmulPanels, EveryPrefetchPlanDistanceAndKQuantCodesGiveTheSameBits) {
+// where the K-quant one_pass makes its codes and how many streams it reads,
+// so none may touch the arithmetic: each plan, place and stream count gives
+// the same bits with every panel kernel, at every token count it streams
+// (one_pass, the AMX batch tile). 3 row groups: two streams walk two of
+// them in step, the third alone.
+TEST(MatmulPanels, EveryPrefetchPlanDistanceKQuantCodesAndStreamCountGiveTheSameBits) {
   using matmul_impl::KQuantCodes;
   using matmul_impl::PanelPrefetchPlan;
   const PanelPrefetchPlan plans[] = {PanelPrefetchPlan::kPageStarts, PanelPrefetchPlan::kLinesToL1,
@@ -203,11 +205,13 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceAndKQuantCodesGiveTheSameBits) {
         for (auto plan : plans)
           for (auto codes : {KQuantCodes::kInPlace, KQuantCodes::kThroughPanel})
             for (size_t ahead : {matmul_impl::kPrefetchAheadFar, matmul_impl::kPrefetchAheadNear})
-              y.push_back(kernel_output(matmul_impl::panel_kernel(isa, type, n), args, rows, [&](auto& a) {
-                a.prefetch = plan;
-                a.kquant_codes = codes;
-                a.prefetch_ahead = ahead;
-              }));
+              for (int streams : {1, 2})
+                y.push_back(kernel_output(matmul_impl::panel_kernel(isa, type, n), args, rows, [&](auto& a) {
+                  a.prefetch = plan;
+                  a.kquant_codes = codes;
+                  a.prefetch_ahead = ahead;
+                  a.streams = streams;
+                }));
         for (size_t i = 1; i < y.size(); ++i) ASSERT_TRUE(same_bits(y[0], y[i]));
         ASSERT_FALSE(std::isnan(y[0][0]));
       }
@@ -227,6 +231,12 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceAndKQuantCodesGiveTheSameBits) {
   if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q6_K)) {
     matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 4);
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
+  }
+  // So is the stream count, up to kStreamsMaxTokens; more tokens read one.
+  if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q4_0)) {
+    matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 1);
+    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 1).find("2 streams"));
+    EXPECT_EQ(1, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, matmul_impl::kStreamsMaxTokens + 1).streams);
   }
   EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 1).codes);
   EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 12).codes);
@@ -257,8 +267,11 @@ TEST(MatmulPanels, EveryActivationLoadGivesTheSameBits) {
         args.x = prepared.for_type(type, nullptr, &args.x_stride);
         args.n_tokens = n;
         const auto spread = kernel_output(kernel, args, rows, [](auto& a) { a.activations = ActivationLoads::kSpreadQuad; });
-        ASSERT_TRUE(same_bits(spread, kernel_output(kernel, args, rows,
-                                                    [](auto& a) { a.activations = ActivationLoads::kBroadcast; })));
+        for (int streams : {1, 2})
+          ASSERT_TRUE(same_bits(spread, kernel_output(kernel, args, rows, [&](auto& a) {
+                                  a.activations = ActivationLoads::kBroadcast;
+                                  a.streams = streams;
+                                })));
         ASSERT_FALSE(std::isnan(spread[0]));
       }
     }

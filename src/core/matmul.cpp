@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <functional>
 #include <string>
 
 #include "core/error.h"
 #include "core/matmul_kernels.h"
+#include "core/row_shares.h"
 #include "core/thread_pool.h"
 
 namespace shardlm {
@@ -197,18 +197,17 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
     args.streams = streaming.streams;
   }
   args.activations = activation_loads(isa, w.type, x.n_tokens());
-  // Threads claim row chunks (about four per thread, kRowAlign-aligned) from a
-  // shared counter rather than one fixed share each: on a VM whose cores are
-  // sometimes taken away, a thread that got less CPU no longer holds the
+  // Threads claim row chunks (about four per thread, kRowAlign-aligned) of
+  // their own shares, then of the others' (RowShares): on a VM whose cores
+  // are sometimes taken away, a thread that got less CPU no longer holds the
   // others at the barrier. Every row is still computed whole by one thread
   // with the same tiling, so the result does not depend on who took it.
   const int nth_max = pool ? pool->size() : 1;
   int64_t chunk = (w.rows + 4 * nth_max - 1) / (4 * nth_max);
   chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
-  std::atomic<int64_t> next{0};
-  run_on(pool, [&](int, int) {
-    for (int64_t r0; (r0 = next.fetch_add(chunk, std::memory_order_relaxed)) < w.rows;)
-      kernel(args, r0, std::min(w.rows, r0 + chunk));
+  RowShares shares(w.rows, chunk, nth_max);
+  run_on(pool, [&](int ith, int) {
+    for (int64_t r0, r1; shares.next(ith, &r0, &r1);) kernel(args, r0, r1);
   });
 }
 

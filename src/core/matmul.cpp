@@ -239,7 +239,9 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
     const size_t stride = *token_stride;
     buf.resize(stride * size_t(n_tokens_));
     const bool avx2 = isa_available(Isa::Avx2);
-    run_on(pool, [&](int ith, int nth) {
+    // A token to a thread: one token (decode) is quantized here, not worth
+    // waking the pool for (a sync of its threads per matmul).
+    run_on(n_tokens_ > 1 ? pool : nullptr, [&](int ith, int nth) {
       for (int64_t t = ith; t < n_tokens_; t += nth) {
         void* dst = buf.data() + stride * size_t(t);
         if (f == ActFormat::Q8_32) {

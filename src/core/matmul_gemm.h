@@ -918,10 +918,11 @@ void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
     groups_in_step<F, Src, T, 1>(a, &r, int(std::min<int64_t>(kRows, r1 - r)));
 }
 
-// one_pass in the a.streams streams (panels, up to kStreamsMaxTokens).
+// one_pass in the a.streams streams (panels of a 32-element type:
+// matmul_prefetch_plan.cpp's has_streams_choice).
 template <class F, class Src, int T>
 void one_pass_streams(const KernelArgs& a, int64_t r0, int64_t r1) {
-  if constexpr (std::is_same_v<Src, PanelGroup> && T <= kStreamsMaxTokens)
+  if constexpr (std::is_same_v<Src, PanelGroup> && !std::is_same_v<typename F::Panel, PanelK>)
     if (a.streams == 2) return one_pass<F, Src, T, 2>(a, r0, r1);
   one_pass<F, Src, T>(a, r0, r1);
 }

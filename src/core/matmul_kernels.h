@@ -111,11 +111,6 @@ const char* activation_loads_name(ActivationLoads loads);
 // matmul_prefetch_plan.cpp times them with the prefetch plans; the bits are
 // the same under each.
 enum class KQuantCodes : uint8_t { kThroughPanel, kInPlace };
-
-// Up to this many tokens the AVX-512 one_pass on panels may read a thread's
-// rows as two streams instead of one (KernelArgs::streams, timed with the
-// prefetch plan).
-constexpr int kStreamsMaxTokens = 3;
 const char* kquant_codes_name(KQuantCodes codes);
 
 struct KernelArgs {
@@ -128,7 +123,7 @@ struct KernelArgs {
   size_t prefetch_ahead = kPrefetchAheadFar;                    // Panels16 only
   ActivationLoads activations = ActivationLoads::kSpreadQuad;
   KQuantCodes kquant_codes = KQuantCodes::kInPlace;  // K-quant one_pass on panels
-  int streams = 1;  // AVX-512 one_pass on panels, up to kStreamsMaxTokens: 1 or 2 (matmul_gemm.h)
+  int streams = 1;  // AVX-512 one_pass on panels: rows read as 1 or 2 streams (matmul_gemm.h)
 };
 
 // Computes rows [r0, r1) of every token. matmul.cpp starts every thread's

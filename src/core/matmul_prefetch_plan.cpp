@@ -13,10 +13,15 @@
 // tie keep one choice from process to process. The prefetches cannot change
 // a result: every plan runs the same arithmetic on the same bytes.
 //
-// The AVX-512 one_pass of 1-3 tokens (kStreamsMaxTokens) has another: a
-// thread's rows read as one stream or as two walked in step (matmul_gemm.h).
-// On the AMX Xeon two streams decoded 1B Q4_0 2-6 % faster at 1 thread and
-// 8-13 % at 2 (2026-12-04), K-quants and Q8_0 about level.
+// The AVX-512 one_pass of the 32-element types (1-8 tokens) has another: a
+// thread's rows read as one stream or as two walked in step
+// (matmul_gemm.h). It is timed with the plan at one token; at more tokens
+// the slice no longer tells them apart (Q4_0 at 4 tokens, AMX Xeon: 32.9
+// against 33.0 us) while a long stream from DRAM does (14.7 against 16.3
+// GB/s), so 2-8 tokens time the plans with the one-token count, which then
+// stays unless the other is faster by kMargin. On the AMX Xeon two streams
+// decoded 1B Q4_0 2-6 % faster at 1 thread and 8-13 % at 2, and 4 and 8
+// sequences 10-25 % faster (2026-12-04).
 //
 // The K-quant one_pass of 2-8 tokens on the AVX-512 panel kernel has a
 // further choice timed with the plan: where a super-block's codes are made
@@ -28,6 +33,7 @@
 // Q5_K; that, with its plan, is the incumbent.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,8 +73,12 @@ bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
          n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 
+// The K-quants read one: level at one token, and at 2-8 tokens two streams
+// cost them registers (Q4_K at 4-8 tokens, AMX Xeon: 1B batched decode
+// 10-20 % slower).
 bool has_streams_choice(Isa isa, DType type, int64_t n_tokens) {
-  return n_tokens <= kStreamsMaxTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
+  return traits(type).block_elems == 32 && n_tokens <= kPanelOnePassTokens &&
+         panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 
 // A PanelStreaming as one measured choice (MeasuredChoices keeps a small
@@ -84,9 +94,11 @@ PanelStreaming streaming_of(StreamingId id) {
           i % 2 ? 2 : 1};
 }
 
-PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) {
+// `streams`: what the plans are timed with, or 0 to time one and two.
+PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, int streams, std::string* why) {
   const Kernel kernel = panel_kernel(isa, type, n_tokens);
-  const PanelStreaming incumbent{zen5_plan(type, n_tokens), kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
+  const PanelStreaming incumbent{zen5_plan(type, n_tokens), kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens),
+                                 std::max(streams, 1)};
   if (panel_isa(isa, type, n_tokens) == Isa::Scalar) {
     *why = "the scalar reference: no prefetches";
     return incumbent;
@@ -106,12 +118,12 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) 
         // 17 % slower (11.5 against 13.8 GB/s) and slowest of the near plans
         // (every line into L2 2 KiB ahead 14.4); at one token it was level.
         const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
-        const PanelStreaming s{p, ahead, c};
+        const PanelStreaming s{p, ahead, c, incumbent.streams};
         if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads) &&
             !(ahead == kPrefetchAheadNear && plan_to_l1(p)))
           candidates.push_back(s);
       }
-  if (has_streams_choice(isa, type, n_tokens)) {  // each again, read as two streams
+  if (streams == 0) {  // each again, read as two streams
     const size_t one_stream = candidates.size();
     for (size_t i = 0; i < one_stream; ++i) {
       PanelStreaming s = candidates[i];
@@ -120,24 +132,38 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, std::string* why) 
     }
   }
   TimingMatmul m(type, n_tokens, WeightLayout::Panels16);
-  const std::vector<double> t = median_times(
-      candidates.size(),
-      [&](size_t i) {
-        m.args().prefetch = candidates[i].plan;
-        m.args().prefetch_ahead = candidates[i].ahead;
-        m.args().kquant_codes = candidates[i].codes;
-        m.args().streams = candidates[i].streams;
-        m.run(kernel);
-      },
-      m.weights(), m.weight_bytes());
-  const size_t pick = fastest_unless_incumbent_within(t, kMargin);  // candidates[0]: the incumbent
+  const auto times = [&](const std::vector<PanelStreaming>& c) {
+    return median_times(
+        c.size(),
+        [&](size_t i) {
+          m.args().prefetch = c[i].plan;
+          m.args().prefetch_ahead = c[i].ahead;
+          m.args().kquant_codes = c[i].codes;
+          m.args().streams = c[i].streams;
+          m.run(kernel);
+        },
+        m.weights(), m.weight_bytes());
+  };
+  const std::vector<double> t = times(candidates);
+  PanelStreaming pick = candidates[fastest_unless_incumbent_within(t, kMargin)];  // candidates[0]: the incumbent
   *why = fmt::format("median thread CPU time on {} KiB flushed from the caches:", m.slice_kib());
   for (size_t i = 0; i < candidates.size(); ++i)
     *why += fmt::format("{} {} {} KiB ahead{}{}{} {:.1f} us", i ? "," : "", prefetch_plan_name(candidates[i].plan),
                         candidates[i].ahead / 1024, codes.size() > 1 ? " / codes " : "",
                         codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "",
                         candidates[i].streams > 1 ? " / 2 streams" : "", t[i] * 1e6);
-  return candidates[pick];
+  if (streams > 0 && has_streams_choice(isa, type, n_tokens)) {
+    // The one-token stream count stays unless the other is faster by kMargin
+    // here: the slice does not show what a second stream gains from DRAM, but
+    // it would show what it costs in registers.
+    PanelStreaming twin = pick;
+    twin.streams = 3 - pick.streams;
+    const std::vector<double> tt = times({pick, twin});
+    if (fastest_unless_incumbent_within(tt, kMargin) == 1) pick = twin;
+    *why += fmt::format("; {} streams as at one token {:.1f} us, {} {:.1f} us", streams, tt[0] * 1e6, twin.streams,
+                        tt[1] * 1e6);
+  }
+  return pick;
 }
 
 MeasuredChoices<StreamingId> g_streaming;
@@ -164,7 +190,10 @@ PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens))
     return {PanelPrefetchPlan::kLinesToL1, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
   return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
-    return id_of(measure(isa, type, n_tokens, why));
+    // One token times the stream count with the plan; more take its choice.
+    int streams = 1;
+    if (has_streams_choice(isa, type, n_tokens)) streams = n_tokens == 1 ? 0 : panel_streaming(isa, type, 1).streams;
+    return id_of(measure(isa, type, n_tokens, streams, why));
   }));
 }
 

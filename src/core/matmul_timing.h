@@ -68,7 +68,8 @@ class TimingMatmul {
 
 // Choices measured once per process per (ISA, type, 1..kTimedTokens tokens),
 // each with the words that say what decided it (for the kernel log). The
-// first caller measures; the others wait for it.
+// first caller measures; the others wait for it. A measurement may ask for
+// another slot's choice (the lock is recursive).
 template <class Choice>
 class MeasuredChoices {
  public:
@@ -77,7 +78,7 @@ class MeasuredChoices {
   Choice get(Isa isa, DType type, int64_t n_tokens, Measure measure) {
     std::atomic<int8_t>& slot = slots_[slot_of(isa, type, n_tokens)];
     if (const int8_t c = slot.load(std::memory_order_acquire)) return Choice(c - 1);
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const std::lock_guard<std::recursive_mutex> lock(mutex_);
     if (const int8_t c = slot.load(std::memory_order_relaxed)) return Choice(c - 1);
     const Choice choice = measure(&why_[slot_of(isa, type, n_tokens)]);
     slot.store(int8_t(int(choice) + 1), std::memory_order_release);
@@ -85,7 +86,7 @@ class MeasuredChoices {
   }
   // What decided the slot (measured already: call get first).
   std::string why(Isa isa, DType type, int64_t n_tokens) {
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const std::lock_guard<std::recursive_mutex> lock(mutex_);
     return why_[slot_of(isa, type, n_tokens)];
   }
   static bool timed(DType type, int64_t n_tokens) {
@@ -98,7 +99,7 @@ class MeasuredChoices {
     return (size_t(isa) * kTypeIds + size_t(type)) * kTimedTokens + size_t(n_tokens - 1);
   }
   std::array<std::atomic<int8_t>, 4 * kTypeIds * kTimedTokens> slots_{};  // 0: not measured, else choice + 1
-  std::mutex mutex_;
+  std::recursive_mutex mutex_;
   std::map<size_t, std::string> why_;  // per slot, under mutex_
 };
 

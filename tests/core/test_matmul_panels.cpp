@@ -232,11 +232,15 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceKQuantCodesAndStreamCountGiveTheSame
     matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 4);
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q6_K, 4).find("codes in place"));
   }
-  // So is the stream count, up to kStreamsMaxTokens; more tokens read one.
+  // So is the stream count at one token; more tokens of the VNNI one_pass
+  // start from it, the tiles (prefill) read one.
   if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q4_0)) {
-    matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 1);
+    const int streams = matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 1).streams;
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 1).find("2 streams"));
-    EXPECT_EQ(1, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, matmul_impl::kStreamsMaxTokens + 1).streams);
+    matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 4);
+    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 4)
+                                     .find(std::to_string(streams) + " streams as at one token"));
+    EXPECT_EQ(1, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 64).streams);
   }
   EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 1).codes);
   EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 12).codes);

@@ -87,6 +87,13 @@ __attribute__((target("amx-tile,amx-int8"))) int trial_amx() {
   return 0;
 }
 
+__attribute__((target("clflushopt"))) int trial_clflushopt() {
+  volatile int line = 1;
+  _mm_clflushopt(const_cast<int*>(&line));
+  _mm_sfence();
+  return line == 1 ? 0 : 1;
+}
+
 bool run_trial(const char* what, int (*fn)()) {
   const pid_t pid = fork();
   if (pid < 0) {
@@ -129,6 +136,7 @@ CpuCaps detect() {
   caps.avx512 = caps.avx2 && os_zmm && cpu_avx512 && run_trial("avx512", trial_avx512);
   caps.avx512_vnni = caps.avx512 && bit(l7.c, 11) && run_trial("avx512_vnni", trial_avx512_vnni);
   caps.avx512_bf16 = caps.avx512 && bit(l7s1.a, 5) && run_trial("avx512_bf16", trial_avx512_bf16);
+  caps.clflushopt = bit(l7.b, 23) && run_trial("clflushopt", trial_clflushopt);
   const bool cpu_amx = bit(l7.d, 24) && bit(l7.d, 25);
   if (caps.avx512 && os_tiles && cpu_amx && request_amx_permission() && run_trial("amx", trial_amx)) {
     caps.amx_int8 = true;

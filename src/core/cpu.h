@@ -16,6 +16,7 @@ struct CpuCaps {
   bool avx512_bf16 = false;
   bool amx_int8 = false;    // tiles permitted by the OS and a trial ran
   bool amx_bf16 = false;
+  bool clflushopt = false;  // cache-line flushes not ordered among themselves (the kernel timings' flush)
 };
 
 const CpuCaps& cpu_caps();

@@ -101,34 +101,56 @@ struct PanelBlock<Q8_0W> {
 template <class W>
 constexpr size_t kPanelBlockBytes = kPanelRows * sizeof(typename W::Block);
 
-// Rows [r0, r1) (whole panels) × T tokens, each panel read once.
-template <class W, int T>
-void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+// The panels at rows[0..S) × T tokens in one pass, block b of each in turn.
+template <class W, int T, int S>
+inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block_q8_32* const* x,
+                           const PanelPrefetch& prefetch) {
   constexpr int H = kHalves<W> ? 2 : 1;
   const MatrixView& m = *a.w;
   const int64_t nb = m.cols / 32;
-  const block_q8_32* x[T];
-  for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
-  const PanelPrefetch prefetch(kPanelBlockBytes<W>, a.prefetch, a.prefetch_ahead);
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const uint8_t* panel = m.row(r);
-    __m256 acc[2][H][T];
-    for (auto& half : acc)
+  const uint8_t* panel[S];
+  for (int s = 0; s < S; ++s) panel[s] = m.row(rows[s]);
+  __m256 acc[S][2][H][T];
+  for (auto& stream : acc)
+    for (auto& half : stream)
       for (auto& part : half)
         for (auto& v : part) v = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* block = panel + size_t(b) * kPanelBlockBytes<W>;
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 2
+    for (int s = 0; s < S; ++s) {
+      const uint8_t* block = panel[s] + size_t(b) * kPanelBlockBytes<W>;
       prefetch.ahead_of(block);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
         const PanelScales sc = PanelBlock<W>::scales(block, h);
-        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b, acc[h]);
+        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b,
+                             acc[s][h]);
       }
     }
+  }
+  for (int s = 0; s < S; ++s)
     for (int h = 0; h < 2; ++h)
       for (int t = 0; t < T; ++t)
-        _mm256_storeu_ps(a.y + t * m.rows + r + 8 * h, H == 2 ? _mm256_add_ps(acc[h][0][t], acc[h][H - 1][t]) : acc[h][0][t]);
+        _mm256_storeu_ps(a.y + t * m.rows + rows[s] + 8 * h,
+                         H == 2 ? _mm256_add_ps(acc[s][h][0][t], acc[s][h][H - 1][t]) : acc[s][h][0][t]);
+}
+
+// Rows [r0, r1) (whole panels) × T tokens, each panel read once; with S = 2
+// as two stretches walked in step (matmul_gemm.h's one_pass: two streams for
+// the prefetchers; one token only, where the accumulators of both still fit
+// the 16 registers).
+template <class W, int T, int S = 1>
+void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const block_q8_32* x[T];
+  for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
+  const PanelPrefetch prefetch(kPanelBlockBytes<W>, a.prefetch, a.prefetch_ahead);
+  const int64_t per = S > 1 ? (r1 - r0) / kPanelRows / S : 0;  // panels a stretch
+  for (int64_t i = 0; i < per; ++i) {
+    int64_t rows[S];
+    for (int s = 0; s < S; ++s) rows[s] = r0 + (s * per + i) * kPanelRows;
+    panels_in_step<W, T, S>(a, rows, x, prefetch);
   }
+  for (int64_t r = r0 + S * per * kPanelRows; r < r1; r += kPanelRows) panels_in_step<W, T, 1>(a, &r, x, prefetch);
 }
 
 // Rows [rb, rend) as RowGroupBlocks (matmul_avx2_rowgroups.h's
@@ -154,7 +176,7 @@ void interleave_panels(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb
 template <class W>
 void panel_rows_of(const KernelArgs& a, int64_t r0, int64_t r1) {
   switch (a.n_tokens) {
-    case 1: return panel_rows<W, 1>(a, r0, r1);
+    case 1: return a.streams == 2 ? panel_rows<W, 1, 2>(a, r0, r1) : panel_rows<W, 1>(a, r0, r1);
     case 2: return panel_rows<W, 2>(a, r0, r1);
     case 3: return panel_rows<W, 3>(a, r0, r1);
     default: return panel_rows<W, kPanelChunkTokens>(a, r0, r1);

@@ -13,15 +13,17 @@
 // tie keep one choice from process to process. The prefetches cannot change
 // a result: every plan runs the same arithmetic on the same bytes.
 //
-// The AVX-512 one_pass of the 32-element types (1-8 tokens) has another: a
-// thread's rows read as one stream or as two walked in step
-// (matmul_gemm.h). It is timed with the plan at one token; at more tokens
-// the slice no longer tells them apart (Q4_0 at 4 tokens, AMX Xeon: 32.9
-// against 33.0 us) while a long stream from DRAM does (14.7 against 16.3
-// GB/s), so 2-8 tokens time the plans with the one-token count, which then
-// stays unless the other is faster by kMargin. On the AMX Xeon two streams
-// decoded 1B Q4_0 2-6 % faster at 1 thread and 8-13 % at 2, and 4 and 8
-// sequences 10-25 % faster (2026-12-04).
+// The AVX-512 one_pass of the 32-element types (1-8 tokens; AVX2 panels: 1)
+// has another: a thread's rows read as one stream or as two walked in step
+// (matmul_gemm.h). At one token each plan is timed reading one and two
+// (Q4_0, every line to L2 2 KiB ahead: 27.4 against 24.4 us; taking the
+// best plan for one stream and timing it with two missed that pair, page
+// starts 2 KiB ahead being a hair faster alone). At more tokens the slice no longer tells them apart
+// (Q4_0 at 4 tokens, AMX Xeon: 32.9 against 33.0 us) while a long stream
+// from DRAM does (14.7 against 16.3 GB/s), so 2-8 tokens time the plans with
+// the one-token count, which then stays unless the other is faster by
+// kMargin. On the AMX Xeon two streams decoded 1B Q4_0 2-6 % faster at 1
+// thread and 8-13 % at 2, and 4 and 8 sequences 10-25 % faster (2026-12-04).
 //
 // The K-quant one_pass of 2-8 tokens on the AVX-512 panel kernel has a
 // further choice timed with the plan: where a super-block's codes are made
@@ -76,9 +78,11 @@ bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
 // The K-quants read one: level at one token, and at 2-8 tokens two streams
 // cost them registers (Q4_K at 4-8 tokens, AMX Xeon: 1B batched decode
 // 10-20 % slower).
+// The AVX2 panels take two at one token only.
 bool has_streams_choice(Isa isa, DType type, int64_t n_tokens) {
+  const Isa kernel = panel_isa(isa, type, n_tokens);
   return traits(type).block_elems == 32 && n_tokens <= kPanelOnePassTokens &&
-         panel_isa(isa, type, n_tokens) == Isa::Avx512;
+         (kernel == Isa::Avx512 || (kernel == Isa::Avx2 && n_tokens == 1));
 }
 
 // A PanelStreaming as one measured choice (MeasuredChoices keeps a small
@@ -94,7 +98,8 @@ PanelStreaming streaming_of(StreamingId id) {
           i % 2 ? 2 : 1};
 }
 
-// `streams`: what the plans are timed with, or 0 to time one and two.
+// `streams`: what the plans are timed with, or 0 to time each with one and
+// with two.
 PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, int streams, std::string* why) {
   const Kernel kernel = panel_kernel(isa, type, n_tokens);
   const PanelStreaming incumbent{zen5_plan(type, n_tokens), kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens),
@@ -153,15 +158,14 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, int streams, std::
                         codes.size() > 1 ? kquant_codes_name(candidates[i].codes) : "",
                         candidates[i].streams > 1 ? " / 2 streams" : "", t[i] * 1e6);
   if (streams > 0 && has_streams_choice(isa, type, n_tokens)) {
-    // The one-token stream count stays unless the other is faster by kMargin
-    // here: the slice does not show what a second stream gains from DRAM, but
-    // it would show what it costs in registers.
+    // The plan picked, read as the other stream count: taken when faster by
+    // kMargin.
     PanelStreaming twin = pick;
     twin.streams = 3 - pick.streams;
     const std::vector<double> tt = times({pick, twin});
     if (fastest_unless_incumbent_within(tt, kMargin) == 1) pick = twin;
-    *why += fmt::format("; {} streams as at one token {:.1f} us, {} {:.1f} us", streams, tt[0] * 1e6, twin.streams,
-                        tt[1] * 1e6);
+    *why += fmt::format("; that plan read as {} stream{} (as at one token) {:.1f} us, as {} {:.1f} us", streams,
+                        streams > 1 ? "s" : "", tt[0] * 1e6, twin.streams, tt[1] * 1e6);
   }
   return pick;
 }

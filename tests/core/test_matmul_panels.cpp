@@ -236,10 +236,12 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceKQuantCodesAndStreamCountGiveTheSame
   // start from it, the tiles (prefill) read one.
   if (isa_available(Isa::Avx512) && matmul_impl::avx512_panel_kernel(DType::Q4_0)) {
     const int streams = matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 1).streams;
-    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 1).find("2 streams"));
+    EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 1).find("/ 2 streams"));
     matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 4);
     EXPECT_NE(std::string::npos, matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 4)
-                                     .find(std::to_string(streams) + " streams as at one token"));
+                                     .find("read as " + std::to_string(streams) + " stream"));
+    EXPECT_NE(std::string::npos,
+              matmul_impl::panel_prefetch_reason(Isa::Avx512, DType::Q4_0, 4).find("(as at one token)"));
     EXPECT_EQ(1, matmul_impl::panel_streaming(Isa::Avx512, DType::Q4_0, 64).streams);
   }
   EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 1).codes);

@@ -62,14 +62,28 @@ class PanelPrefetch {
     if (!spread_) ahead_of(p);
   }
   inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts) const {
-    if (spread_) part_ahead_of(p, part, parts);
+    part_if_spread(p, part, parts, block_bytes_);
+  }
+  // The same for a kernel that passes the block's size (the one this was
+  // made with) as a constant: each part's lines are constants then, and a
+  // part the prefetches alone. From block_bytes_, each of a K-quant
+  // super-block's 64 parts took a multiply, a loop and ~10 scalar
+  // instructions around it, with the loop bounds spilled: at 8 tokens, where
+  // Q4_K is bound by issue, most of the kernel's scalar work.
+  inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts,
+                                                            size_t block_bytes) const {
+    if (spread_) part_ahead_of(p, part, parts, block_bytes);
   }
 
   // Part `part` of `parts` of ahead_of(p): its share of the lines (the page
   // start with part 0).
   inline __attribute__((always_inline)) void part_ahead_of(const uint8_t* p, int part, int parts) const {
+    part_ahead_of(p, part, parts, block_bytes_);
+  }
+  inline __attribute__((always_inline)) void part_ahead_of(const uint8_t* p, int part, int parts,
+                                                           size_t block_bytes) const {
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + ahead_;  // may be past the matrix: no pointer to it
-    const size_t lines = (block_bytes_ + 63) / 64;
+    const size_t lines = (block_bytes + 63) / 64;
     const size_t first = lines * size_t(part) / size_t(parts), end = lines * size_t(part + 1) / size_t(parts);
     if (!page_starts_) {
       for (size_t line = first; line < end; ++line)
@@ -82,7 +96,7 @@ class PanelPrefetch {
     }
     // The page starting in [ahead, ahead + block_bytes_), if any: each page
     // start falls in exactly one block's range.
-    const uintptr_t page = (ahead + block_bytes_ - 1) & ~uintptr_t(kPage - 1);
+    const uintptr_t page = (ahead + block_bytes - 1) & ~uintptr_t(kPage - 1);
     if (part == 0 && page >= ahead) {
       _mm_prefetch(reinterpret_cast<const char*>(page), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(page + 64), _MM_HINT_T0);

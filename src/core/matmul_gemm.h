@@ -208,6 +208,13 @@ class PanelGroup {
     prefetch_.ahead_of(p);
     return PanelBlock(p, odd);
   }
+  // The same with block_bytes_ known to the caller at compile time.
+  template <size_t kBlockBytes>
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
+    const uint8_t* p = base_ + size_t(b) * kBlockBytes;
+    prefetch_.part_ahead_of(p, 0, 1, kBlockBytes);
+    return PanelBlock(p, odd);
+  }
   // Block b for a kernel that issues its prefetches in parts: those of a
   // plan that spreads them come from prefetch_part, the others all here.
   SHARDLM_GEMM_INLINE PanelBlock block_in_parts(int64_t b, size_t odd) const {
@@ -386,7 +393,8 @@ struct Blocks32 {
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
     if constexpr (std::is_same_v<Src, PanelGroup>) {
-      P::unpack(src.block(b, panel_odd_piece(sizeof(typename P::Block), 32)), out);
+      P::unpack(src.template block<kRows * sizeof(typename P::Block)>(b, panel_odd_piece(sizeof(typename P::Block), 32)),
+                out);
     } else {
       P::unpack(src.block(b), out);
     }

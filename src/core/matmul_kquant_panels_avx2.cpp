@@ -234,21 +234,18 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       const block_q8_K* x[T];
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
       // A spread plan's prefetches a part per code vector (64 of them, 128
-      // when the super-block's halves run one after the other); from 2
-      // tokens with the block's size a constant, as matmul_gemm.h's
-      // KQuant::block_in_place does.
-      const auto part = [&](int i, int parts) SHARDLM_ALWAYS_INLINE {
-        if constexpr (T == 1) {
-          prefetch.part_if_spread(block, i, parts);
-        } else {
-          prefetch.part_if_spread(block, i, parts, P::kBlockBytes);
-        }
-      };
+      // when the super-block's halves run one after the other).
       if constexpr (T == 1 && P::kBothHalves) {
-        super_block<P, T, 2>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });
+        super_block<P, T, 2>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, i, 64);
+        });
       } else {
-        super_block<P, T, 1>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE { part(i, 128); });
-        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int i) SHARDLM_ALWAYS_INLINE { part(64 + i, 128); });
+        super_block<P, T, 1>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, i, 128);
+        });
+        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int i) SHARDLM_ALWAYS_INLINE {
+          prefetch.part_if_spread(block, 64 + i, 128);
+        });
       }
     }
     for (int h = 0; h < 2; ++h)

@@ -4,6 +4,8 @@
 # the host is 10.77.0.1), a `shardlm worker` in each. Prints the --nodes string.
 #   sudo scripts/netns-cluster.sh up [N] [SHARDLM_BINARY]   (token: $SHARDLM_TOKEN)
 #   sudo scripts/netns-cluster.sh down
+# SHARDLM_NETNS_PREFIX / _SUBNET / _PROBE_MIB: names, first three octets, and
+# each worker's --probe-mib (default 16).
 set -euo pipefail
 cmd=${1:-up}
 n=${2:-2}
@@ -13,6 +15,7 @@ bridge="${prefix}-br0"
 state="/tmp/${prefix}-netns-cluster"
 port=7878
 net=${SHARDLM_NETNS_SUBNET:-10.77.0}  # first three octets
+probe_mib=${SHARDLM_NETNS_PROBE_MIB:-16}  # each worker's --probe-mib
 
 down() {
   if [ -d "$state" ]; then
@@ -43,12 +46,17 @@ up() {
     ip -n "$ns" link set "${prefix}-n$i" up
     ip -n "$ns" link set lo up
     ip netns exec "$ns" env SHARDLM_TOKEN="$SHARDLM_TOKEN" "$bin" worker --listen "${net}.$((i + 10)):$port" \
-      --probe-mib 16 >"$state/worker$i.log" 2>&1 &
+      --probe-mib "$probe_mib" >"$state/worker$i.log" 2>&1 &
     echo $! >"$state/worker$i.pid"
     nodes="${nodes:+$nodes,}${net}.$((i + 10)):$port"
   done
+  # A worker measures its bandwidth and kernel rates before it listens:
+  # ~1 s in a Release build, 6-12 s (probe 1-16 MiB) under AddressSanitizer,
+  # longer with other work on the cores.
   for i in $(seq 0 $((n - 1))); do
-    for _ in $(seq 100); do grep -q listening "$state/worker$i.log" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 600); do grep -q listening "$state/worker$i.log" 2>/dev/null && break; sleep 0.1; done
+    grep -q listening "$state/worker$i.log" 2>/dev/null ||
+      { echo "netns-cluster: worker $i is not listening after 60 s: $(tail -n 3 "$state/worker$i.log")" >&2; exit 1; }
   done
   echo "$nodes"
 }

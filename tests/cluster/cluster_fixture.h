@@ -22,6 +22,11 @@ namespace fs = std::filesystem;
 
 inline const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
+// Polls of 20 ms to wait for readiness (a worker's port file, a job's first
+// tokens), which no test measures: a worker times its kernel rates before
+// it listens, ~6 s under AddressSanitizer alone and more with other tests on
+// the cores, where 10 s was once too short.
+inline constexpr int kReadyPolls = 3000;
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -47,7 +52,7 @@ class ClusterTest : public ::testing::Test {
     env.push_back(kToken);
     const fs::path log = dir_ / ("worker" + port_file.filename().string());
     workers_.push_back(std::make_unique<Process>(argv, fs::path(log).concat(".out"), fs::path(log).concat(".err"), env));
-    for (int tries = 0; tries < 500 && !fs::exists(port_file); ++tries) usleep(20000);
+    for (int tries = 0; tries < kReadyPolls && !fs::exists(port_file); ++tries) usleep(20000);
     EXPECT_TRUE(fs::exists(port_file)) << workers_.back()->err();
     std::string port = read_text(port_file);
     while (!port.empty() && port.back() == '\n') port.pop_back();

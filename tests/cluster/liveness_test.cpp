@@ -41,7 +41,7 @@ int open_raw(const std::string& node) {
 }
 
 void wait_for_output(Process& p, size_t bytes) {
-  for (int i = 0; i < 500 && p.out().size() < bytes; ++i) usleep(20000);
+  for (int i = 0; i < kReadyPolls && p.out().size() < bytes; ++i) usleep(20000);
   ASSERT_GE(p.out().size(), bytes) << p.err();
 }
 
@@ -124,7 +124,7 @@ TEST_F(ClusterTest, WorkerStoppedDuringSetupIsNamedWithinThePeerTimeout) {
   // A 2 s timeout: under ASan with another cluster test beside it, a healthy
   // worker's beats were seen to lag past 1 s (the thirteenth session's CI).
   auto coordinator = start_run({"-n", "8", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--peer-timeout", "2"});
-  for (int i = 0; i < 500 && workers_[1]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  for (int i = 0; i < kReadyPolls && workers_[1]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
   ASSERT_NE(workers_[1]->err().find("worker: job as rank"), std::string::npos) << workers_[1]->err();
   workers_[1]->signal_group(SIGSTOP);
   const auto t0 = SteadyClock::now();
@@ -152,7 +152,7 @@ TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
 TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
   const std::string node = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1000"});
   auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
-  for (int i = 0; i < 500 && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  for (int i = 0; i < kReadyPolls && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
   coordinator->signal_group(SIGSTOP);
   const auto t0 = SteadyClock::now();
   while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
@@ -358,7 +358,7 @@ TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
   const std::string slow = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1500"});
   auto coordinator = start_run({"-n", "8", "--nodes", victim + "," + slow, "--pp", "2", "--tp", "1"});
   const std::string ready = "worker: ready, joining the job's communicator";
-  for (int i = 0; i < 500 && workers_[0]->err().find(ready) == std::string::npos; ++i) usleep(20000);
+  for (int i = 0; i < kReadyPolls && workers_[0]->err().find(ready) == std::string::npos; ++i) usleep(20000);
   ASSERT_NE(workers_[0]->err().find(ready), std::string::npos) << workers_[0]->err();
   workers_[0]->signal_group(SIGKILL);  // the daemon and its job process
   const auto t0 = SteadyClock::now();

@@ -42,7 +42,7 @@ TEST_F(StatusAndCache, StatusSaysHowEachWorkerIsAndForWhomItWorks) {
   const std::string busy = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"});
   ASSERT_EQ(run({"-n", "8", "--nodes", idle}).status, 0);  // leaves one shard in the cache
   auto job = start_run({"-n", "400", "--nodes", busy});
-  for (int i = 0; i < 500 && job->out().size() < 20; ++i) usleep(20000);
+  for (int i = 0; i < kReadyPolls && job->out().size() < 20; ++i) usleep(20000);
   ASSERT_GE(job->out().size(), 20u) << job->err();
 
   const auto text = status({"--nodes", idle + "," + busy});

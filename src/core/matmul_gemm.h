@@ -198,21 +198,20 @@ class PanelGroup {
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)),
         prefetch_(block_bytes_, plan, ahead) {}
-  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const { return block(b, odd_); }
-  // `odd`: the type's panel_odd_piece, passed as a constant by callers that
-  // know the type at compile time, so that PanelBlock::at tests nothing at
-  // run time (GCC duplicated the unpacking on that test, with register
-  // copies in the token loop).
-  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
+  SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     prefetch_.ahead_of(p);
-    return PanelBlock(p, odd);
+    return PanelBlock(p, odd_);
   }
-  // The same with block_bytes_ known to the caller at compile time.
+  // The same for a caller that knows the type at compile time and passes
+  // block_bytes_ (kBlockBytes) and its panel_odd_piece (`odd`) as constants:
+  // the prefetches' lines are then constants too, and PanelBlock::at tests
+  // nothing at run time (GCC duplicated the unpacking on that test, with
+  // register copies in the token loop).
   template <size_t kBlockBytes>
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b, size_t odd) const {
     const uint8_t* p = base_ + size_t(b) * kBlockBytes;
-    prefetch_.part_ahead_of(p, 0, 1, kBlockBytes);
+    prefetch_.ahead_of(p, kBlockBytes);
     return PanelBlock(p, odd);
   }
   // Block b for a kernel that issues its prefetches in parts: those of a

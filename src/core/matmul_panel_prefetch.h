@@ -54,6 +54,11 @@ class PanelPrefetch {
 
   // Before reading the block at p: all of its prefetches.
   inline __attribute__((always_inline)) void ahead_of(const uint8_t* p) const { part_ahead_of(p, 0, 1); }
+  // The same with the block's size (the one this was made with) passed as a
+  // constant (see part_if_spread).
+  inline __attribute__((always_inline)) void ahead_of(const uint8_t* p, size_t block_bytes) const {
+    part_ahead_of(p, 0, 1, block_bytes);
+  }
 
   // For a kernel that can spread a block's prefetches over its work: before
   // the block at p all of them, unless the plan spreads them, and then part
@@ -94,7 +99,7 @@ class PanelPrefetch {
       for (size_t line = first; line < end; ++line)
         _mm_prefetch(reinterpret_cast<const char*>(ahead + 64 * line), _MM_HINT_T1);
     }
-    // The page starting in [ahead, ahead + block_bytes_), if any: each page
+    // The page starting in [ahead, ahead + block_bytes), if any: each page
     // start falls in exactly one block's range.
     const uintptr_t page = (ahead + block_bytes - 1) & ~uintptr_t(kPage - 1);
     if (part == 0 && page >= ahead) {

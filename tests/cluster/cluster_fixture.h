@@ -28,6 +28,12 @@ inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
 // the cores, where 10 s was once too short.
 inline constexpr int kReadyPolls = 3000;
 
+// Until p (a job) has printed `bytes`: its tokens flow.
+inline void wait_for_output(Process& p, size_t bytes) {
+  for (int i = 0; i < kReadyPolls && p.out().size() < bytes; ++i) usleep(20000);
+  ASSERT_GE(p.out().size(), bytes) << p.err();
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {

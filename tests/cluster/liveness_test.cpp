@@ -40,11 +40,6 @@ int open_raw(const std::string& node) {
   return fd;
 }
 
-void wait_for_output(Process& p, size_t bytes) {
-  for (int i = 0; i < kReadyPolls && p.out().size() < bytes; ++i) usleep(20000);
-  ASSERT_GE(p.out().size(), bytes) << p.err();
-}
-
 TEST_F(ClusterTest, StoppedWorkerIsNamedWithinFiveSecondsAndTheOtherGoesIdle) {
   const std::vector<std::string> slow = {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"};
   const std::string survivor = start_worker({}, slow);

@@ -221,10 +221,8 @@ class PanelGroup {
     prefetch_.ahead_of_unless_spread(p);
     return PanelBlock(p, odd);
   }
-  SHARDLM_GEMM_INLINE void prefetch_part(int64_t b, int part, int parts) const {
-    prefetch_.part_if_spread(base_ + size_t(b) * block_bytes_, part, parts);
-  }
-  // The same with block_bytes_ known to the caller at compile time.
+  // Part `part` of `parts` of block b's prefetches, for a caller that knows
+  // block_bytes_ at compile time (kBlockBytes).
   template <size_t kBlockBytes>
   SHARDLM_GEMM_INLINE void prefetch_part(int64_t b, int part, int parts) const {
     prefetch_.part_if_spread(base_ + size_t(b) * kBlockBytes, part, parts, kBlockBytes);
@@ -762,16 +760,16 @@ struct KQuant {
   SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, PanelK& p, const uint8_t* x,
                                                  size_t x_stride, __m512* acc) {
     const PanelBlock g = src.block_in_parts(b, kOdd);
-    // From 2 tokens the parts' lines are constants (1B Q4_K_M, 8 sequences
-    // 13-17 % faster on the AMX Xeon). One token streams from DRAM and kept
-    // the parts computed at run time: with constants, a 1.1 GB Q4_K matrix
-    // streamed 8-10 % slower there (three alternating rounds).
+    // The parts' lines are constants (1B Q4_K_M, 8 sequences 13-17 % faster
+    // on the AMX Xeon than computed at run time). One token streams from
+    // DRAM, and there GCC's freedom to move the constant parts among the
+    // code loads cost 8-12 % on a 1.1 GB Q4_K matrix (AMX Xeon): a compiler
+    // barrier after each part keeps it where the code loads expect it, as
+    // the run-time parts did, at 1.4x their speed in cache. From 2 tokens
+    // the barrier made the step 15-30 % slower in cache.
     const auto prefetch_part = [&](int i) SHARDLM_ALWAYS_INLINE {
-      if constexpr (T == 1) {
-        src.prefetch_part(b, i, kCodeVectors);
-      } else {
-        src.template prefetch_part<kRows * sizeof(typename P::Block)>(b, i, kCodeVectors);
-      }
+      src.template prefetch_part<kRows * sizeof(typename P::Block)>(b, i, kCodeVectors);
+      if constexpr (T == 1) asm volatile("" ::: "memory");
     };
     prefetch_part(0);
     P::scales(g, p);

@@ -66,15 +66,13 @@ class PanelPrefetch {
   inline __attribute__((always_inline)) void ahead_of_unless_spread(const uint8_t* p) const {
     if (!spread_) ahead_of(p);
   }
-  inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts) const {
-    part_if_spread(p, part, parts, block_bytes_);
-  }
-  // The same for a kernel that passes the block's size (the one this was
-  // made with) as a constant: each part's lines are constants then, and a
-  // part the prefetches alone. From block_bytes_, each of a K-quant
-  // super-block's 64 parts took a multiply, a loop and ~10 scalar
-  // instructions around it, with the loop bounds spilled: at 8 tokens, where
-  // Q4_K is bound by issue, most of the kernel's scalar work.
+  // The kernel passes the block's size (the one this was made with) as a
+  // constant: each part's lines are constants then, and a part the
+  // prefetches alone. From block_bytes_, each of a K-quant super-block's 64
+  // parts took a multiply, a loop and ~10 scalar instructions around it,
+  // with the loop bounds spilled: at 8 tokens, where Q4_K is bound by issue,
+  // most of the kernel's scalar work. (At one token the kernels put a
+  // compiler barrier after each part: see KQuant::block_in_place.)
   inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts,
                                                             size_t block_bytes) const {
     if (spread_) part_ahead_of(p, part, parts, block_bytes);

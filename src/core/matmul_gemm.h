@@ -582,22 +582,30 @@ SHARDLM_GEMM_INLINE __m512i nibble_or(__m512i low, __m512i high) {
   return _mm512_ternarylogic_epi32(low, _mm512_set1_epi32(0x0F0F0F0F), high, 0xEA);
 }
 
-// The 6-bit scale and min of sub-block j of Q4_K/Q5_K (quant_blocks.h,
-// get_scale_min_k4) from the 12 scale bytes as three dwords per row.
-SHARDLM_GEMM_INLINE void scale_min_k4(const __m512i s[3], int j, __m512i* scale, __m512i* min) {
-  const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
-  if (j < 4) {
-    *scale = _mm512_and_si512(_mm512_srli_epi32(s[0], unsigned(8 * j)), six);
-    *min = _mm512_and_si512(_mm512_srli_epi32(s[1], unsigned(8 * j)), six);
-  } else {
-    const unsigned i = unsigned(j - 4);
-    const __m512i low_s = _mm512_and_si512(_mm512_srli_epi32(s[2], 8 * i), four);
-    const __m512i low_m = _mm512_and_si512(_mm512_srli_epi32(s[2], 8 * i + 4), four);
-    const __m512i high_s = _mm512_and_si512(_mm512_srli_epi32(s[0], 8 * i + 6), two);
-    const __m512i high_m = _mm512_and_si512(_mm512_srli_epi32(s[1], 8 * i + 6), two);
-    *scale = _mm512_or_si512(low_s, _mm512_slli_epi32(high_s, 4));
-    *min = _mm512_or_si512(low_m, _mm512_slli_epi32(high_m, 4));
-  }
+// The 6-bit scales and mins of a Q4_K/Q5_K super-block (quant_blocks.h,
+// get_scale_min_k4) as bytes, from its 12 scale bytes as three dwords per
+// row: byte i of sc[0] is scale i, of sc[1] scale 4 + i; mn likewise. Scales
+// 4-7 are the low nibbles of s[2] under bits 6-7 of s[0]'s bytes (a bitwise
+// select, 0xCA: A ? B : C), mins 4-7 its high nibbles under s[1]'s. Nine
+// vector instructions for the 16 fields, where one field at a time took
+// 2-12 each.
+SHARDLM_GEMM_INLINE void scale_min_bytes_k4(const __m512i s[3], __m512i sc[2], __m512i mn[2]) {
+  const __m512i six = _mm512_set1_epi32(0x3F3F3F3F), low4 = _mm512_set1_epi32(0x0F0F0F0F);
+  sc[0] = _mm512_and_si512(s[0], six);
+  mn[0] = _mm512_and_si512(s[1], six);
+  sc[1] = _mm512_and_si512(_mm512_ternarylogic_epi32(low4, s[2], _mm512_srli_epi32(s[0], 2), 0xCA), six);
+  mn[1] = _mm512_and_si512(
+      _mm512_ternarylogic_epi32(low4, _mm512_srli_epi32(s[2], 4), _mm512_srli_epi32(s[1], 2), 0xCA), six);
+}
+// Byte i (0..3) of each dword of v, zero-extended to the dword; the pair
+// form puts it in both 16-bit halves (a vpdpwssd factor for two bsums).
+SHARDLM_GEMM_INLINE __m512i dword_byte(__m512i v, int i) {
+  const int32_t z = int32_t(0x80808000u | unsigned(i));
+  return _mm512_shuffle_epi8(v, _mm512_set4_epi32(z + 12, z + 8, z + 4, z));
+}
+SHARDLM_GEMM_INLINE __m512i dword_byte_pair(__m512i v, int i) {
+  const int32_t z = int32_t(0x80008000u | unsigned(i) | unsigned(i) << 16);
+  return _mm512_shuffle_epi8(v, _mm512_set4_epi32(z + 0x000C000C, z + 0x00080008, z + 0x00040004, z));
 }
 
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
@@ -624,11 +632,11 @@ SHARDLM_GEMM_INLINE void scales_q45_k(const G& g, PanelK& p) {
   const __m512 d = f16_low(dd);
   p.pair_scale = _mm512_sub_ps(_mm512_setzero_ps(), f16_high(dd));
   const __m512i s[3] = {g.at(4), g.at(8), g.at(12)};
+  __m512i sc[2], mn[2];
+  scale_min_bytes_k4(s, sc, mn);
   for (int j = 0; j < 8; ++j) {
-    __m512i scale, min;
-    scale_min_k4(s, j, &scale, &min);
-    p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale));
-    p.pair_factor[j] = _mm512_or_si512(min, _mm512_slli_epi32(min, 16));  // both 16-sums of sub-block j
+    p.sub_scale[j] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(dword_byte(sc[j / 4], j % 4)));
+    p.pair_factor[j] = dword_byte_pair(mn[j / 4], j % 4);  // both 16-sums of sub-block j
   }
 }
 template <bool kQ5, class G>

@@ -513,8 +513,9 @@ struct Blocks32 {
   // where one group has T. On Zen 5 vector loads issue two a cycle, as
   // vpdpbusd does, and the 16-row tiles need one load a product plus the
   // scaling's, so loads bound them at ~50-60 % of the products' rate; on a
-  // Xeon with AMX one group's 8 tokens (8 chains of 8 vpdpbusd, 5 cycles
-  // each) left the two ports idle a third of the time. The per-token
+  // Xeon with AMX one group's 8 tokens (8 chains of 8 vpdpbusd, ~5 cycles
+  // each, measured) left the two ports idle about a quarter of the time
+  // (docs/BENCHMARKS.md, twenty-seventh session). The per-token
   // arithmetic is block_tokens<T, 1>'s for each group, so the same bits.
   template <int T>
   SHARDLM_GEMM_INLINE static void block_pair(const Panel32& pa, const Panel32& pb, int64_t b, const uint8_t* x,

@@ -772,10 +772,10 @@ struct KQuant {
     // The parts' lines are constants (1B Q4_K_M, 8 sequences 13-17 % faster
     // on the AMX Xeon than computed at run time). One token streams from
     // DRAM, and there GCC's freedom to move the constant parts among the
-    // code loads cost 8-12 % on a 1.1 GB Q4_K matrix (AMX Xeon): a compiler
+    // code loads cost 6-14 % on a 1.1 GB Q4_K matrix (AMX Xeon): a compiler
     // barrier after each part keeps it where the code loads expect it, as
     // the run-time parts did, at 1.4x their speed in cache. From 2 tokens
-    // the barrier made the step 15-30 % slower in cache.
+    // the barrier made the step 12-27 % slower in cache.
     const auto prefetch_part = [&](int i) SHARDLM_ALWAYS_INLINE {
       src.template prefetch_part<kRows * sizeof(typename P::Block)>(b, i, kCodeVectors);
       if constexpr (T == 1) asm volatile("" ::: "memory");

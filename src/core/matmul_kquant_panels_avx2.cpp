@@ -238,7 +238,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       // constants; one token puts a compiler barrier after each, as the
       // AVX-512 one_pass does (matmul_gemm.h's KQuant::block_in_place).
       // Under ISA=avx2 on the AMX Xeon, against the parts computed at run
-      // time: 1B Q4_K_M decode 2-4 % faster, 4 and 8 sequences 7-21 %.
+      // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %.
       const auto part = [&](int i, int parts) SHARDLM_ALWAYS_INLINE {
         prefetch.part_if_spread(block, i, parts, P::kBlockBytes);
         if constexpr (T == 1) asm volatile("" ::: "memory");

@@ -250,13 +250,16 @@ SHARDLM_GEMM_INLINE __m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi3
 SHARDLM_GEMM_INLINE __m512i nibbles_low(__m512i v) { return _mm512_and_si512(v, _mm512_set1_epi32(0x0F0F0F0F)); }
 SHARDLM_GEMM_INLINE __m512i nibbles_high(__m512i v) { return nibbles_low(_mm512_srli_epi32(v, 4)); }
 
-// Bits `shift`..`shift`+3 of each lane, moved to bit 4 of its bytes 0..3
-// (the four partial products of x·0x00204081 do not overlap, so no carries).
-SHARDLM_GEMM_INLINE __m512i bits_to_bit4(__m512i v, int shift) {
-  const __m512i x = _mm512_and_si512(_mm512_srli_epi32(v, unsigned(shift)), _mm512_set1_epi32(0xF));
-  const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(x, _mm512_set1_epi32(0x00204081)),
-                                          _mm512_set1_epi32(0x01010101));
-  return _mm512_slli_epi32(spread, 4);
+// codes + 16 in byte i of each lane where bit 4n + i of v's lane is set
+// (n = 0..7): the lane's byte n/2 copied to its four bytes (vpshufb), each
+// byte tested for its own bit (vptestmb), 16 added under that mask. Three
+// instructions, where shifting the nibble out and spreading its bits with a
+// multiply took seven uops (vpmulld is two).
+SHARDLM_GEMM_INLINE __m512i add_bit4_of_nibble(__m512i codes, __m512i v, int n) {
+  const int32_t b = 0x01010101 * (n / 2);
+  const __m512i spread = _mm512_shuffle_epi8(v, _mm512_set4_epi32(0x0C0C0C0C + b, 0x08080808 + b, 0x04040404 + b, b));
+  const __mmask64 set = _mm512_test_epi8_mask(spread, _mm512_set1_epi32(int32_t(0x08040201u << (4 * (n % 2)))));
+  return _mm512_mask_add_epi8(codes, set, codes, _mm512_set1_epi8(16));
 }
 
 SHARDLM_GEMM_INLINE int32_t load_i32(const void* p) {
@@ -332,10 +335,7 @@ template <size_t kQh, size_t kQs, class G>
 SHARDLM_GEMM_INLINE void unpack_q5(const G& g, Panel32& p) {
   const __m512i qh = g.at(kQh);
   unpack_nibbles(g, kQs, p);
-  for (int h = 0; h < 4; ++h) {
-    p.codes[h] = _mm512_or_si512(p.codes[h], bits_to_bit4(qh, 4 * h));
-    p.codes[h + 4] = _mm512_or_si512(p.codes[h + 4], bits_to_bit4(qh, 16 + 4 * h));
-  }
+  for (int h = 0; h < 8; ++h) p.codes[h] = add_bit4_of_nibble(p.codes[h], qh, h);
 }
 struct Q5_0P {
   using Block = block_q5_0;

@@ -71,8 +71,8 @@ class PanelPrefetch {
   // prefetches alone. From block_bytes_, each of a K-quant super-block's 64
   // parts took a multiply, a loop and ~10 scalar instructions around it,
   // with the loop bounds spilled: at 8 tokens, where Q4_K is bound by issue,
-  // most of the kernel's scalar work. (At one token the kernels put a
-  // compiler barrier after each part: see KQuant::block_in_place.)
+  // most of the kernel's scalar work. (Where the step streams from DRAM the
+  // kernels put a compiler barrier after each part: see KQuant::block_in_place.)
   inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts,
                                                             size_t block_bytes) const {
     if (spread_) part_ahead_of(p, part, parts, block_bytes);

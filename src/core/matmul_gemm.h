@@ -770,17 +770,14 @@ struct KQuant {
                                                  size_t x_stride, __m512* acc) {
     const PanelBlock g = src.block_in_parts(b, kOdd);
     // The parts' lines are constants (1B Q4_K_M, 8 sequences 13-17 % faster
-    // on the AMX Xeon than computed at run time). Up to 4 tokens the step
-    // streams from DRAM, and there GCC's freedom to move the constant parts
-    // among the code loads cost 6-14 % at one token on a 1.1 GB Q4_K matrix
-    // (AMX Xeon): a compiler barrier after each part keeps it where the code
-    // loads expect it, as the run-time parts did, at 1.4x their speed in
-    // cache. With it, 2 and 4 tokens streamed 5-7 % (Q4_K) and 11-13 % (Q6_K)
+    // on the AMX Xeon than computed at run time), kept in place up to 4
+    // tokens, where the step streams from DRAM (matmul_panel_prefetch.h):
+    // with that, 2 and 4 tokens streamed 5-7 % (Q4_K) and 11-13 % (Q6_K)
     // faster from DRAM, although 12-27 % slower in cache; 8 tokens, bound by
     // the arithmetic, 4 % slower from DRAM, so they go without.
     const auto prefetch_part = [&](int i) SHARDLM_ALWAYS_INLINE {
       src.template prefetch_part<kRows * sizeof(typename P::Block)>(b, i, kCodeVectors);
-      if constexpr (T <= 4) asm volatile("" ::: "memory");
+      if constexpr (T <= 4) keep_prefetch_in_place();
     };
     prefetch_part(0);
     P::scales(g, p);

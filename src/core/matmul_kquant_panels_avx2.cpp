@@ -235,13 +235,13 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
       // A spread plan's prefetches a part per code vector (64 of them, 128
       // when the super-block's halves run one after the other), its lines
-      // constants; one token puts a compiler barrier after each, as the
-      // AVX-512 one_pass does (matmul_gemm.h's KQuant::block_in_place).
+      // constants, kept in place at one token (matmul_panel_prefetch.h).
       // Under ISA=avx2 on the AMX Xeon, against the parts computed at run
-      // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %.
+      // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %; kept
+      // in place at 2-4 tokens too, 2 and 4 sequences ran 9-20 % slower.
       const auto part = [&](int i, int parts) SHARDLM_ALWAYS_INLINE {
         prefetch.part_if_spread(block, i, parts, P::kBlockBytes);
-        if constexpr (T == 1) asm volatile("" ::: "memory");
+        if constexpr (T == 1) keep_prefetch_in_place();
       };
       if constexpr (T == 1 && P::kBothHalves) {
         super_block<P, T, 2>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });

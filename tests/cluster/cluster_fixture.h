@@ -34,6 +34,12 @@ inline void wait_for_output(Process& p, size_t bytes) {
   ASSERT_GE(p.out().size(), bytes) << p.err();
 }
 
+// Polls of 20 ms, at most `polls`, until p's stderr holds `text`; whether it does.
+inline bool wait_for_err(Process& p, const std::string& text, int polls) {
+  for (int i = 0; i < polls && p.err().find(text) == std::string::npos; ++i) usleep(20000);
+  return p.err().find(text) != std::string::npos;
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -55,7 +55,7 @@ TEST_F(ClusterTest, StoppedWorkerIsNamedWithinFiveSecondsAndTheOtherGoesIdle) {
   const std::string line = error_line(coordinator->err());
   EXPECT_NE(line.find("worker " + victim + " (rank 2) not responding"), std::string::npos) << coordinator->err();
   // The survivor heard why, named the victim, and serves the next run alone.
-  for (int i = 0; i < 100 && workers_[0]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
+  wait_for_err(*workers_[0], "worker: idle", 100);
   EXPECT_NE(workers_[0]->err().find(victim), std::string::npos) << workers_[0]->err();
   auto next = run({"-n", "40", "--nodes", survivor});
   ASSERT_EQ(next.status, 0) << next.err;
@@ -119,8 +119,7 @@ TEST_F(ClusterTest, WorkerStoppedDuringSetupIsNamedWithinThePeerTimeout) {
   // A 2 s timeout: under ASan with another cluster test beside it, a healthy
   // worker's beats were seen to lag past 1 s (the thirteenth session's CI).
   auto coordinator = start_run({"-n", "8", "--nodes", a + "," + b, "--pp", "2", "--tp", "1", "--peer-timeout", "2"});
-  for (int i = 0; i < kReadyPolls && workers_[1]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
-  ASSERT_NE(workers_[1]->err().find("worker: job as rank"), std::string::npos) << workers_[1]->err();
+  ASSERT_TRUE(wait_for_err(*workers_[1], "worker: job as rank", kReadyPolls)) << workers_[1]->err();
   workers_[1]->signal_group(SIGSTOP);
   const auto t0 = SteadyClock::now();
   EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
@@ -129,8 +128,7 @@ TEST_F(ClusterTest, WorkerStoppedDuringSetupIsNamedWithinThePeerTimeout) {
             std::string::npos)
       << coordinator->err();
   workers_[1]->signal_group(SIGCONT);
-  for (int i = 0; i < 250 && workers_[0]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
-  EXPECT_NE(workers_[0]->err().find("worker: idle"), std::string::npos) << workers_[0]->err();
+  EXPECT_TRUE(wait_for_err(*workers_[0], "worker: idle", 250)) << workers_[0]->err();
 }
 
 TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
@@ -147,7 +145,7 @@ TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
 TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
   const std::string node = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1000"});
   auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
-  for (int i = 0; i < kReadyPolls && workers_[0]->err().find("worker: job as rank") == std::string::npos; ++i) usleep(20000);
+  wait_for_err(*workers_[0], "worker: job as rank", kReadyPolls);
   coordinator->signal_group(SIGSTOP);
   const auto t0 = SteadyClock::now();
   while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
@@ -353,8 +351,7 @@ TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
   const std::string slow = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1500"});
   auto coordinator = start_run({"-n", "8", "--nodes", victim + "," + slow, "--pp", "2", "--tp", "1"});
   const std::string ready = "worker: ready, joining the job's communicator";
-  for (int i = 0; i < kReadyPolls && workers_[0]->err().find(ready) == std::string::npos; ++i) usleep(20000);
-  ASSERT_NE(workers_[0]->err().find(ready), std::string::npos) << workers_[0]->err();
+  ASSERT_TRUE(wait_for_err(*workers_[0], ready, kReadyPolls)) << workers_[0]->err();
   workers_[0]->signal_group(SIGKILL);  // the daemon and its job process
   const auto t0 = SteadyClock::now();
   EXPECT_EQ(coordinator->wait(std::chrono::seconds(20)), 1);
@@ -362,8 +359,7 @@ TEST_F(ClusterTest, WorkerKilledBeforeTheRendezvousIsNamedAtOnce) {
   EXPECT_NE(error_line(coordinator->err()).find("worker " + victim + " (rank 1) failed (connection lost)"),
             std::string::npos)
       << coordinator->err();
-  for (int i = 0; i < 250 && workers_[1]->err().find("worker: idle") == std::string::npos; ++i) usleep(20000);
-  EXPECT_NE(workers_[1]->err().find("worker: idle"), std::string::npos) << workers_[1]->err();
+  EXPECT_TRUE(wait_for_err(*workers_[1], "worker: idle", 250)) << workers_[1]->err();
 }
 
 TEST_F(ClusterTest, ClosedPortIsRefusedAtOnce) {

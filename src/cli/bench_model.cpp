@@ -4,7 +4,9 @@
 // runs on workers (bench_cluster.cpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "core/matmul.h"
 #include "core/memory_usage.h"
 #include "model/prompt.h"
 
@@ -49,9 +52,35 @@ struct WeightsResident {
 
 struct Row {
   int threads;
-  double prompt_tps, decode_tps, bandwidth_gbs;
+  double prompt_tps, decode_tps, matmuls_tps, bandwidth_gbs;
   WeightsResident weights;
 };
+
+// The matrix products of a decode step alone: every weight matrix the step
+// reads (of a stack of routed experts, its first rows in the share a step
+// reads), one token each, through the model's kernels and threads with
+// nothing in between, `passes` times; their rate in steps a second. Beside
+// the decode rate it tells how fast the kernels stream the weights apart
+// from everything else a step does (attention, norms, waits between them).
+double matmuls_alone_tps(const ModelWeights& weights, ThreadPool* pool, int passes) {
+  std::vector<MatrixView> step;
+  weights.for_each_matrix(1, [&](const MatrixView& m, double share, bool) {
+    MatrixView read = m;
+    if (share < 1.0) read.rows = std::max<int64_t>(16, int64_t(std::llround(share * double(m.rows) / 16)) * 16);
+    step.push_back(read);
+  });
+  int64_t widest = 1, tallest = 1;
+  for (const MatrixView& m : step) {
+    widest = std::max(widest, m.cols);
+    tallest = std::max(tallest, m.rows);
+  }
+  std::vector<float> x(static_cast<size_t>(widest)), y(static_cast<size_t>(tallest));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) / 8.0f;
+  const auto t0 = SteadyClock::now();
+  for (int p = 0; p < passes; ++p)
+    for (const MatrixView& m : step) matmul(m, x.data(), 1, y.data(), pool);
+  return double(passes) / seconds_since(t0);
+}
 
 Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int threads, DType kv_type) {
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
@@ -70,7 +99,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   warm.add(0, 0, prompt.empty() ? 0 : prompt[0], true);
   model.forward(warm);
 
-  Row r{threads, 0, 0, 0, {}};
+  Row r{threads, 0, 0, 0, 0, {}};
   auto t0 = SteadyClock::now();
   if (!prompt.empty()) {
     eval_prompt(model, prompt, 0, 0);
@@ -84,7 +113,10 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
     model.forward(b);
     next = argmax(model.logits(0));
   }
-  if (o.gen > 0) r.decode_tps = double(o.gen) / seconds_since(t0);
+  if (o.gen > 0) {
+    r.decode_tps = double(o.gen) / seconds_since(t0);
+    r.matmuls_tps = matmuls_alone_tps(model.weights(), pool.get(), std::min(o.gen, 8));
+  }
   r.weights = {mapped_resident_bytes(file.bytes(), file.file_size()), model.weights().owned_bytes()};
   return r;
 }
@@ -104,8 +136,11 @@ void bench_model(const ModelBenchOptions& o) {
   std::printf("cpu:     %s\n", cpu_summary().c_str());
   std::printf("load:    %.1f ms; prompt %d tokens (batch %d), decode %d tokens, KV %s\n\n", load_ms, o.prompt,
               std::min(o.batch, o.prompt), o.gen, o.kv_type.c_str());
-  std::printf("| threads | prompt tok/s | decode tok/s | read GB/s | decode bound tok/s | of bound |\n");
-  std::printf("|--------:|-------------:|-------------:|----------:|-------------------:|---------:|\n");
+  // "matmuls alone": matmuls_alone_tps, a step's matrix products with nothing between them.
+  std::printf("| threads | prompt tok/s | decode tok/s | read GB/s | decode bound tok/s | of bound | matmuls alone tok/s "
+              "| of bound |\n");
+  std::printf("|--------:|-------------:|-------------:|----------:|-------------------:|---------:|--------------------:"
+              "|---------:|\n");
   std::vector<Row> rows;
   for (const int t : o.threads) rows.push_back(bench_threads(*file, o, t, kv_type));
   // Read before the bandwidth buffer below raises the peak.
@@ -114,8 +149,9 @@ void bench_model(const ModelBenchOptions& o) {
     auto pool = r.threads > 1 ? std::make_unique<ThreadPool>(r.threads) : nullptr;
     r.bandwidth_gbs = measure_read_bandwidth(size_t(o.bandwidth_mib) << 20, pool.get(), 3);
     const double bound = r.bandwidth_gbs * 1e9 / bytes_per_token;
-    std::printf("| %7d | %12.1f | %12.2f | %9.1f | %18.2f | %7.0f%% |\n", r.threads, r.prompt_tps, r.decode_tps,
-                r.bandwidth_gbs, bound, 100.0 * r.decode_tps / bound);
+    std::printf("| %7d | %12.1f | %12.2f | %9.1f | %18.2f | %7.0f%% | %19.2f | %7.0f%% |\n", r.threads, r.prompt_tps,
+                r.decode_tps, r.bandwidth_gbs, bound, 100.0 * r.decode_tps / bound, r.matmuls_tps,
+                100.0 * r.matmuls_tps / bound);
   }
   std::printf("\nmemory:  VmRSS %.1f MiB, VmHWM %.1f MiB (weights mapped + KV cache + scratch)\n",
               double(mem.rss_kib) / 1024, double(mem.hwm_kib) / 1024);

@@ -275,6 +275,35 @@ TEST(CliBench, PrintsOneRowPerThreadCount) {
   EXPECT_NE(r.out.find("|       2 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("VmHWM"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" x the file ("), std::string::npos) << r.out;  // the weights' resident bytes
+  EXPECT_NE(r.out.find("| matmuls alone tok/s |"), std::string::npos) << r.out;
+}
+
+// The cells of the row for `threads` threads in bench -m's table.
+std::vector<std::string> bench_row(const std::string& out, int threads) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, '|');) {
+      cell.erase(0, cell.find_first_not_of(' '));
+      cell.erase(cell.find_last_not_of(' ') + 1);
+      cells.push_back(cell);
+    }
+    if (cells.size() > 1 && cells[0].empty() && cells[1] == std::to_string(threads)) return {cells.begin() + 1, cells.end()};
+  }
+  return {};
+}
+
+// The matrix products alone run for a mixture of experts too, its routed
+// experts in the share a step reads.
+TEST(CliBench, TimesTheMatrixProductsAloneForAMixtureOfExperts) {
+  const auto r = run_cli({"bench", "-m", model_path("tiny-random-qwen3moe.gguf"), "-t", "2", "--prompt", "4", "--gen",
+                          "3", "--bandwidth-mib", "16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cells = bench_row(r.out, 2);
+  ASSERT_EQ(cells.size(), 8u) << r.out;
+  EXPECT_GT(std::stod(cells[2]), 0.0) << r.out;  // decode tok/s
+  EXPECT_GT(std::stod(cells[6]), 0.0) << r.out;  // matmuls alone tok/s
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -29,6 +30,22 @@ std::shared_ptr<uint8_t[]> alloc_huge_page_buffer(size_t bytes) {
   auto* p = reinterpret_cast<uint8_t*>(start);
   if (slack) ::madvise(p, size, MADV_HUGEPAGE);
   return std::shared_ptr<uint8_t[]>(p, [size](uint8_t* q) { ::munmap(q, size); });
+}
+
+HugePageArena::HugePageArena(size_t stretch_bytes) : stretch_bytes_(stretch_bytes) {}
+
+std::shared_ptr<uint8_t[]> HugePageArena::allocate(size_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20, kAlign = 4096;
+  if (bytes == 0) throw Error("HugePageArena: 0 bytes");
+  if (!stretch_ || bytes > size_ - used_) {
+    size_ = (std::max(stretch_bytes_, bytes) + kHuge - 1) / kHuge * kHuge;
+    stretch_ = alloc_huge_page_buffer(size_);
+    used_ = 0;
+  }
+  // An alias of the stretch: the stretch is unmapped when its last buffer goes.
+  std::shared_ptr<uint8_t[]> piece(stretch_, stretch_.get() + used_);
+  used_ = std::min(size_, (used_ + bytes + kAlign - 1) / kAlign * kAlign);
+  return piece;
 }
 
 }  // namespace shardlm

@@ -353,12 +353,13 @@ void ModelWeights::read_into_memory(const gguf::File& file) {
   if (!file.mapped()) return;
   const FileReader reader(file);
   const auto in_file = [&](const MatrixView& m) { return m.rows > 0 && reader.holds(m.data); };
+  HugePageArena arena;  // the copies back to back on 2 MiB pages
   // The rows of `parts` (same type and columns) back to back in a new buffer.
   const auto copy_rows = [&](const std::vector<MatrixView>& parts) {
     const size_t row = row_bytes(parts[0].type, parts[0].cols);
     size_t bytes = 0;
     for (const MatrixView& m : parts) bytes += row * size_t(m.rows);
-    std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(bytes);
+    std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
     uint8_t* to = copy.get();
     for (const MatrixView& m : parts) {
       if (m.row_stride == row) {
@@ -443,10 +444,11 @@ void ModelWeights::pack_column_slices() {
 void ModelWeights::pack_panels(const gguf::File& file) {
   const FileReader reader(file);
   std::vector<uint8_t> rows;  // a slice read from the file
+  HugePageArena arena;  // the repacked matrices back to back on 2 MiB pages
   auto pack = [&](MatrixView& m) {
     if (!m.data || !panels_pay(m)) return;
     const size_t bytes = m.row_stride * size_t(m.rows);
-    std::shared_ptr<uint8_t[]> copy = alloc_huge_page_buffer(bytes);
+    std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
     const auto* source = static_cast<const uint8_t*>(m.data);
     const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
     // In slices of ~16 MiB read from the file (not its mapping) into one

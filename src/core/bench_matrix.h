@@ -1,8 +1,8 @@
 // A weight matrix of real quantized rows for speed measurements (`bench
 // kernels`, the planner's kernel rates): a few random rows quantized with the
 // reference quantizer, repeated (speed does not depend on the values), on
-// 2 MiB pages where granted like a model's weights (the repacked copies:
-// alloc_huge_page_buffer; the file's mapping: its large folios), since 4 KiB
+// 2 MiB pages where granted like a model's weights (its copies: stretches
+// of a HugePageArena; the file's mapping: its large folios), since 4 KiB
 // pages make streaming them slower.
 #pragma once
 

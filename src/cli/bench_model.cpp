@@ -19,12 +19,12 @@
 #include "core/clock.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/matmul.h"
 #include "core/membw.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "core/matmul.h"
 #include "core/memory_usage.h"
 #include "model/prompt.h"
 
@@ -66,7 +66,8 @@ double matmuls_alone_tps(const ModelWeights& weights, ThreadPool* pool, int pass
   std::vector<MatrixView> step;
   weights.for_each_matrix(1, [&](const MatrixView& m, double share, bool) {
     MatrixView read = m;
-    if (share < 1.0) read.rows = std::max<int64_t>(16, int64_t(std::llround(share * double(m.rows) / 16)) * 16);
+    if (share < 1.0)
+      read.rows = std::min(m.rows, std::max<int64_t>(16, int64_t(std::llround(share * double(m.rows) / 16)) * 16));
     step.push_back(read);
   });
   int64_t widest = 1, tallest = 1;

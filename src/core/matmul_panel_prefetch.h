@@ -1,5 +1,5 @@
 // What a thread streaming a Panels16 matrix prefetches in software, shared by
-// the AVX-512 / AMX panel sources (matmul_gemm.h's PanelGroup) and the AVX2
+// the AVX-512 / AMX panel sources (matmul_gemm_common.h's PanelGroup) and the AVX2
 // panel kernels (matmul_panels_avx2.cpp). Consecutive groups are consecutive
 // bytes, so a thread's rows are one stream, read a block at a time by the
 // same load instructions, each stepping one block. What the core's
@@ -15,7 +15,7 @@
 // - Xeon with AMX (2026-12-03): every line into L2 for every type and token
 //   count, the 32-element types at one token 1.3-1.8x the page starts alone;
 //   a K-quant super-block's prefetches spread over its work, a part before
-//   each of its 64 code vectors (matmul_gemm.h's KQuant::block_in_place,
+//   each of its 64 code vectors (matmul_gemm_kquants.h's KQuant::block_in_place,
 //   matmul_kquant_panels_avx2.cpp's panel_rows): one burst of 36-53
 //   prefetches before each super-block held the loads back. Spread in 4
 //   parts, 1B Q4_K_M decoded 7-16 % faster than with the burst; in 64, 14-17 %

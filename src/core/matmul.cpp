@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "core/matmul_kernels.h"
@@ -178,13 +181,23 @@ void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
   if (w.rows > 0 && !w.data) throw Error(fmt::format("matmul: {} has no data", where()));
 }
 
+// One matrix's share of a job: its kernel and arguments, and how its rows
+// are dealt out.
+struct MatrixJob {
+  Kernel kernel;
+  KernelArgs args;
+  std::unique_ptr<RowShares> shares;
+};
+
 // `isa`: for a Panels16 matrix, the cap of its panel kernel (whose
-// prefetches are timed under it).
-void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+// prefetches are timed under it). The activations are put in w's form here,
+// on the calling thread, before any job starts.
+MatrixJob prepare_job(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!kernel) throw Error(fmt::format("matmul: weight type {} is not supported", dtype_name(w.type)));
   check_matrix(w, x.n_tokens(), x.cols());
-  if (w.rows == 0 || x.n_tokens() == 0) return;
-  KernelArgs args;
+  MatrixJob job{kernel, {}, nullptr};
+  if (w.rows == 0 || x.n_tokens() == 0) return job;
+  KernelArgs& args = job.args;
   args.w = &w;
   args.x = x.for_type(w.type, pool, &args.x_stride);
   args.n_tokens = x.n_tokens();
@@ -205,10 +218,35 @@ void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, f
   const int nth_max = pool ? pool->size() : 1;
   int64_t chunk = (w.rows + 4 * nth_max - 1) / (4 * nth_max);
   chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
-  RowShares shares(w.rows, chunk, nth_max);
+  job.shares = std::make_unique<RowShares>(w.rows, chunk, nth_max);
+  return job;
+}
+
+// The matrices in turn: a thread done with one (its share and what it could
+// take of the others') goes on to the next without waiting.
+void run_jobs(std::vector<MatrixJob>& jobs, ThreadPool* pool) {
   run_on(pool, [&](int ith, int) {
-    for (int64_t r0, r1; shares.next(ith, &r0, &r1);) kernel(args, r0, r1);
+    for (MatrixJob& job : jobs)
+      if (job.shares)
+        for (int64_t r0, r1; job.shares->next(ith, &r0, &r1);) job.kernel(job.args, r0, r1);
   });
+}
+
+void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
+  std::vector<MatrixJob> jobs;
+  jobs.push_back(prepare_job(kernel, isa, w, x, y, pool));
+  if (jobs.back().shares) run_jobs(jobs, pool);
+}
+
+// The kernel matmul() runs on w and the ISA to prepare it with.
+std::pair<Kernel, Isa> kernel_for(const MatrixView& w, int64_t n_tokens) {
+  if (w.layout == WeightLayout::Panels16) {
+    log_matmul_kernel(w, n_tokens, active_isa());
+    return {panel_kernel(active_isa(), w.type, n_tokens), active_isa()};
+  }
+  const Isa isa = dispatch_isa(active_isa(), w.type, n_tokens);
+  log_matmul_kernel(w, n_tokens, isa);
+  return {own_kernel(isa, w.type, n_tokens), isa};
 }
 
 }  // namespace
@@ -264,14 +302,17 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
 }
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
-  const int64_t n = x.n_tokens();
-  if (w.layout == WeightLayout::Panels16) {
-    log_matmul_kernel(w, n, active_isa());
-    return run_kernel(panel_kernel(active_isa(), w.type, n), active_isa(), w, x, y, pool);
+  const auto [kernel, isa] = kernel_for(w, x.n_tokens());
+  run_kernel(kernel, isa, w, x, y, pool);
+}
+
+void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool) {
+  std::vector<MatrixJob> jobs;
+  for (const MatmulTarget& t : targets) {
+    const auto [kernel, isa] = kernel_for(*t.w, x.n_tokens());
+    jobs.push_back(prepare_job(kernel, isa, *t.w, x, t.y, pool));
   }
-  const Isa isa = dispatch_isa(active_isa(), w.type, n);
-  log_matmul_kernel(w, n, isa);
-  run_kernel(own_kernel(isa, w.type, n), isa, w, x, y, pool);
+  run_jobs(jobs, pool);
 }
 
 void matmul_with_isa(Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/cpu.h"
@@ -75,6 +76,16 @@ class PreparedInput {
 };
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
+
+// Several matrices times the same activations in one job of the threads (a
+// layer's q, k and v; gate and up): each thread takes its chunks of one
+// matrix, then of the next, so the threads meet once, not once a matrix.
+// Each y gets what matmul(w, x, y, pool) gives it, to the bit.
+struct MatmulTarget {
+  const MatrixView* w;
+  float* y;
+};
+void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool);
 
 // Same with the kernels of one instruction set (types it does not specialise
 // use the next lower one). For tests and benchmarks; throws shardlm::Error if

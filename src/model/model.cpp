@@ -192,9 +192,8 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
   const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
                 vd = n_head_kv_ * c.head_dim_v;
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
-  matmul(L.wq, normed, q_.data(), opt_.pool);
-  matmul(L.wk, normed, k_.data(), opt_.pool);
-  matmul(L.wv, normed, v_.data(), opt_.pool);
+  const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
+  matmul_many(qkv, normed, opt_.pool);  // one job of the threads for the three
   const auto rp = rope_params(int(c.head_dim_k));
   for_each_token([&](int64_t t) {
     float *q = &q_[size_t(t * qd)], *k = &k_[size_t(t * kd)], *v = &v_[size_t(t * vd)];
@@ -302,8 +301,8 @@ void Model::dense_ffn(const LayerWeights& L) {
   const auto& c = config_;
   const int64_t n = n_tokens_;
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
-  matmul(L.w_gate, normed, gate_.data(), opt_.pool);
-  matmul(L.w_up, normed, up_.data(), opt_.pool);
+  const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
+  matmul_many(gate_up, normed, opt_.pool);
   for_each_token([&](int64_t t) {
     const size_t row = size_t(t * n_ff_);
     ops::swiglu(&gate_[row], &up_[row], &gate_[row], n_ff_);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/cpu.h"
@@ -354,6 +355,49 @@ TEST(Matmul, PreparedInputIsReusedAcrossMatrices) {
     matmul(m.view, prepared, shared.data(), nullptr);
     matmul(m.view, x.data(), n_tokens, fresh.data(), nullptr);
     EXPECT_EQ(shared, fresh) << dtype_name(type);
+  }
+}
+
+// matmul_many runs the matrices in one job of the threads; each output must
+// be what matmul gives it alone, to the bit, at any thread count: mixed
+// types, panels (where they pay here) and rows, a matrix with no rows.
+TEST(Matmul, ManyMatricesInOneJobGiveEachWhatMatmulGives) {
+  const int64_t cols = 512;
+  std::vector<test::RandomMatrix> kept;
+  std::vector<std::vector<uint8_t>> panels;
+  std::vector<MatrixView> views;
+  uint32_t seed = 40;
+  for (const auto& [type, rows] : std::vector<std::pair<DType, int64_t>>{
+           {DType::Q4_K, 48}, {DType::Q6_K, 32}, {DType::Q4_0, 37}, {DType::F16, 20}, {DType::Q8_0, 0}, {DType::Q4_0, 64}}) {
+    kept.push_back(random_matrix(type, rows, cols, ++seed));
+    MatrixView v = kept.back().view;
+    if (rows > 0 && panels_pay(v)) {
+      panels.emplace_back(v.row_stride * size_t(rows));
+      repack_panels(v, panels.back().data());
+      v.data = panels.back().data();
+      v.layout = WeightLayout::Panels16;
+    }
+    views.push_back(v);
+  }
+  ThreadPool two(2), three(3);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &two, &three}) {
+    for (int64_t n_tokens : {1, 3, 8}) {
+      SCOPED_TRACE("threads " + std::to_string(pool ? pool->size() : 1) + " tokens " + std::to_string(n_tokens));
+      const auto x = random_activations(n_tokens, cols, 50);
+      PreparedInput prepared(x.data(), n_tokens, cols);
+      std::vector<std::vector<float>> alone, together;
+      std::vector<MatmulTarget> targets;
+      for (const MatrixView& v : views) {
+        alone.emplace_back(size_t(v.rows * n_tokens), NAN);
+        together.emplace_back(size_t(v.rows * n_tokens), NAN);
+        matmul(v, prepared, alone.back().data(), pool);
+      }
+      for (size_t i = 0; i < views.size(); ++i) targets.push_back({&views[i], together[i].data()});
+      matmul_many(targets, prepared, pool);
+      for (size_t i = 0; i < views.size(); ++i)
+        ASSERT_EQ(0, std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4))
+            << "matrix " << i << " " << dtype_name(views[i].type);
+    }
   }
 }
 

@@ -395,8 +395,9 @@ TEST(Matmul, ManyMatricesInOneJobGiveEachWhatMatmulGives) {
       for (size_t i = 0; i < views.size(); ++i) targets.push_back({&views[i], together[i].data()});
       matmul_many(targets, prepared, pool);
       for (size_t i = 0; i < views.size(); ++i)
-        ASSERT_EQ(0, std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4))
-            << "matrix " << i << " " << dtype_name(views[i].type);
+        if (!alone[i].empty())  // (memcmp is not for the null pointer of an empty vector)
+          ASSERT_EQ(0, std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4))
+              << "matrix " << i << " " << dtype_name(views[i].type);
     }
   }
 }

@@ -22,8 +22,8 @@ BenchMatrix make_bench_matrix(DType type, int64_t rows, int64_t cols) {
   // Rounded up to whole 2 MiB pages, as a model's matrices sit inside its
   // copies' stretches (HugePageArena): the last bytes on 4 KiB pages streamed
   // slower.
-  constexpr size_t kHuge = size_t(2) << 20;
-  m.bytes = alloc_huge_page_buffer((stride * size_t(std::max<int64_t>(rows, 1)) + kHuge - 1) / kHuge * kHuge);
+  m.bytes = alloc_huge_page_buffer((stride * size_t(std::max<int64_t>(rows, 1)) + kHugePageBytes - 1) /
+                                   kHugePageBytes * kHugePageBytes);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   std::vector<float> row(static_cast<size_t>(cols));

@@ -13,17 +13,16 @@
 namespace shardlm {
 
 std::shared_ptr<uint8_t[]> alloc_huge_page_buffer(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20;
   if (bytes == 0) throw Error("alloc_huge_page_buffer: 0 bytes");
   const auto page = size_t(sysconf(_SC_PAGESIZE));
   const size_t size = (bytes + page - 1) / page * page;
   // Below 2 MiB no page can be huge: no alignment slack to map.
-  const size_t slack = size >= kHuge ? kHuge - page : 0;
+  const size_t slack = size >= kHugePageBytes ? kHugePageBytes - page : 0;
   void* map = ::mmap(nullptr, size + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED)
     throw Error(fmt::format("cannot allocate {} bytes: {}", bytes, std::strerror(errno)));
   const auto base = reinterpret_cast<uintptr_t>(map);
-  const uintptr_t start = slack ? (base + kHuge - 1) & ~(kHuge - 1) : base;
+  const uintptr_t start = slack ? (base + kHugePageBytes - 1) & ~(kHugePageBytes - 1) : base;
   // Unmaps the slack before and after the aligned stretch.
   if (start > base) ::munmap(map, start - base);
   if (base + slack > start) ::munmap(reinterpret_cast<void*>(start + size), base + slack - start);
@@ -35,10 +34,10 @@ std::shared_ptr<uint8_t[]> alloc_huge_page_buffer(size_t bytes) {
 HugePageArena::HugePageArena(size_t stretch_bytes) : stretch_bytes_(stretch_bytes) {}
 
 std::shared_ptr<uint8_t[]> HugePageArena::allocate(size_t bytes) {
-  constexpr size_t kHuge = size_t(2) << 20, kAlign = 4096;
+  constexpr size_t kAlign = 4096;
   if (bytes == 0) throw Error("HugePageArena: 0 bytes");
   if (!stretch_ || bytes > size_ - used_) {
-    size_ = (std::max(stretch_bytes_, bytes) + kHuge - 1) / kHuge * kHuge;
+    size_ = (std::max(stretch_bytes_, bytes) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
     stretch_ = alloc_huge_page_buffer(size_);
     used_ = 0;
   }

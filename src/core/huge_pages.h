@@ -8,6 +8,8 @@
 
 namespace shardlm {
 
+constexpr size_t kHugePageBytes = size_t(2) << 20;  // the transparent huge page size on x86-64
+
 // `bytes` of zeroed memory (bytes > 0), its 2 MiB-aligned stretches offered
 // to the kernel as transparent huge pages (madvise(MADV_HUGEPAGE): the
 // request Linux's default "madvise" mode waits for; refused silently where

@@ -15,9 +15,6 @@ namespace {
 constexpr int kRounds = 11;           // odd: the median is one round's time
 constexpr size_t kSliceBytes = 512 << 10;
 constexpr int64_t kCols = 4096;       // a multiple of every block size
-// The slice's buffer: one 2 MiB page, which a model's weights stream from
-// (matmul_panel_prefetch.h: on 4 KiB pages the plans ranked otherwise).
-constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 double thread_seconds() {
   timespec ts;
@@ -75,7 +72,9 @@ size_t fastest_unless_incumbent_within(const std::vector<double>& times, double 
 
 // Any bytes make valid weights except float NaNs and denormals (slow paths):
 // 0x3C repeated is ~1 as f16/bf16 and ~0.01 as f32, and a sane f16 scale for
-// every block type; in panels as in rows.
+// every block type; in panels as in rows. The slice's buffer is one 2 MiB
+// page, as a model's weights stream from (matmul_panel_prefetch.h: on 4 KiB
+// pages the plans ranked otherwise).
 TimingMatmul::TimingMatmul(DType type, int64_t n_tokens, WeightLayout layout)
     : weight_bytes_(row_bytes(type, kCols) * size_t(slice_rows(type))),
       weights_(alloc_huge_page_buffer(std::max(weight_bytes_, kHugePageBytes))),

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,7 +186,7 @@ void check_matrix(const MatrixView& w, int64_t n_tokens, int64_t x_cols) {
 struct MatrixJob {
   Kernel kernel;
   KernelArgs args;
-  std::unique_ptr<RowShares> shares;
+  std::optional<RowShares> shares;  // none: no rows or no tokens
 };
 
 // `isa`: for a Panels16 matrix, the cap of its panel kernel (whose
@@ -195,7 +195,7 @@ struct MatrixJob {
 MatrixJob prepare_job(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   if (!kernel) throw Error(fmt::format("matmul: weight type {} is not supported", dtype_name(w.type)));
   check_matrix(w, x.n_tokens(), x.cols());
-  MatrixJob job{kernel, {}, nullptr};
+  MatrixJob job{kernel, {}, std::nullopt};
   if (w.rows == 0 || x.n_tokens() == 0) return job;
   KernelArgs& args = job.args;
   args.w = &w;
@@ -218,13 +218,15 @@ MatrixJob prepare_job(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput
   const int nth_max = pool ? pool->size() : 1;
   int64_t chunk = (w.rows + 4 * nth_max - 1) / (4 * nth_max);
   chunk = (chunk + kRowAlign - 1) / kRowAlign * kRowAlign;
-  job.shares = std::make_unique<RowShares>(w.rows, chunk, nth_max);
+  job.shares.emplace(w.rows, chunk, nth_max);
   return job;
 }
 
 // The matrices in turn: a thread done with one (its share and what it could
-// take of the others') goes on to the next without waiting.
+// take of the others') goes on to the next without waiting. Nothing to do
+// wakes no thread.
 void run_jobs(std::vector<MatrixJob>& jobs, ThreadPool* pool) {
+  if (std::none_of(jobs.begin(), jobs.end(), [](const MatrixJob& job) { return job.shares.has_value(); })) return;
   run_on(pool, [&](int ith, int) {
     for (MatrixJob& job : jobs)
       if (job.shares)
@@ -235,7 +237,7 @@ void run_jobs(std::vector<MatrixJob>& jobs, ThreadPool* pool) {
 void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool) {
   std::vector<MatrixJob> jobs;
   jobs.push_back(prepare_job(kernel, isa, w, x, y, pool));
-  if (jobs.back().shares) run_jobs(jobs, pool);
+  run_jobs(jobs, pool);
 }
 
 // The kernel matmul() runs on w and the ISA to prepare it with.

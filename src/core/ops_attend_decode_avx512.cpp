@@ -11,8 +11,13 @@
 //   positions stream past, in chunks whose V rows stay in L1 for the other
 //   slices and head groups (the sums go on in position order across chunks,
 //   so chunking changes no bit).
-// K rows are prefetched 8 KiB ahead (15-35 % over none); prefetching V gained
-// nothing measurable (docs/BENCHMARKS.md, decode after a long context).
+// A long cache comes from DRAM (a step streams all the weights between two
+// reads of a layer's rows), and one stream with the prefetches 8 KiB ahead
+// read it at ~60 % of the read probe on a Xeon with AMX. The scores walk
+// the positions as two streams, the steps of the first and second half in
+// turn (each score is the same sum whatever the order), each prefetched
+// 2 KiB ahead, and the value passes prefetch every row 2 KiB ahead: f32 rows
+// 25-30 % faster, f16 10-15 % (docs/BENCHMARKS.md, thirtieth session).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -30,7 +35,7 @@ constexpr int kVec = 16;          // floats in a vector
 constexpr int kHeads = 4;         // query heads per pass over the rows
 constexpr int kPositions = 4;     // positions per score step
 constexpr int kMaxValueVecs = 8;  // dimensions per value pass (× heads ≤ 16 accumulators)
-constexpr int64_t kAheadBytes = 8 << 10;          // K prefetch distance
+constexpr int64_t kAheadBytes = 2 << 10;          // K and V prefetch distance, per stream
 constexpr int64_t kValueChunkBytes = 16 << 10;    // V rows re-read from L1 by the other passes
 
 template <bool F16>
@@ -83,12 +88,12 @@ inline __attribute__((always_inline)) void scores_step(const float* q, const KvH
 }
 
 // Every head's scores, 4 positions at a time; each step's K rows serve all
-// head groups from L1.
+// head groups from L1. The steps of the two halves alternate (two streams).
 template <bool F16>
 void scores_all(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores) {
   constexpr int64_t elem = F16 ? 2 : 4;
   const auto* k_bytes = static_cast<const char*>(kv.k);
-  for (int64_t p0 = 0; p0 < n_pos; p0 += kPositions) {
+  const auto step = [&](int64_t p0) {
     const int64_t valid = std::min<int64_t>(kPositions, n_pos - p0);
     int64_t rows[kPositions];
     for (int i = 0; i < kPositions; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
@@ -105,6 +110,11 @@ void scores_all(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, fl
         default: scores_step<F16, 4>(qg, kv, rows, valid, scale, sg, n_pos); break;
       }
     }
+  };
+  const int64_t steps = (n_pos + kPositions - 1) / kPositions, second = steps - steps / 2;
+  for (int64_t i = 0; i < second; ++i) {
+    step(i * kPositions);
+    if (second + i < steps) step((second + i) * kPositions);
   }
 }
 
@@ -115,7 +125,10 @@ void weigh(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t 
   __m512 acc[G][C];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out + g * kv.dim_v + d0 + c * kVec);
+  constexpr int64_t elem = F16 ? 2 : 4;
+  const auto* v_bytes = static_cast<const char*>(kv.v) + d0 * elem + kAheadBytes;
   for (int64_t p = p0; p < p1; ++p) {
+    for (int64_t b = 0; b < C * kVec * elem; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = load16<F16>(kv.v, p * kv.v_stride + d0 + c * kVec);
     for (int g = 0; g < G; ++g) {

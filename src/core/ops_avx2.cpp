@@ -195,6 +195,9 @@ float score_at(const float* q, const KvHead& kv, int64_t p, float scale) {
   return horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
 }
 
+constexpr int64_t kAheadBytes = 2 << 10;        // K and V prefetch distance, per stream (see attend_cache)
+constexpr int64_t kValueChunkBytes = 16 << 10;  // V rows re-read from L1 by the other slices and heads
+
 // out_g[d0, d0 + 8·C) += Σ_p w_g[p] · v_p[d0, d0 + 8·C) over [p0, p1) for the
 // G heads from out (w_g at w + g·n_pos, out_g at out + g·dim_v), each V row
 // read once for all G; with kPartial the last vector has `tail` elements.
@@ -211,8 +214,11 @@ void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, i
                   : kPartial && c == C - 1 ? _mm256_maskload_ps(o, tail_mask(tail))
                                            : _mm256_loadu_ps(o);
     }
+  constexpr int64_t elem = F16 ? 2 : 4;
+  const auto* v_bytes = static_cast<const char*>(kv.v) + d0 * elem + kAheadBytes;
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t at = p * kv.v_stride + d0;
+    for (int64_t b = 0; b < C * 8 * elem; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
     __m256 v[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c)
@@ -251,28 +257,33 @@ void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, int64_t p0, in
 // each head (the four dot products are reduced together), and the weighted
 // values of up to four heads are accumulated in registers while the
 // positions stream past, each V row read once for them.
-// K rows are prefetched 8 KiB ahead (the hardware prefetchers restart at
-// every 4 KiB page), and the weighted values go through the positions in
-// chunks whose V rows stay in L1 for the other dimension slices and heads
-// (else a long context's V streams from memory once per slice); neither
-// changes a bit.
-constexpr int64_t kAheadBytes = 8 << 10;
-constexpr int64_t kValueChunkBytes = 16 << 10;
+// A long cache comes from DRAM, where one stream of K rows prefetched 8 KiB
+// ahead read at ~45 % of the read probe on a Xeon with AMX: the scores walk
+// the 4-position groups of the two halves in turn (two streams), K and V
+// rows are prefetched 2 KiB ahead (the hardware prefetchers restart at every
+// 4 KiB page; docs/BENCHMARKS.md, thirtieth session), and the weighted
+// values go through the positions in chunks whose V rows stay in L1 for the
+// other dimension slices and heads (else a long context's V streams from
+// memory once per slice). None of it changes a bit.
 
 template <bool F16>
 void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
                   float* out) {
   constexpr int64_t elem = F16 ? 2 : 4;
   const auto* k_bytes = static_cast<const char*>(kv.k);
-  int64_t p = 0;
-  for (; p + 4 <= n_pos; p += 4) {
+  const auto group = [&](int64_t p) {
     // (A prefetch past the cache's end is harmless: it never faults.)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t b = 0; b < kv.dim_k * elem; b += 64)
         _mm_prefetch(k_bytes + (p + i) * kv.k_stride * elem + kAheadBytes + b, _MM_HINT_T0);
     for (int64_t g = 0; g < n_q; ++g) _mm_storeu_ps(scores + g * n_pos + p, scores4<F16>(q + g * kv.dim_k, kv, p, scale));
+  };
+  const int64_t groups = n_pos / 4, second = groups - groups / 2;
+  for (int64_t i = 0; i < second; ++i) {
+    group(4 * i);
+    if (second + i < groups) group(4 * (second + i));
   }
-  for (; p < n_pos; ++p)
+  for (int64_t p = 4 * groups; p < n_pos; ++p)
     for (int64_t g = 0; g < n_q; ++g) scores[g * n_pos + p] = score_at<F16>(q + g * kv.dim_k, kv, p, scale);
   for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
   const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * elem));

@@ -125,10 +125,12 @@ void weigh(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t 
   __m512 acc[G][C];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out + g * kv.dim_v + d0 + c * kVec);
+  // The first slice prefetches whole rows: the others read the chunk from L1.
   constexpr int64_t elem = F16 ? 2 : 4;
-  const auto* v_bytes = static_cast<const char*>(kv.v) + d0 * elem + kAheadBytes;
+  const auto* v_bytes = static_cast<const char*>(kv.v) + kAheadBytes;
+  const int64_t prefetched = d0 == 0 ? kv.dim_v * elem : 0;
   for (int64_t p = p0; p < p1; ++p) {
-    for (int64_t b = 0; b < C * kVec * elem; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
+    for (int64_t b = 0; b < prefetched; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = load16<F16>(kv.v, p * kv.v_stride + d0 + c * kVec);
     for (int g = 0; g < G; ++g) {

@@ -214,11 +214,13 @@ void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, i
                   : kPartial && c == C - 1 ? _mm256_maskload_ps(o, tail_mask(tail))
                                            : _mm256_loadu_ps(o);
     }
+  // The first slice prefetches whole rows: the others read the chunk from L1.
   constexpr int64_t elem = F16 ? 2 : 4;
-  const auto* v_bytes = static_cast<const char*>(kv.v) + d0 * elem + kAheadBytes;
+  const auto* v_bytes = static_cast<const char*>(kv.v) + kAheadBytes;
+  const int64_t prefetched = d0 == 0 ? kv.dim_v * elem : 0;
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t at = p * kv.v_stride + d0;
-    for (int64_t b = 0; b < C * 8 * elem; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
+    for (int64_t b = 0; b < prefetched; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
     __m256 v[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c)

@@ -21,10 +21,9 @@
 
 #include "core/cpu.h"
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 
 namespace shardlm {
-
-class ThreadPool;
 
 // How a matrix's blocks are laid out in memory.
 //   Rows: GGUF's, each row its blocks in order (row_stride bytes apart).
@@ -51,7 +50,12 @@ struct MatrixView {
 };
 
 // y = W · x for n_tokens activation vectors. pool may be null (single thread).
-void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+// `then`: the matrix the caller multiplies next, if known. With two or more
+// threads, each prefetches the start of its share of it instead of idling at
+// the end of this product and through the caller's work before the next
+// (ThreadPool::run); the result does not change.
+void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            const MatrixView* then = nullptr);
 
 // Activations shared by several matrices with the same input (e.g. Q, K and V
 // projections): each 8-bit form is made on first use and reused after. x must
@@ -75,7 +79,7 @@ class PreparedInput {
   std::vector<float> as_f16_, as_bf16_;
 };
 
-void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool);
+void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool, const MatrixView* then = nullptr);
 
 // Several matrices times the same activations in one job of the threads (a
 // layer's q, k and v; gate and up): each thread takes its chunks of one
@@ -85,7 +89,12 @@ struct MatmulTarget {
   const MatrixView* w;
   float* y;
 };
-void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool);
+void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool,
+                 const MatrixView* then = nullptr);
+
+// What the threads of `pool` prefetch of w (null: nothing) as a `then`: for
+// another job of the pool that a matmul of w follows (ThreadPool::run).
+std::vector<ThreadPool::Prefetch> matmul_prefetches(const MatrixView* w, ThreadPool* pool);
 
 // Same with the kernels of one instruction set (types it does not specialise
 // use the next lower one). For tests and benchmarks; throws shardlm::Error if

@@ -17,7 +17,7 @@
 // the positions as two streams, the steps of the first and second half in
 // turn (each score is the same sum whatever the order), each prefetched
 // 2 KiB ahead, and the value passes prefetch every row 2 KiB ahead: f32 rows
-// 25-30 % faster, f16 10-15 % (docs/BENCHMARKS.md, thirtieth session).
+// 25-30 % faster, f16 10-15 % (docs/BENCHMARKS.md, twenty-ninth session).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

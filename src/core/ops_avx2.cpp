@@ -263,7 +263,7 @@ void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, int64_t p0, in
 // ahead read at ~45 % of the read probe on a Xeon with AMX: the scores walk
 // the 4-position groups of the two halves in turn (two streams), K and V
 // rows are prefetched 2 KiB ahead (the hardware prefetchers restart at every
-// 4 KiB page; docs/BENCHMARKS.md, thirtieth session), and the weighted
+// 4 KiB page; docs/BENCHMARKS.md, twenty-ninth session), and the weighted
 // values go through the positions in chunks whose V rows stay in L1 for the
 // other dimension slices and heads (else a long context's V streams from
 // memory once per slice). None of it changes a bit.

@@ -4,13 +4,29 @@
 
 namespace shardlm {
 
+namespace {
+
+// Thread ith's chunks [first, end) of `chunks` shared by n threads.
+std::pair<int64_t, int64_t> share_chunks(int64_t chunks, int64_t n, int64_t ith) {
+  return {chunks * ith / n, chunks * (ith + 1) / n};
+}
+
+}  // namespace
+
 RowShares::RowShares(int64_t rows, int64_t chunk, int threads)
     : rows_(rows), chunk_(std::max<int64_t>(chunk, 1)), shares_(size_t(std::max(threads, 1))) {
   const int64_t chunks = (rows_ + chunk_ - 1) / chunk_;
   const int64_t n = int64_t(shares_.size());
-  for (int64_t i = 0; i < n; ++i)
-    shares_[size_t(i)].store(pack(uint32_t(chunks * i / n), uint32_t(chunks * (i + 1) / n)),
-                             std::memory_order_relaxed);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [first, end] = share_chunks(chunks, n, i);
+    shares_[size_t(i)].store(pack(uint32_t(first), uint32_t(end)), std::memory_order_relaxed);
+  }
+}
+
+std::pair<int64_t, int64_t> RowShares::share(int64_t rows, int64_t chunk, int threads, int ith) {
+  chunk = std::max<int64_t>(chunk, 1);
+  const auto [first, end] = share_chunks((rows + chunk - 1) / chunk, std::max(threads, 1), ith);
+  return {std::min(rows, first * chunk), std::min(rows, end * chunk)};
 }
 
 bool RowShares::claim(int share, bool from_front, int64_t* chunk_index) {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace shardlm {
@@ -26,6 +27,10 @@ class RowShares {
   // The next chunk for thread `ith`: true and its rows [*r0, *r1), or false
   // when no chunk is left anywhere.
   bool next(int ith, int64_t* r0, int64_t* r1);
+
+  // The rows [first, end) thread `ith` owns (before any are taken) when
+  // `rows` are shared this way.
+  static std::pair<int64_t, int64_t> share(int64_t rows, int64_t chunk, int threads, int ith);
 
  private:
   // A share's unclaimed chunks [front, back) packed into one word, so that

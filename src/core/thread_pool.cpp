@@ -61,13 +61,25 @@ uint32_t await(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleepers, Don
   }
 }
 
+// Prefetches p's bytes into L2, a line at a time, until stop() (asked every
+// 4 KiB) says to give up.
+template <class Stop>
+void prefetch_until(const ThreadPool::Prefetch& p, Stop stop) {
+  const auto* bytes = static_cast<const char*>(p.data);
+  for (size_t at = 0; at < p.bytes; at += 64) {
+    if (at % 4096 == 0 && stop()) return;
+    _mm_prefetch(bytes + at, _MM_HINT_T1);
+  }
+}
+
 }  // namespace
 
 struct ThreadPool::Impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
   const std::function<void(int, int)>* job = nullptr;
-  bool stopping = false;  // published by the generation bump
+  std::span<const Prefetch> then;  // the job's, read before reporting done
+  bool stopping = false;           // published by the generation bump
 
   alignas(64) std::atomic<uint32_t> generation{0};
   alignas(64) std::atomic<uint32_t> worker_sleepers{0};
@@ -100,7 +112,9 @@ struct ThreadPool::Impl {
       } catch (...) {
         record_error(std::current_exception());
       }
+      const Prefetch next = then.empty() ? Prefetch{} : then[size_t(ith)];
       if (pending.fetch_sub(1) == 1 && caller_sleepers.load() > 0) futex_wake_all(pending);
+      prefetch_until(next, [&] { return generation.load(std::memory_order_relaxed) != seen; });
     }
   }
 };
@@ -120,20 +134,25 @@ ThreadPool::~ThreadPool() {
 
 int ThreadPool::size() const { return impl_->n_threads; }
 
-void ThreadPool::run(const std::function<void(int ith, int nth)>& fn) {
+void ThreadPool::run(const std::function<void(int ith, int nth)>& fn, std::span<const Prefetch> then) {
   Impl& p = *impl_;
   if (p.n_threads == 1) {
     fn(0, 1);
     return;
   }
+  if (!then.empty() && then.size() != size_t(p.n_threads))
+    throw std::logic_error("ThreadPool::run: one prefetch a thread");
   if (p.busy.exchange(true)) throw std::logic_error("ThreadPool::run called while a job is running");
   p.first_error = nullptr;
+  p.then = then;
   p.publish(&fn);
   try {
     fn(0, p.n_threads);
   } catch (...) {
     p.record_error(std::current_exception());
   }
+  if (!then.empty())
+    prefetch_until(then[0], [&] { return p.pending.load(std::memory_order_relaxed) == 0; });
   await(p.pending, p.caller_sleepers, [](uint32_t left) { return left == 0; });
   p.busy.store(false);
   if (p.first_error) std::rethrow_exception(p.first_error);

@@ -157,7 +157,8 @@ void Model::attention_block(int64_t l, const Batch& batch) {
     latent_attention(l, batch);
   else
     multi_head_attention(l, batch);
-  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool);
+  const bool dense = !c.layer_has_experts(plan_.layers.begin + l);
+  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool, dense ? &L.w_gate : nullptr);
   all_reduce(proj_.data(), n * c.n_embd);
   add_residual();
 }
@@ -180,7 +181,7 @@ void Model::ffn_block(int64_t l) {
     std::fill(load, load + c.moe.n_expert, 0);
     for (int64_t i = 0; i < n * c.moe.n_expert_used; ++i) ++load[expert_ids_[size_t(i)]];
   } else {
-    dense_ffn(L);
+    dense_ffn(L, first_matrix_after(l));
   }
   all_reduce(proj_.data(), n * c.n_embd);
   add_residual();
@@ -193,7 +194,7 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
                 vd = n_head_kv_ * c.head_dim_v;
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
   const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
-  matmul_many(qkv, normed, opt_.pool);  // one job of the threads for the three
+  matmul_many(qkv, normed, opt_.pool, &L.wo);  // one job of the threads for the three
   const auto rp = rope_params(int(c.head_dim_k));
   for_each_token([&](int64_t t) {
     float *q = &q_[size_t(t * qd)], *k = &k_[size_t(t * kd)], *v = &v_[size_t(t * vd)];
@@ -221,7 +222,12 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
         kv_.store_head(l, e.seq, e.pos, h, &k_[size_t(t * kd + h * c.head_dim_k)], &v_[size_t(t * vd + h * c.head_dim_v)]);
       }
   });
-  attend(l, batch, q_.data(), attn_.data(), 1.0f / std::sqrt(float(c.head_dim_k)));
+  attend(l, batch, q_.data(), attn_.data(), 1.0f / std::sqrt(float(c.head_dim_k)), &L.wo);
+}
+
+const MatrixView* Model::first_matrix_after(int64_t l) const {
+  if (l + 1 < plan_.layers.size()) return config_.latent_attention() ? nullptr : &weights_.layers[size_t(l) + 1].wq;
+  return plan_.last_stage(config_) ? &weights_.output : nullptr;
 }
 
 ops::RopeParams Model::rope_params(int head_dim) const {
@@ -244,7 +250,7 @@ ops::RopeParams Model::rope_params(int head_dim) const {
   return p;
 }
 
-void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, float scale) {
+void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, float scale, const MatrixView* then) {
   const auto& c = config_;
   const int64_t group = c.n_group();
   // Runs of this rank's query heads that share a KV head, attended together
@@ -294,20 +300,20 @@ void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, fl
                          e.pos + 1, scale, scores, &out[size_t((t * n_head_ + h0) * c.head_dim_v)],
                          n_head_ * c.head_dim_v);
     }
-  });
+  }, then);
 }
 
-void Model::dense_ffn(const LayerWeights& L) {
+void Model::dense_ffn(const LayerWeights& L, const MatrixView* then) {
   const auto& c = config_;
   const int64_t n = n_tokens_;
   PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
   const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
-  matmul_many(gate_up, normed, opt_.pool);
+  matmul_many(gate_up, normed, opt_.pool, &L.w_down);
   for_each_token([&](int64_t t) {
     const size_t row = size_t(t * n_ff_);
     ops::swiglu(&gate_[row], &up_[row], &gate_[row], n_ff_);
   });
-  matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool);
+  matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool, then);
 }
 
 void Model::compute_logits(const Batch& batch) {
@@ -337,9 +343,9 @@ void Model::for_each_token(const std::function<void(int64_t t)>& fn) {
   });
 }
 
-void Model::run_parallel(bool worth_it, const std::function<void(int, int)>& fn) {
+void Model::run_parallel(bool worth_it, const std::function<void(int, int)>& fn, const MatrixView* then) {
   if (worth_it && opt_.pool && n_threads_ > 1)
-    opt_.pool->run(fn);
+    opt_.pool->run(fn, matmul_prefetches(then, opt_.pool));
   else
     fn(0, 1);
 }

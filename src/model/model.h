@@ -97,17 +97,21 @@ class Model {
   // xn_ → attn_ (n × this rank's heads × v dim), the cache filled for the batch.
   void multi_head_attention(int64_t layer, const Batch& batch);
   void latent_attention(int64_t layer, const Batch& batch);   // model_latent_attention.cpp
-  // xn_ → proj_.
-  void dense_ffn(const LayerWeights& L);
+  // xn_ → proj_; `then`: the matrix multiplied after w_down (see matmul).
+  void dense_ffn(const LayerWeights& L, const MatrixView* then);
   void expert_ffn(const LayerWeights& L);                     // model_experts.cpp
   ops::RopeParams rope_params(int head_dim) const;
   // Attention of queries q (n × heads × head_dim_k) over the cached rows into
-  // out (n × heads × head_dim_v).
-  void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale);
+  // out (n × heads × head_dim_v); `then`: the matrix multiplied next.
+  void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale,
+              const MatrixView* then = nullptr);
+  // The first matrix a step multiplies after layer `layer`'s FFN (the next
+  // layer's query projection, or the output), where that is known.
+  const MatrixView* first_matrix_after(int64_t layer) const;
   void all_reduce(float* data, int64_t n);
   void add_residual();  // x_ += proj_
   void compute_logits(const Batch& batch);
-  void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn);
+  void run_parallel(bool worth_it, const std::function<void(int ith, int nth)>& fn, const MatrixView* then = nullptr);
   // fn(t) for every token of the step, split over the pool by token when
   // there are several (one token alone is cheaper than a pool round).
   void for_each_token(const std::function<void(int64_t t)>& fn);

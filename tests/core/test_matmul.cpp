@@ -393,13 +393,57 @@ TEST(Matmul, ManyMatricesInOneJobGiveEachWhatMatmulGives) {
         matmul(v, prepared, alone.back().data(), pool);
       }
       for (size_t i = 0; i < views.size(); ++i) targets.push_back({&views[i], together[i].data()});
-      matmul_many(targets, prepared, pool);
-      for (size_t i = 0; i < views.size(); ++i)
-        if (!alone[i].empty())  // (memcmp is not for the null pointer of an empty vector)
+      // With the next matrix to prefetch (the first's) or without: the same bits.
+      matmul_many(targets, prepared, pool, n_tokens == 3 ? &views[0] : nullptr);
+      for (size_t i = 0; i < views.size(); ++i) {
+        if (!alone[i].empty()) {  // (memcmp is not for the null pointer of an empty vector)
           ASSERT_EQ(0, std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4))
               << "matrix " << i << " " << dtype_name(views[i].type);
+        }
+      }
     }
   }
+}
+
+// What the threads prefetch of a matrix that comes next: the start of the
+// share each takes first, at most 256 KiB of it, inside the matrix; nothing
+// for one thread or no matrix. The product itself is unchanged by it.
+TEST(Matmul, ThreadsPrefetchTheStartOfTheirShareOfTheNextMatrix) {
+  const auto big = random_matrix(DType::Q8_0, 1000, 4096, 60), small = random_matrix(DType::Q4_0, 40, 64, 61);
+  ThreadPool one(1), two(2), three(3);
+  EXPECT_TRUE(matmul_prefetches(&big.view, nullptr).empty());
+  EXPECT_TRUE(matmul_prefetches(&big.view, &one).empty());
+  EXPECT_TRUE(matmul_prefetches(nullptr, &two).empty());
+  for (ThreadPool* pool : {&two, &three}) {
+    for (const MatrixView* w : {&big.view, &small.view}) {
+      const auto got = matmul_prefetches(w, pool);
+      ASSERT_EQ(got.size(), size_t(pool->size()));
+      const auto* begin = static_cast<const uint8_t*>(w->data);
+      const uint8_t* end = begin + w->row_stride * size_t(w->rows);
+      int64_t last_row = -1;
+      for (int i = 0; i < pool->size(); ++i) {
+        const auto* at = static_cast<const uint8_t*>(got[size_t(i)].data);
+        SCOPED_TRACE("thread " + std::to_string(i) + " of " + std::to_string(pool->size()));
+        ASSERT_TRUE(at >= begin && at + got[size_t(i)].bytes <= end);
+        ASSERT_EQ(0u, size_t(at - begin) % w->row_stride);
+        EXPECT_LE(got[size_t(i)].bytes, size_t(256) << 10);
+        EXPECT_GT(got[size_t(i)].bytes, 0u);
+        // Shares start on row-group edges, thread 0's at the top, in thread order.
+        const int64_t first_row = int64_t(size_t(at - begin) / w->row_stride);
+        EXPECT_EQ(0, first_row % 16);
+        if (i == 0) {
+          EXPECT_EQ(0, first_row);
+        }
+        EXPECT_GT(first_row, last_row);
+        last_row = first_row;
+      }
+    }
+  }
+  const auto x = random_activations(1, 4096, 62);
+  std::vector<float> plain(1000), then(1000);
+  matmul(big.view, x.data(), 1, plain.data(), &three);
+  matmul(big.view, x.data(), 1, then.data(), &three, &big.view);
+  EXPECT_EQ(0, std::memcmp(plain.data(), then.data(), plain.size() * 4));
 }
 
 TEST(Matmul, RejectsBadShapesAndTypes) {

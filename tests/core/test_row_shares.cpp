@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -42,6 +43,30 @@ TEST(RowShares, EveryRowGoesToExactlyOneThreadWhateverTheRace) {
         });
         for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(1, seen[size_t(r)].load()) << rows << " rows, row " << r;
       }
+    }
+  }
+}
+
+// share() is where a thread that claims first starts, and the shares tile
+// the rows in thread order.
+TEST(RowShares, ShareIsWhereEachThreadStartsAndTheSharesTileTheRows) {
+  for (int threads : {1, 2, 3, 5}) {
+    for (int64_t rows : {0, 1, 15, 100, 1000}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(rows) + " rows");
+      int64_t tiled = 0;
+      for (int i = 0; i < threads; ++i) {
+        const auto [first, end] = RowShares::share(rows, 16, threads, i);
+        EXPECT_EQ(first, tiled);
+        EXPECT_LE(first, end);
+        tiled = end;
+        RowShares shares(rows, 16, threads);
+        int64_t r0 = -1, r1 = -1;
+        if (first < end) {
+          ASSERT_TRUE(shares.next(i, &r0, &r1));
+          EXPECT_EQ(r0, first);
+        }
+      }
+      EXPECT_EQ(tiled, rows);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -76,6 +77,24 @@ TEST(ThreadPool, OversubscribedPoolsMakeProgress) {
   }
   for (auto& t : owners) t.join();
   EXPECT_EQ(total.load(), 4 * 300 * 2);
+}
+
+// Prefetching after a job changes nothing the jobs see: every job still runs
+// once on every thread (a worker still prefetching a long range takes the
+// next job), and a `then` that is not one a thread is refused, the pool
+// staying usable.
+TEST(ThreadPool, PrefetchesAfterAJobLeaveTheJobsAsTheyWere) {
+  const std::vector<char> far(size_t(16) << 20, 1);
+  for (int n : {2, 3}) {
+    ThreadPool pool(n);
+    const std::vector<ThreadPool::Prefetch> then(size_t(n), {far.data(), far.size()});
+    std::vector<std::atomic<int>> calls(static_cast<size_t>(n));
+    constexpr int kRuns = 300;
+    for (int run = 0; run < kRuns; ++run) pool.run([&](int ith, int) { calls[size_t(ith)].fetch_add(1); }, then);
+    EXPECT_THROW(pool.run([](int, int) {}, std::span(then).first(1)), std::logic_error);
+    pool.run([&](int ith, int) { calls[size_t(ith)].fetch_add(1); });
+    for (int i = 0; i < n; ++i) EXPECT_EQ(calls[size_t(i)].load(), kRuns + 1) << "thread " << i;
+  }
 }
 
 TEST(ThreadPool, RejectsBadSizeAndReentry) {

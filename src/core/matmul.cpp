@@ -225,11 +225,6 @@ MatrixJob prepare_job(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput
   return job;
 }
 
-
-
-// The matrices in turn: a thread done with one (its share and what it could
-// take of the others') goes on to the next without waiting. Nothing to do
-// wakes no thread.
 }  // namespace
 
 // The start of the share each thread takes first, up to kThenBytes: well
@@ -251,6 +246,9 @@ std::vector<ThreadPool::Prefetch> matmul_prefetches(const MatrixView* w, ThreadP
 
 namespace {
 
+// The matrices in turn: a thread done with one (its share and what it could
+// take of the others') goes on to the next without waiting, then prefetches
+// its start of `then`. Nothing to do wakes no thread.
 void run_jobs(std::vector<MatrixJob>& jobs, ThreadPool* pool, const MatrixView* then) {
   if (std::none_of(jobs.begin(), jobs.end(), [](const MatrixJob& job) { return job.shares.has_value(); })) return;
   const auto work = [&](int ith, int) {

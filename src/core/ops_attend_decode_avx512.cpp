@@ -12,12 +12,13 @@
 //   slices and head groups (the sums go on in position order across chunks,
 //   so chunking changes no bit).
 // A long cache comes from DRAM (a step streams all the weights between two
-// reads of a layer's rows), and one stream with the prefetches 8 KiB ahead
-// read it at ~60 % of the read probe on a Xeon with AMX. The scores walk
-// the positions as two streams, the steps of the first and second half in
-// turn (each score is the same sum whatever the order), each prefetched
-// 2 KiB ahead, and the value passes prefetch every row 2 KiB ahead: f32 rows
-// 25-30 % faster, f16 10-15 % (docs/BENCHMARKS.md, twenty-ninth session).
+// reads of a layer's rows), and one K stream prefetched 8 KiB ahead with V
+// not prefetched read it at ~60 % of the read probe on a Xeon with AMX. The
+// scores walk the positions as two streams, the steps of the first and
+// second half in turn (each score is the same sum whatever the order), each
+// prefetched 2 KiB ahead, and the first value slice prefetches whole V rows
+// 2 KiB ahead: f32 rows 20-30 % faster, f16 5-15 % (docs/BENCHMARKS.md,
+// twenty-ninth session).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -42,14 +42,19 @@ struct Q4_0P {
     unpack_nibbles(g, 2, p);
   }
 };
+// The minimum types' f16 scale and minimum, the block's first dword.
+template <class G>
+SHARDLM_GEMM_INLINE void unpack_scale_minimum(const G& g, Panel32& p) {
+  const __m512i dm = g.at(0);
+  p.scale = f16_low(dm);
+  p.bias = f16_high(dm);
+}
 struct Q4_1P {
   using Block = block_q4_1;
   static constexpr bool kMinimum = true;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    const __m512i dm = g.at(0);
-    p.scale = f16_low(dm);
-    p.bias = f16_high(dm);
+    unpack_scale_minimum(g, p);
     unpack_nibbles(g, 4, p);
   }
 };
@@ -76,9 +81,7 @@ struct Q5_1P {
   static constexpr bool kMinimum = true;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    const __m512i dm = g.at(0);
-    p.scale = f16_low(dm);
-    p.bias = f16_high(dm);
+    unpack_scale_minimum(g, p);
     unpack_q5<4, 8>(g, p);
   }
 };

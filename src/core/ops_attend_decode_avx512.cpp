@@ -27,6 +27,7 @@
 
 #include <algorithm>
 
+#include "core/ops_attend_streams.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops::avx512 {
@@ -112,11 +113,7 @@ void scores_all(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, fl
       }
     }
   };
-  const int64_t steps = (n_pos + kPositions - 1) / kPositions, second = steps - steps / 2;
-  for (int64_t i = 0; i < second; ++i) {
-    step(i * kPositions);
-    if (second + i < steps) step((second + i) * kPositions);
-  }
+  in_two_streams((n_pos + kPositions - 1) / kPositions, [&](int64_t i) { step(i * kPositions); });
 }
 
 // out_g[d0, d0 + 16·C) += Σ_p w_g[p] · v_p[d0, d0 + 16·C) over [p0, p1) for
@@ -126,12 +123,9 @@ void weigh(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t 
   __m512 acc[G][C];
   for (int g = 0; g < G; ++g)
     for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out + g * kv.dim_v + d0 + c * kVec);
-  // The first slice prefetches whole rows: the others read the chunk from L1.
-  constexpr int64_t elem = F16 ? 2 : 4;
-  const auto* v_bytes = static_cast<const char*>(kv.v) + kAheadBytes;
-  const int64_t prefetched = d0 == 0 ? kv.dim_v * elem : 0;
   for (int64_t p = p0; p < p1; ++p) {
-    for (int64_t b = 0; b < prefetched; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
+    // The first slice prefetches whole rows: the others read the chunk from L1.
+    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAheadBytes);
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = load16<F16>(kv.v, p * kv.v_stride + d0 + c * kVec);
     for (int g = 0; g < G; ++g) {

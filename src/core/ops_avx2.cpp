@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/ops_attend_streams.h"
 #include "core/ops_exp_avx2.h"
 #include "core/ops_impl.h"
 #include "core/ops_kv_avx2.h"
@@ -214,13 +215,10 @@ void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, i
                   : kPartial && c == C - 1 ? _mm256_maskload_ps(o, tail_mask(tail))
                                            : _mm256_loadu_ps(o);
     }
-  // The first slice prefetches whole rows: the others read the chunk from L1.
-  constexpr int64_t elem = F16 ? 2 : 4;
-  const auto* v_bytes = static_cast<const char*>(kv.v) + kAheadBytes;
-  const int64_t prefetched = d0 == 0 ? kv.dim_v * elem : 0;
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t at = p * kv.v_stride + d0;
-    for (int64_t b = 0; b < prefetched; b += 64) _mm_prefetch(v_bytes + p * kv.v_stride * elem + b, _MM_HINT_T0);
+    // The first slice prefetches whole rows: the others read the chunk from L1.
+    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAheadBytes);
     __m256 v[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c)
@@ -280,12 +278,8 @@ void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
         _mm_prefetch(k_bytes + (p + i) * kv.k_stride * elem + kAheadBytes + b, _MM_HINT_T0);
     for (int64_t g = 0; g < n_q; ++g) _mm_storeu_ps(scores + g * n_pos + p, scores4<F16>(q + g * kv.dim_k, kv, p, scale));
   };
-  const int64_t groups = n_pos / 4, second = groups - groups / 2;
-  for (int64_t i = 0; i < second; ++i) {
-    group(4 * i);
-    if (second + i < groups) group(4 * (second + i));
-  }
-  for (int64_t p = 4 * groups; p < n_pos; ++p)
+  in_two_streams(n_pos / 4, [&](int64_t i) { group(4 * i); });
+  for (int64_t p = n_pos / 4 * 4; p < n_pos; ++p)
     for (int64_t g = 0; g < n_q; ++g) scores[g * n_pos + p] = score_at<F16>(q + g * kv.dim_k, kv, p, scale);
   for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
   const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * elem));

@@ -195,11 +195,18 @@ class PanelGroup {
     prefetch_.ahead_of_unless_spread(p);
     return PanelBlock(p, odd);
   }
-  // Part `part` of `parts` of block b's prefetches, for a caller that knows
-  // block_bytes_ at compile time (kBlockBytes).
+  // Block b's prefetches in parts, for a caller that knows block_bytes_ at
+  // compile time (kBlockBytes): a value holding what the parts read, for the
+  // caller to capture by value (see keep_prefetch_in_place).
   template <size_t kBlockBytes>
-  SHARDLM_GEMM_INLINE void prefetch_part(int64_t b, int part, int parts) const {
-    prefetch_.part_if_spread(base_ + size_t(b) * kBlockBytes, part, parts, kBlockBytes);
+  struct Parts {
+    PanelPrefetch prefetch;
+    const uint8_t* block;
+    SHARDLM_GEMM_INLINE void part(int i, int parts) const { prefetch.part_if_spread(block, i, parts, kBlockBytes); }
+  };
+  template <size_t kBlockBytes>
+  SHARDLM_GEMM_INLINE Parts<kBlockBytes> prefetch_parts(int64_t b) const {
+    return {prefetch_, base_ + size_t(b) * kBlockBytes};
   }
 
  private:

@@ -240,13 +240,14 @@ struct KQuant {
     // with that, 2 and 4 tokens streamed 5-7 % (Q4_K) and 11-13 % (Q6_K)
     // faster from DRAM, although 12-27 % slower in cache; 8 tokens, bound by
     // the arithmetic, 4 % slower from DRAM, so they go without.
-    const auto prefetch_part = [&](int i) SHARDLM_ALWAYS_INLINE {
-      src.template prefetch_part<kRows * sizeof(typename P::Block)>(b, i, kCodeVectors);
+    const auto parts = src.template prefetch_parts<kRows * sizeof(typename P::Block)>(b);
+    const auto prefetch_part = [parts](int i) SHARDLM_ALWAYS_INLINE {
+      parts.part(i, kCodeVectors);
       if constexpr (T <= 4) keep_prefetch_in_place();
     };
     prefetch_part(0);
     P::scales(g, p);
-    const auto before_code = [&](int i) SHARDLM_ALWAYS_INLINE {
+    const auto before_code = [prefetch_part](int i) SHARDLM_ALWAYS_INLINE {
       if (i > 0) prefetch_part(i);
     };
     block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, before_code);

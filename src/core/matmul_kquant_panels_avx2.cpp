@@ -150,9 +150,10 @@ struct Q6KPanel {
 // halves; run for one half at a time, GCC keeps the first half's broadcasts
 // for the second on the stack (a store and a reloading maddubs each).
 // step(i) runs before code vector i = 8·j + v (v of 32-element chunk j):
-// prefetches spread over the super-block.
+// prefetches spread over the super-block. `step` is taken by value, which
+// keeps what it reads in registers (matmul_panel_prefetch.h).
 template <class P, int T, int H, class Step>
-inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x, __m256 (*acc)[T], const Step& step) {
+inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x, __m256 (*acc)[T], Step step) {
   using K = typename P::K;
   constexpr int S = K::kSum16, kSubVectors = K::kSubElems / 4;
   typename P::Fields f[H];
@@ -239,15 +240,15 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       // Under ISA=avx2 on the AMX Xeon, against the parts computed at run
       // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %; kept
       // in place at 2-4 tokens too, 2 and 4 sequences ran 9-20 % slower.
-      const auto part = [&](int i, int parts) SHARDLM_ALWAYS_INLINE {
+      const auto part = [prefetch, block](int i, int parts) SHARDLM_ALWAYS_INLINE {
         prefetch.part_if_spread(block, i, parts, P::kBlockBytes);
         if constexpr (T == 1) keep_prefetch_in_place();
       };
       if constexpr (T == 1 && P::kBothHalves) {
-        super_block<P, T, 2>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });
+        super_block<P, T, 2>(block, 0, x, acc, [part](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });
       } else {
-        super_block<P, T, 1>(block, 0, x, acc, [&](int i) SHARDLM_ALWAYS_INLINE { part(i, 128); });
-        super_block<P, T, 1>(block, 1, x, acc + 1, [&](int i) SHARDLM_ALWAYS_INLINE { part(64 + i, 128); });
+        super_block<P, T, 1>(block, 0, x, acc, [part](int i) SHARDLM_ALWAYS_INLINE { part(i, 128); });
+        super_block<P, T, 1>(block, 1, x, acc + 1, [part](int i) SHARDLM_ALWAYS_INLINE { part(64 + i, 128); });
       }
     }
     for (int h = 0; h < 2; ++h)

@@ -36,17 +36,30 @@ constexpr std::array kTable = {
     Entry{35, {"TQ2_0", 256, 66, false}},   Entry{39, {"MXFP4", 32, 17, false}},
 };
 
+// Each id's entry in kTable (-1: none): traits() is a lookup, not a search
+// of the table, since hot paths ask for it (row_bytes, the kernels' setup;
+// the search showed in a 1B Q4_K_M decode's profile at 0.3 % of the samples).
+constexpr auto kEntryOfId = [] {
+  std::array<int8_t, 40> entry{};
+  entry.fill(-1);
+  for (size_t i = 0; i < kTable.size(); ++i) entry[kTable[i].id] = int8_t(i);
+  return entry;
+}();
+
+const DTypeTraits* find(uint32_t id) {
+  if (id >= kEntryOfId.size() || kEntryOfId[id] < 0) return nullptr;
+  return &kTable[size_t(kEntryOfId[id])].t;
+}
+
 }  // namespace
 
 std::optional<DTypeTraits> dtype_traits(uint32_t id) {
-  for (const auto& e : kTable)
-    if (e.id == id) return e.t;
+  if (const DTypeTraits* t = find(id)) return *t;
   return std::nullopt;
 }
 
 const DTypeTraits& traits(DType t) {
-  for (const auto& e : kTable)
-    if (e.id == uint32_t(t)) return e.t;
+  if (const DTypeTraits* found = find(uint32_t(t))) return *found;
   throw Error(fmt::format("unknown tensor type id {}", uint32_t(t)));
 }
 

@@ -95,12 +95,13 @@ void token_tiles(const typename F::Panel* panel, int64_t nb, const KernelArgs& a
 // decoded 10 % faster. The same per-block arithmetic as the tiles, so the
 // same bits.
 template <class F, class Src, int T, int S>
-SHARDLM_GEMM_INLINE void groups_in_step(const KernelArgs& a, const int64_t* rows, int valid) {
+SHARDLM_GEMM_INLINE void groups_in_step(const KernelArgs& a, const RowGroups<Src>& groups, const int64_t* rows,
+                                        int valid) {
   const MatrixView& m = *a.w;
   const auto* x = static_cast<const uint8_t*>(a.x);
   const int64_t nb = F::panels(m.cols);
   const auto src = [&]<size_t... I>(std::index_sequence<I...>) {
-    return std::array<Src, S>{group<Src>(a, rows[I], valid)...};
+    return std::array<Src, S>{groups.at(rows[I], valid)...};
   }(std::make_index_sequence<S>());
   typename F::Panel panel;
   __m512 acc[S][T];
@@ -136,14 +137,15 @@ SHARDLM_GEMM_INLINE void groups_in_step(const KernelArgs& a, const int64_t* rows
 // it).
 template <class F, class Src, int T, int S = 1>
 void one_pass(const KernelArgs& a, int64_t r0, int64_t r1) {
+  const RowGroups<Src> groups(a);
   const int64_t per = S > 1 ? (r1 - r0) / kRows / S : 0;  // groups a stretch
   for (int64_t i = 0; i < per; ++i) {
     int64_t rows[S];
     for (int g = 0; g < S; ++g) rows[g] = r0 + (g * per + i) * kRows;
-    groups_in_step<F, Src, T, S>(a, rows, kRows);
+    groups_in_step<F, Src, T, S>(a, groups, rows, kRows);
   }
   for (int64_t r = r0 + S * per * kRows; r < r1; r += kRows)
-    groups_in_step<F, Src, T, 1>(a, &r, int(std::min<int64_t>(kRows, r1 - r)));
+    groups_in_step<F, Src, T, 1>(a, groups, &r, int(std::min<int64_t>(kRows, r1 - r)));
 }
 
 // one_pass in the a.streams streams (panels of a 32-element type:
@@ -178,10 +180,11 @@ void batch_tile_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
   const auto* x = static_cast<const uint8_t*>(a.x);
   const int64_t nb = F::panels(m.cols);
+  const RowGroups<Src> groups(a);
   for (int64_t r = r0; r < r1; r += kRows) {
     const int valid = int(std::min<int64_t>(kRows, r1 - r));
     __m512 acc[T];
-    F::template small_batch_tile<T>(group<Src>(a, r, valid), nb, x, a.x_stride, acc);
+    F::template small_batch_tile<T>(groups.at(r, valid), nb, x, a.x_stride, acc);
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + t * m.rows + r, __mmask16((1u << valid) - 1), acc[t]);
   }
 }
@@ -220,15 +223,16 @@ void gemm(const KernelArgs& a, int64_t r0, int64_t r1) {
   panel.resize(size_t(F::kPairTokens > 0 ? 2 * nb : nb));  // pair tiles: two row groups' panels
   [[maybe_unused]] const typename F::Session session(a.n_tokens);  // AMX: tile configuration for this thread
   const int64_t chunk = std::max<int64_t>(F::kTokens, int64_t(kChunkActBytes / a.x_stride) / F::kTokens * F::kTokens);
+  const RowGroups<Src> groups(a);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += chunk) {
     const int64_t t1 = std::min(a.n_tokens, t0 + chunk);
     for (int64_t r = r0; r < r1; r += kRows) {
       const int valid = int(std::min<int64_t>(kRows, r1 - r));
-      F::unpack(group<Src>(a, r, valid), m.cols, panel.data());
+      F::unpack(groups.at(r, valid), m.cols, panel.data());
       if constexpr (F::kPairTokens > 0) {
         if (r + kRows < r1) {  // two row groups: pair tiles
           const int valid2 = int(std::min<int64_t>(kRows, r1 - r - kRows));
-          F::unpack(group<Src>(a, r + kRows, valid2), m.cols, panel.data() + nb);
+          F::unpack(groups.at(r + kRows, valid2), m.cols, panel.data() + nb);
           const int64_t t_pairs = t1 - (t1 - t0) % F::kPairTokens;
           pair_tiles<F>(panel.data(), nb, a, r, valid2, t0, t_pairs);
           token_tiles<F>(panel.data(), nb, a, r, valid, t_pairs, t1);

@@ -167,11 +167,17 @@ class GatheredGroup {
 // a time, with matmul_panel_prefetch.h's prefetches.
 class PanelGroup {
  public:
-  PanelGroup(const MatrixView& m, int64_t r, int, PanelPrefetchPlan plan, size_t ahead)
+  PanelGroup(const MatrixView& m, int64_t r, PanelPrefetchPlan plan, size_t ahead)
       : base_(m.row(r)),
         block_bytes_(kRows * traits(m.type).block_bytes),
         odd_(panel_odd_piece(m.type)),
         prefetch_(block_bytes_, plan, ahead) {}
+  // The group of the same matrix starting at row r.
+  PanelGroup at(const MatrixView& m, int64_t r) const {
+    PanelGroup g = *this;
+    g.base_ = m.row(r);
+    return g;
+  }
   SHARDLM_GEMM_INLINE PanelBlock block(int64_t b) const {
     const uint8_t* p = base_ + size_t(b) * block_bytes_;
     prefetch_.ahead_of(p);
@@ -216,15 +222,29 @@ class PanelGroup {
   PanelPrefetch prefetch_;
 };
 
-// Row group r of a's matrix as Src reads it.
+// The row groups of a's matrix as Src reads them; at(r, valid): the group
+// from row r. What every group of a Panels16 matrix shares (its block size,
+// its prefetches) is worked out once a kernel call, not once a group (one
+// token streams a 2048-column group of 16 rows in ~1 us).
 template <class Src>
-SHARDLM_GEMM_INLINE Src group(const KernelArgs& a, int64_t r, int valid) {
-  if constexpr (std::is_same_v<Src, PanelGroup>) {
-    return Src(*a.w, r, valid, a.prefetch, a.prefetch_ahead);
-  } else {
-    return Src(*a.w, r, valid);
-  }
-}
+class RowGroups {
+ public:
+  explicit RowGroups(const KernelArgs& a) : m_(*a.w) {}
+  SHARDLM_GEMM_INLINE Src at(int64_t r, int valid) const { return Src(m_, r, valid); }
+
+ private:
+  const MatrixView& m_;
+};
+template <>
+class RowGroups<PanelGroup> {
+ public:
+  explicit RowGroups(const KernelArgs& a) : m_(*a.w), first_(m_, 0, a.prefetch, a.prefetch_ahead) {}
+  SHARDLM_GEMM_INLINE PanelGroup at(int64_t r, int) const { return first_.at(m_, r); }
+
+ private:
+  const MatrixView& m_;
+  PanelGroup first_;
+};
 
 SHARDLM_GEMM_INLINE __m512 f16_low(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
 SHARDLM_GEMM_INLINE __m512 f16_high(__m512i v) { return f16_low(_mm512_srli_epi32(v, 16)); }

@@ -105,9 +105,9 @@ using namespace matmul_impl;
 
 namespace {
 
-void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn) {
+void run_on(ThreadPool* pool, const std::function<void(int, int)>& fn, std::span<const ThreadPool::Prefetch> then = {}) {
   if (pool) {
-    pool->run(fn);
+    pool->run(fn, then);
   } else {
     fn(0, 1);
   }
@@ -251,13 +251,11 @@ namespace {
 // its start of `then`. Nothing to do wakes no thread.
 void run_jobs(std::vector<MatrixJob>& jobs, ThreadPool* pool, const MatrixView* then) {
   if (std::none_of(jobs.begin(), jobs.end(), [](const MatrixJob& job) { return job.shares.has_value(); })) return;
-  const auto work = [&](int ith, int) {
+  run_on(pool, [&](int ith, int) {
     for (MatrixJob& job : jobs)
       if (job.shares)
         for (int64_t r0, r1; job.shares->next(ith, &r0, &r1);) job.kernel(job.args, r0, r1);
-  };
-  if (!pool) return work(0, 1);
-  pool->run(work, matmul_prefetches(then, pool));
+  }, matmul_prefetches(then, pool));
 }
 
 void run_kernel(Kernel kernel, Isa isa, const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool,

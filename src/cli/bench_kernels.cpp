@@ -83,7 +83,7 @@ using Pools = std::vector<std::unique_ptr<ThreadPool>>;  // pools[n - 1] has n t
 
 // Read bandwidth with 1..threads threads, the yardstick of the decode table.
 std::vector<double> print_bandwidth_table(const KernelBenchOptions& o, const Pools& pools) {
-  const size_t bw_bytes = o.quick ? (128u << 20) : (1024u << 20);
+  const size_t bw_bytes = o.quick ? (128u << 20) : dram_probe_bytes();
   fmt::print("memory read bandwidth ({} MiB buffer, best of {})\n", bw_bytes >> 20, o.quick ? 2 : 5);
   fmt::print("| threads | GB/s |\n|---:|---:|\n");
   std::vector<double> bw;

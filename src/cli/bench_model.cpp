@@ -39,7 +39,7 @@ struct ModelBenchOptions {
   int batch = 512;
   std::string kv_type = "f32";
   bool mmap = false;
-  int bandwidth_mib = 512;  // ≫ last-level cache, so the read rate is DRAM's
+  int bandwidth_mib = 0;  // 0: dram_probe_bytes(), beyond the caches, so the read rate is DRAM's
   ClusterRunOptions cluster;
 };
 
@@ -150,15 +150,18 @@ void bench_model(const ModelBenchOptions& o) {
   for (const int t : o.threads) rows.push_back(bench_threads(*file, o, t, kv_type));
   // Read before the bandwidth buffer below raises the peak.
   const auto mem = read_memory_usage();
+  const size_t probe_bytes = o.bandwidth_mib > 0 ? size_t(o.bandwidth_mib) << 20 : dram_probe_bytes();
   for (auto& r : rows) {
     auto pool = r.threads > 1 ? std::make_unique<ThreadPool>(r.threads) : nullptr;
-    r.bandwidth_gbs = measure_read_bandwidth(size_t(o.bandwidth_mib) << 20, pool.get(), 3);
+    r.bandwidth_gbs = measure_read_bandwidth(probe_bytes, pool.get(), 3);
     const double bound = r.bandwidth_gbs * 1e9 / bytes_per_token;
     std::printf("| %7d | %12.1f | %12.2f | %9.1f | %18.2f | %7.0f%% | %19.2f | %7.0f%% |\n", r.threads, r.prompt_tps,
                 r.decode_tps, r.bandwidth_gbs, bound, 100.0 * r.decode_tps / bound, r.matmuls_tps,
                 100.0 * r.matmuls_tps / bound);
   }
-  std::printf("\nmemory:  VmRSS %.1f MiB, VmHWM %.1f MiB (weights mapped + KV cache + scratch)\n",
+  std::printf("\nbound:   the matrix bytes of a token read at the rate of a %zu MiB buffer (same threads, best of 3)\n",
+              probe_bytes >> 20);
+  std::printf("memory:  VmRSS %.1f MiB, VmHWM %.1f MiB (weights mapped + KV cache + scratch)\n",
               double(mem.rss_kib) / 1024, double(mem.hwm_kib) / 1024);
   const WeightsResident& w = rows.back().weights;
   if (w.file_mapped >= 0) {
@@ -184,8 +187,8 @@ void add_bench_model(CLI::App& bench) {
       CLI::Range(1, 65536));
   add_kv_type_option(bench, o->kv_type);
   add_mmap_flag(bench, o->mmap);
-  bench.add_option("--bandwidth-mib", o->bandwidth_mib, "buffer read to measure memory bandwidth")
-      ->capture_default_str()
+  bench.add_option("--bandwidth-mib", o->bandwidth_mib,
+                   "buffer read to measure memory bandwidth [default: twice the largest cache, at least 512]")
       ->check(CLI::Range(1, 1 << 16));
   auto* threads = bench.get_option("--threads");
   add_cluster_run_options(bench, o->cluster);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <unistd.h>
 #include <utility>
 
 #include "core/clock.h"
@@ -82,6 +83,14 @@ unsigned long long read_all(const void* data, size_t size, ThreadPool* pool) {
     total.fetch_add(read_slice(bytes + begin, end - begin));
   });
   return total.load();
+}
+
+size_t dram_probe_bytes() {
+  long largest = 0;
+  for (const int level : {_SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE, _SC_LEVEL4_CACHE_SIZE})
+    largest = std::max(largest, ::sysconf(level));
+  const size_t mib = size_t(1) << 20;
+  return std::max<size_t>(512 * mib, (2 * size_t(largest) + mib - 1) / mib * mib);
 }
 
 // The buffer is what a model's weights are: 2 MiB pages where granted

@@ -8,6 +8,13 @@ namespace shardlm {
 
 class ThreadPool;
 
+// A buffer size the caches cannot hold, so that reading it measures DRAM:
+// twice the largest cache sysconf reports, and at least 512 MiB. A fixed
+// 512 MiB is not enough everywhere: on a host with a 480 MiB L3 it read 4 %
+// faster at two threads than 1 or 2 GiB did (part of it stayed in the L3),
+// which raised the decode bound `bench -m` measures against.
+size_t dram_probe_bytes();
+
 // Reads a buffer of `bytes` (make it ≫ the last-level cache to measure DRAM)
 // `repeats` times with every thread of `pool` (null: one thread), each thread
 // a contiguous slice, and returns the best rate in GB/s (10^9 bytes/s). The

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <unistd.h>
 
 #include "core/membw.h"
 #include "core/thread_pool.h"
@@ -44,6 +45,16 @@ TEST(MemoryBandwidth, MeasuresAPositiveRate) {
   ThreadPool two(2);
   EXPECT_GT(measure_read_bandwidth(1 << 20, nullptr, 1), 0.0);
   EXPECT_GT(measure_read_bandwidth(1 << 20, &two, 1), 0.0);
+}
+
+TEST(MemoryBandwidth, ProbeBufferIsTwiceTheLargestCacheAndAtLeast512MiB) {
+  const size_t bytes = dram_probe_bytes();
+  EXPECT_GE(bytes, size_t(512) << 20);
+  EXPECT_EQ(bytes % (size_t(1) << 20), 0u);
+  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) {
+    EXPECT_GE(bytes, 2 * size_t(l3));
+  }
 }
 
 }  // namespace

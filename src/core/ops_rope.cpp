@@ -10,19 +10,24 @@
 
 namespace shardlm::ops {
 
-void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
+namespace {
+
+void check(const RopeParams& p) {
   if (p.n_rot < 0 || p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
     throw Error(fmt::format("rope: rotated dimension count {} must be even and at most head_dim {}", p.n_rot,
                             p.head_dim));
-  const int pairs = p.n_rot / 2;
-  // One angle per pair, shared by all heads. The frequency walks down by a
-  // constant f32 factor per pair, as llama.cpp computes it, so positions far
-  // into the context turn by the same (slightly rounded) angles as there.
-  thread_local std::vector<float> cos_sin;
-  cos_sin.resize(size_t(2 * pairs));
+}
+
+}  // namespace
+
+void rope_angles(const RopeParams& p, int64_t pos, float* cos_sin) {
+  check(p);
+  // The frequency walks down by a constant f32 factor per pair, as llama.cpp
+  // computes it, so positions far into the context turn by the same
+  // (slightly rounded) angles as there.
   const float step = std::pow(p.freq_base, -2.f / float(p.n_rot));
   float theta = float(pos);
-  for (int i = 0; i < pairs; ++i) {
+  for (int i = 0; i < p.n_rot / 2; ++i) {
     const float factor = p.freq_factors ? p.freq_factors[i] : 1.f;
     const float extrapolated = theta / factor;
     float angle = p.freq_scale * extrapolated;
@@ -31,10 +36,15 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
                                                               std::max(0.001f, p.yarn_corr_high - p.yarn_corr_low)));
       angle = angle * (1.f - ramp) + extrapolated * ramp;
     }
-    cos_sin[size_t(2 * i)] = std::cos(angle) * p.magnitude;
-    cos_sin[size_t(2 * i + 1)] = std::sin(angle) * p.magnitude;
+    cos_sin[2 * i] = std::cos(angle) * p.magnitude;
+    cos_sin[2 * i + 1] = std::sin(angle) * p.magnitude;
     theta *= step;
   }
+}
+
+void rope_rotate(float* x, int n_heads, const RopeParams& p, const float* cos_sin) {
+  check(p);
+  const int pairs = p.n_rot / 2;
   // Normal rotates (2i, 2i+1); NeoX rotates (i, i + pairs).
   const int stride = p.style == RopeStyle::AdjacentPairs ? 2 : 1;
   const int partner = p.style == RopeStyle::AdjacentPairs ? 1 : pairs;
@@ -43,12 +53,19 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
     for (int i = 0; i < pairs; ++i) {
       float* a = head + i * stride;
       float* b = a + partner;
-      const float c = cos_sin[size_t(2 * i)], s = cos_sin[size_t(2 * i + 1)];
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float x0 = *a, x1 = *b;
       *a = x0 * c - x1 * s;
       *b = x0 * s + x1 * c;
     }
   }
+}
+
+void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
+  thread_local std::vector<float> cos_sin;
+  cos_sin.resize(size_t(std::max(p.n_rot, 0)));
+  rope_angles(p, pos, cos_sin.data());
+  rope_rotate(x, n_heads, p, cos_sin.data());
 }
 
 void yarn_correction_range(int n_rot, int64_t n_ctx_orig, float freq_base, float beta_fast, float beta_slow,

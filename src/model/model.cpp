@@ -89,6 +89,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
   }
   gate_.resize(rows(ff_width));
   up_.resize(rows(ff_width));
+  rope_angles_.resize(rows(c.rope.dims));
   // Per thread: the scores of one KV head's query heads (at most a group).
   scores_.resize(size_t(n_threads_ * opt_.n_ctx * std::min(c.n_group(), n_head_)));
   if (plan_.last_stage(c)) {
@@ -125,6 +126,7 @@ void Model::forward(const Batch& batch, const float* hidden_in) {
     std::memcpy(x_.data(), hidden_in, size_t(n_tokens_ * config_.n_embd) * sizeof(float));
   else
     embed(batch);
+  if (plan_.layers.size() > 0) compute_rope_angles(batch);
   for (int64_t l = 0; l < plan_.layers.size(); ++l) {
     attention_block(l, batch);
     ffn_block(l);
@@ -209,9 +211,8 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
       for (int64_t h = 0; h < n_head_kv_; ++h)
         ops::rms_norm(k + h * c.head_dim_k, L.k_norm, c.head_dim_k, c.rms_eps, k + h * c.head_dim_k);
     }
-    const int64_t pos = batch.entries[size_t(t)].pos;
-    ops::rope(q, int(n_head_), rp, pos);
-    ops::rope(k, int(n_head_kv_), rp, pos);
+    ops::rope_rotate(q, int(n_head_), rp, rope_angles(t));
+    ops::rope_rotate(k, int(n_head_kv_), rp, rope_angles(t));
   });
   // Split by KV head, not by token: a batch naming one (sequence, position)
   // twice then still has one writer per slot, the later entry last.
@@ -228,6 +229,11 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
 const MatrixView* Model::first_matrix_after(int64_t l) const {
   if (l + 1 < plan_.layers.size()) return config_.latent_attention() ? nullptr : &weights_.layers[size_t(l) + 1].wq;
   return plan_.last_stage(config_) ? &weights_.output : nullptr;
+}
+
+void Model::compute_rope_angles(const Batch& batch) {
+  const auto rp = rope_params(int(config_.rope.dims));
+  for_each_token([&](int64_t t) { ops::rope_angles(rp, batch.entries[size_t(t)].pos, &rope_angles_[size_t(t * rp.n_rot)]); });
 }
 
 ops::RopeParams Model::rope_params(int head_dim) const {

@@ -101,6 +101,10 @@ class Model {
   void dense_ffn(const LayerWeights& L, const MatrixView* then);
   void expert_ffn(const LayerWeights& L);                     // model_experts.cpp
   ops::RopeParams rope_params(int head_dim) const;
+  // Each token's rope angles (ops::rope_angles) into rope_angles_, once a step
+  // for all its layers, queries and keys.
+  void compute_rope_angles(const Batch& batch);
+  const float* rope_angles(int64_t t) const { return &rope_angles_[size_t(t * config_.rope.dims)]; }
   // Attention of queries q (n × heads × head_dim_k) over the cached rows into
   // out (n × heads × head_dim_v); `then`: the matrix multiplied next.
   void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale,
@@ -128,7 +132,7 @@ class Model {
   int64_t n_out_ = 0;
   // Scratch, n_batch rows each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
-  std::vector<float> scores_, out_in_, logits_;
+  std::vector<float> scores_, out_in_, logits_, rope_angles_;
   // Latent attention: q-LoRA, latent + rope key, absorbed queries, latent outputs, one head's gathered rows.
   std::vector<float> q_lora_, kv_latent_, q_absorbed_, out_latent_, head_in_, head_out_;
   // Experts: router logits, choices, the chosen experts' gathered tokens and products (model_experts.cpp).

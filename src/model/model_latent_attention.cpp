@@ -46,8 +46,8 @@ void Model::latent_attention(int64_t l, const Batch& batch) {
     const auto& e = batch.entries[size_t(t)];
     float* kv = &kv_latent_[size_t(t * row)];
     ops::rms_norm(kv, A.kv_a_norm, lora, c.rms_eps, kv);
-    ops::rope(kv + lora, 1, rp_key, e.pos);
-    ops::rope(&q_[size_t(t * n_head_ * qk) + size_t(s.qk_nope_dim)], int(n_head_), rp, e.pos);
+    ops::rope_rotate(kv + lora, 1, rp_key, rope_angles(t));
+    ops::rope_rotate(&q_[size_t(t * n_head_ * qk) + size_t(s.qk_nope_dim)], int(n_head_), rp, rope_angles(t));
     kv_.store(l, e.seq, e.pos, kv, nullptr);
   }
 

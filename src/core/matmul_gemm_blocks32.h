@@ -32,14 +32,21 @@ SHARDLM_GEMM_INLINE void unpack_nibbles(const G& g, size_t qs, Panel32& p) {
   }
 }
 
+// The 4-bit types name where their nibbles start (kNibbles) and unpack
+// their scales apart, for Blocks32::block_in_place.
 struct Q4_0P {
   using Block = block_q4_0;
   static constexpr bool kMinimum = false;
   static constexpr int kOffsetShift = 0;  // offset 8 << kOffsetShift
+  static constexpr size_t kNibbles = 2;
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack_scales(const G& g, Panel32& p) {
+    p.scale = g.half(0);
+  }
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    p.scale = g.half(0);
-    unpack_nibbles(g, 2, p);
+    unpack_scales(g, p);
+    unpack_nibbles(g, kNibbles, p);
   }
 };
 // The minimum types' f16 scale and minimum, the block's first dword.
@@ -52,10 +59,15 @@ SHARDLM_GEMM_INLINE void unpack_scale_minimum(const G& g, Panel32& p) {
 struct Q4_1P {
   using Block = block_q4_1;
   static constexpr bool kMinimum = true;
+  static constexpr size_t kNibbles = 4;
+  template <class G>
+  SHARDLM_GEMM_INLINE static void unpack_scales(const G& g, Panel32& p) {
+    unpack_scale_minimum(g, p);
+  }
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, Panel32& p) {
-    unpack_scale_minimum(g, p);
-    unpack_nibbles(g, 4, p);
+    unpack_scales(g, p);
+    unpack_nibbles(g, kNibbles, p);
   }
 };
 // Q5: element j's 5th bit is bit j of qh; elements 4h..4h+3 come from the low
@@ -146,6 +158,34 @@ struct Blocks32 {
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(p.scale, _mm512_set1_ps(xb.d)), acc);
     if constexpr (P::kMinimum) acc = _mm512_fmadd_ps(p.bias, _mm512_set1_ps(xb.s_f16), acc);
     return acc;
+  }
+
+  // One token of a 4-bit type straight from its panel: each high nibble is
+  // masked in place, 16 times its code, instead of shifted down, and
+  // multiplied in a chain of its own whose sum is shifted down once a block
+  // (exact: every product is a multiple of 16). Three vector uops fewer a
+  // block on the two ports vpdpbusd takes; the block's integer sum, and so
+  // every bit, are unchanged. On the AMX Xeon 4-5 % faster in L2 (Q4_0,
+  // Q4_1), level from DRAM. 2-3 tokens keep block_tokens, whose activation
+  // loads are timed per CPU.
+  template <int T>
+    requires(T == 1 && requires { P::kNibbles; })
+  SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, Panel32& p, const uint8_t* x,
+                                                 size_t, __m512* acc) {
+    const PanelBlock g =
+        src.template block<kRows * sizeof(typename P::Block)>(b, panel_odd_piece(sizeof(typename P::Block), 32));
+    P::unpack_scales(g, p);
+    __m512i q[4];
+    g.at4(P::kNibbles, q);
+    const auto& xb = *reinterpret_cast<const block_q8_32*>(x + size_t(b) * sizeof(block_q8_32));
+    __m512i low = sum_start(xb), high = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) {
+      low = _mm512_dpbusd_epi32(low, nibbles_low(q[h]), _mm512_set1_epi32(load_i32(xb.qs + 4 * h)));
+      high = _mm512_dpbusd_epi32(high, _mm512_and_si512(q[h], _mm512_set1_epi32(int(0xF0F0F0F0))),
+                                 _mm512_set1_epi32(load_i32(xb.qs + 16 + 4 * h)));
+    }
+    acc[0] = add_block(acc[0], _mm512_add_epi32(low, _mm512_srai_epi32(high, 4)), p, xb);
   }
 
   // acc[t] (16 rows of token t) += block b's products.

@@ -132,7 +132,10 @@ TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
   }, o);
   for (auto& r : out) EXPECT_TRUE(r.ok()) << testing::describe(out);
   EXPECT_TRUE(contains(out[0].log, "bad magic")) << testing::describe(out);
-  EXPECT_TRUE(contains(out[0].log, "connection closed by peer")) << testing::describe(out);
+  // A peer that hangs up is seen as closed (FIN) or, when the coordinator's
+  // first bytes reached it unread, as reset (RST): which one is timing.
+  EXPECT_TRUE(contains(out[0].log, "connection closed by peer") || contains(out[0].log, "Connection reset by peer"))
+      << testing::describe(out);
 }
 
 // Runs the handshake between this process and a forked child over a socket pair.

@@ -57,16 +57,30 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
     if (seq_reached(v, target)) return v;
   }
 
+  // A peer publishes and may then leave (or die) before this waiter looks
+  // again: what it published before still counts. Its leaving is stored
+  // after its publish, so once the check has seen it, the word shows the
+  // publish if there was one (rank 1 of two failed the last barrier of a
+  // run with "rank 0 left" when it looked late).
+  const auto check = [&] {
+    try {
+      spec.check();
+    } catch (...) {
+      if (seq_reached(seq.load(std::memory_order_acquire), target)) return true;
+      throw;
+    }
+    return false;
+  };
   std::atomic_ref<uint32_t> sleepers(w.sleepers);
   auto last_check = start;
   for (;;) {
     const auto now = SteadyClock::now();
     if (spec.check && now - last_check >= spec.check_every) {
       last_check = now;
-      spec.check();
+      if (check()) return seq.load(std::memory_order_acquire);
     }
     if (now >= spec.deadline) {
-      if (spec.check) spec.check();
+      if (spec.check && check()) return seq.load(std::memory_order_acquire);
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       throw Error(fmt::format("shm: timed out after {} ms waiting for {}", waited,
                               (spec.describe ? spec.describe() : std::string("a peer"))));

@@ -158,12 +158,21 @@ SHARDLM_GEMM_INLINE void scales_q6_k(const G& g, PanelK& p) {
 struct Q4_KP {
   using Block = block_q4_K;
   static constexpr int kSub = 32;
+  // Made in place, an odd sub-block's codes are its high nibbles masked
+  // where they lie, 16 times the code (one uop a vector, not a shift and a
+  // mask; Q5_K's fifth bit would not fit): KQuant::block shifts those
+  // sub-blocks' sums down, exactly, as every product is a multiple of 16.
+  static constexpr bool kHighNibblesInPlace = true;
   template <class G>
   SHARDLM_GEMM_INLINE static void unpack(const G& g, PanelK& p) { unpack_q45_k<false>(g, p); }
   template <class G>
   SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
   template <class G>
-  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q45_k<false>(g, i); }
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) {
+    const int sub = i / 8, gi = i % 8;
+    const __m512i q = g.at(16 + 32 * size_t(sub / 2) + 4 * size_t(gi));
+    return sub % 2 ? _mm512_and_si512(q, _mm512_set1_epi32(int(0xF0F0F0F0))) : nibbles_low(q);
+  }
 };
 struct Q5_KP {
   using Block = block_q5_K;
@@ -250,7 +259,8 @@ struct KQuant {
     const auto before_code = [prefetch_part](int i) SHARDLM_ALWAYS_INLINE {
       if (i > 0) prefetch_part(i);
     };
-    block<T, true>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, before_code);
+    constexpr bool kHigh16 = requires { P::kHighNibblesInPlace; };
+    block<T, true, kHigh16>(p, [&](int i) { return P::code(g, i); }, b, x, x_stride, acc, before_code);
   }
 
   // acc[t] (16 rows of token t) += super-block b's products. The vpdpbusd
@@ -271,8 +281,9 @@ struct KQuant {
   // offsets are picked at run time), and which made the loads from PanelK
   // slower (Q6_K at 2-8 tokens 17-23 %: larger code, more registers live).
   // before_code(i) runs before codes(i) (prefetches spread over the
-  // super-block).
-  template <int T, bool kUnroll, class Codes, class BeforeCode>
+  // super-block). kHigh16: codes(i) of the odd sub-blocks are 16 times the
+  // codes (Q4_KP::kHighNibblesInPlace).
+  template <int T, bool kUnroll, bool kHigh16 = false, class Codes, class BeforeCode>
   SHARDLM_GEMM_INLINE static void block(const PanelK& p, const Codes& codes, int64_t b, const uint8_t* x,
                                         size_t x_stride, __m512* acc, const BeforeCode& before_code) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
@@ -302,8 +313,9 @@ struct KQuant {
                                                      _mm512_set1_epi32(load_i32(a[t] + P::kSub * s + 4 * g)));
         for (int t = 0; t < T; ++t) {
           const __m512i joined = kSplit == 2 ? _mm512_add_epi32(sum[0][t], sum[1][t]) : sum[0][t];
-          const __m512i isum = kFresh || k == 0 ? joined : _mm512_sub_epi32(joined, before[t]);
+          __m512i isum = kFresh || k == 0 ? joined : _mm512_sub_epi32(joined, before[t]);
           if (!kFresh) before[t] = joined;
+          if (kHigh16 && s % 2) isum = _mm512_srai_epi32(isum, 4);
           part[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p.sub_scale[s], part[t]);
         }
       });

@@ -233,7 +233,9 @@ const MatrixView* Model::first_matrix_after(int64_t l) const {
 
 void Model::compute_rope_angles(const Batch& batch) {
   const auto rp = rope_params(int(config_.rope.dims));
-  for_each_token([&](int64_t t) { ops::rope_angles(rp, batch.entries[size_t(t)].pos, &rope_angles_[size_t(t * rp.n_rot)]); });
+  for_each_token([&](int64_t t) {
+    ops::rope_angles(rp, batch.entries[size_t(t)].pos, rope_angles_.data() + t * rp.n_rot);
+  });
 }
 
 ops::RopeParams Model::rope_params(int head_dim) const {

@@ -104,7 +104,7 @@ class Model {
   // Each token's rope angles (ops::rope_angles) into rope_angles_, once a step
   // for all its layers, queries and keys.
   void compute_rope_angles(const Batch& batch);
-  const float* rope_angles(int64_t t) const { return &rope_angles_[size_t(t * config_.rope.dims)]; }
+  const float* rope_angles(int64_t t) const { return rope_angles_.data() + t * config_.rope.dims; }
   // Attention of queries q (n × heads × head_dim_k) over the cached rows into
   // out (n × heads × head_dim_v); `then`: the matrix multiplied next.
   void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale,

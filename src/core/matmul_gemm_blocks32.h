@@ -126,11 +126,14 @@ struct Blocks32 {
   // the noise of each other here, 4 best: docs/bench/pre5.md).
   static constexpr int kPairTokens = 4;
   static int64_t panels(int64_t cols) { return cols / 32; }
+  // Block b of a Panels16 group, its size and odd piece constants.
+  SHARDLM_GEMM_INLINE static PanelBlock panel_block(const PanelGroup& src, int64_t b) {
+    return src.template block<kRows * sizeof(typename P::Block)>(b, panel_odd_piece(sizeof(typename P::Block), 32));
+  }
   template <class Src>
   SHARDLM_GEMM_INLINE static void unpack_block(const Src& src, int64_t b, Panel32& out) {
     if constexpr (std::is_same_v<Src, PanelGroup>) {
-      P::unpack(src.template block<kRows * sizeof(typename P::Block)>(b, panel_odd_piece(sizeof(typename P::Block), 32)),
-                out);
+      P::unpack(panel_block(src, b), out);
     } else {
       P::unpack(src.block(b), out);
     }
@@ -172,8 +175,7 @@ struct Blocks32 {
     requires(T == 1 && requires { P::kNibbles; })
   SHARDLM_GEMM_INLINE static void block_in_place(const PanelGroup& src, int64_t b, Panel32& p, const uint8_t* x,
                                                  size_t, __m512* acc) {
-    const PanelBlock g =
-        src.template block<kRows * sizeof(typename P::Block)>(b, panel_odd_piece(sizeof(typename P::Block), 32));
+    const PanelBlock g = panel_block(src, b);
     P::unpack_scales(g, p);
     __m512i q[4];
     g.at4(P::kNibbles, q);

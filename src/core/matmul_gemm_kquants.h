@@ -77,7 +77,9 @@ SHARDLM_GEMM_INLINE __m512i dword_byte_pair(__m512i v, int i) {
 // Q4_K and Q5_K: sub-block s (32 elements) takes nibble s%2 of qs bytes
 // 32·(s/2) .. +31; Q5_K's 5th bit of element e is bit e/32 of qh[e%32].
 // q45_k_codes: sub-block `sub`'s codes from the qs dwords q (and Q5_K's qh
-// dwords); code_q45_k: code vector i (0..63), group i%8 of sub-block i/8.
+// dwords); code_q45_k: code vector i (0..63), group i%8 of sub-block i/8,
+// for codes made in place, where Q4_K's odd sub-blocks come as their high
+// nibbles masked where they lie, 16 times the code (Q4_KP::kHighNibblesInPlace).
 template <bool kQ5>
 SHARDLM_GEMM_INLINE __m512i q45_k_codes(__m512i q, __m512i qh, int sub) {
   const __m512i nibble = sub % 2 ? _mm512_srli_epi32(q, 4) : q;
@@ -88,8 +90,9 @@ template <bool kQ5, class G>
 SHARDLM_GEMM_INLINE __m512i code_q45_k(const G& g, int i) {
   constexpr size_t kQh = 16, kQs = kQ5 ? 48 : 16;
   const int sub = i / 8, gi = i % 8;
-  const __m512i qh = kQ5 ? g.at(kQh + 4 * size_t(gi)) : _mm512_setzero_si512();
-  return q45_k_codes<kQ5>(g.at(kQs + 32 * size_t(sub / 2) + 4 * size_t(gi)), qh, sub);
+  const __m512i q = g.at(kQs + 32 * size_t(sub / 2) + 4 * size_t(gi));
+  if (!kQ5) return sub % 2 ? _mm512_and_si512(q, _mm512_set1_epi32(int(0xF0F0F0F0))) : nibbles_low(q);
+  return q45_k_codes<kQ5>(q, g.at(kQh + 4 * size_t(gi)), sub);
 }
 // The scales of a Q4_K/Q5_K super-block (everything of PanelK but the codes).
 template <class G>
@@ -168,11 +171,7 @@ struct Q4_KP {
   template <class G>
   SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) { scales_q45_k(g, p); }
   template <class G>
-  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) {
-    const int sub = i / 8, gi = i % 8;
-    const __m512i q = g.at(16 + 32 * size_t(sub / 2) + 4 * size_t(gi));
-    return sub % 2 ? _mm512_and_si512(q, _mm512_set1_epi32(int(0xF0F0F0F0))) : nibbles_low(q);
-  }
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) { return code_q45_k<false>(g, i); }
 };
 struct Q5_KP {
   using Block = block_q5_K;

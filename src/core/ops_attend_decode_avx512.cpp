@@ -37,7 +37,6 @@ constexpr int kVec = 16;          // floats in a vector
 constexpr int kHeads = 4;         // query heads per pass over the rows
 constexpr int kPositions = 4;     // positions per score step
 constexpr int kMaxValueVecs = 8;  // dimensions per value pass (× heads ≤ 16 accumulators)
-constexpr int64_t kAheadBytes = 2 << 10;          // K and V prefetch distance, per stream
 constexpr int64_t kValueChunkBytes = 16 << 10;    // V rows re-read from L1 by the other passes
 
 template <bool F16>
@@ -101,7 +100,7 @@ void scores_all(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, fl
     for (int i = 0; i < kPositions; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
     // (A prefetch past the cache's end is harmless: it never faults.)
     for (int i = 0; i < kPositions; ++i)
-      for (int64_t b = 0; b < kv.dim_k * elem; b += 64) _mm_prefetch(k_bytes + rows[i] * elem + kAheadBytes + b, _MM_HINT_T0);
+      for (int64_t b = 0; b < kv.dim_k * elem; b += 64) _mm_prefetch(k_bytes + rows[i] * elem + kAttendAheadBytes + b, _MM_HINT_T0);
     for (int64_t g = 0; g < n_q; g += kHeads) {
       const float* qg = q + g * kv.dim_k;
       float* sg = scores + g * n_pos + p0;
@@ -125,7 +124,7 @@ void weigh(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, int64_t 
     for (int c = 0; c < C; ++c) acc[g][c] = _mm512_loadu_ps(out + g * kv.dim_v + d0 + c * kVec);
   for (int64_t p = p0; p < p1; ++p) {
     // The first slice prefetches whole rows: the others read the chunk from L1.
-    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAheadBytes);
+    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAttendAheadBytes);
     __m512 v[C];
     for (int c = 0; c < C; ++c) v[c] = load16<F16>(kv.v, p * kv.v_stride + d0 + c * kVec);
     for (int g = 0; g < G; ++g) {
@@ -184,6 +183,7 @@ void weigh_chunk(const float* w, int64_t n_q, int64_t n_pos, const KvHead& kv, i
 
 template <bool F16>
 void attend_heads(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out) {
+  prefetch_head_start(kv, n_pos, F16 ? 2 : 4);
   scores_all<F16>(q, n_q, kv, n_pos, scale, scores);
   for (int64_t g = 0; g < n_q; ++g) avx2::softmax(scores + g * n_pos, n_pos);
   std::fill(out, out + n_q * kv.dim_v, 0.0f);

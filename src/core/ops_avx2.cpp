@@ -196,7 +196,6 @@ float score_at(const float* q, const KvHead& kv, int64_t p, float scale) {
   return horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
 }
 
-constexpr int64_t kAheadBytes = 2 << 10;        // K and V prefetch distance, per stream (see attend_cache)
 constexpr int64_t kValueChunkBytes = 16 << 10;  // V rows re-read from L1 by the other slices and heads
 
 // out_g[d0, d0 + 8·C) += Σ_p w_g[p] · v_p[d0, d0 + 8·C) over [p0, p1) for the
@@ -218,7 +217,7 @@ void weigh_values(const float* w, int64_t n_pos, const KvHead& kv, int64_t d0, i
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t at = p * kv.v_stride + d0;
     // The first slice prefetches whole rows: the others read the chunk from L1.
-    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAheadBytes);
+    if (d0 == 0) prefetch_value_row(kv, p, F16 ? 2 : 4, kAttendAheadBytes);
     __m256 v[C];
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c)
@@ -271,11 +270,12 @@ void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
                   float* out) {
   constexpr int64_t elem = F16 ? 2 : 4;
   const auto* k_bytes = static_cast<const char*>(kv.k);
+  prefetch_head_start(kv, n_pos, elem);
   const auto group = [&](int64_t p) {
     // (A prefetch past the cache's end is harmless: it never faults.)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t b = 0; b < kv.dim_k * elem; b += 64)
-        _mm_prefetch(k_bytes + (p + i) * kv.k_stride * elem + kAheadBytes + b, _MM_HINT_T0);
+        _mm_prefetch(k_bytes + (p + i) * kv.k_stride * elem + kAttendAheadBytes + b, _MM_HINT_T0);
     for (int64_t g = 0; g < n_q; ++g) _mm_storeu_ps(scores + g * n_pos + p, scores4<F16>(q + g * kv.dim_k, kv, p, scale));
   };
   in_two_streams(n_pos / 4, [&](int64_t i) { group(4 * i); });

@@ -102,8 +102,12 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   use_avx2() ? avx2::rms_norm(x, weight, n, eps, out) : ref::rms_norm(x, weight, n, eps, out);
 }
 void softmax(float* x, int64_t n) { use_avx2() ? avx2::softmax(x, n) : ref::softmax(x, n); }
-void silu(const float* x, float* out, int64_t n) { use_avx2() ? avx2::silu(x, out, n) : ref::silu(x, out, n); }
+void silu(const float* x, float* out, int64_t n) {
+  if (active_isa() >= Isa::Avx512) return avx512::silu(x, out, n);
+  use_avx2() ? avx2::silu(x, out, n) : ref::silu(x, out, n);
+}
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  if (active_isa() >= Isa::Avx512) return avx512::swiglu(gate, up, out, n);
   use_avx2() ? avx2::swiglu(gate, up, out, n) : ref::swiglu(gate, up, out, n);
 }
 void add(const float* a, const float* b, float* out, int64_t n) {

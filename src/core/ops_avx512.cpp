@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/ops_exp_avx512.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops::avx512 {
@@ -41,25 +42,6 @@ constexpr int kQueriesPerPass = 12, kVecsPerPass = 2;
 // so the passes over query groups and dimension slices re-read it from there
 // instead of streaming a long context's rows from L3 once per pass.
 constexpr int64_t kValueChunkBytes = 32 << 10;
-
-// e^x for x ≤ 0: x = n·ln2 + r, e^r by its Taylor series to degree 7, scaled
-// by 2^n with vscalefps. Below -87.3 (also -inf) the result is 0.
-__m512 exp_nonpositive(__m512 x) {
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_LT_OQ);
-  const __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.33f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), xc);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
-  __m512 p = _mm512_set1_ps(1.f / 5040.f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 720.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 120.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 24.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f / 6.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  return _mm512_maskz_mov_ps(__mmask16(~tiny), _mm512_scalef_ps(p, n));
-}
 
 // Row p of a cached head as f32 (converted into `tmp` when the cache is f16).
 const float* cache_row(const void* base, int64_t stride, int64_t p, int64_t dim, bool f16, float* tmp) {

@@ -52,6 +52,8 @@ bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, 
 inline bool takes_attend(const KvHead& kv) { return kv.dim_k % 16 == 0 && kv.dim_v % 16 == 0; }
 bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out);
 int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx512.cpp
+void silu(const float* x, float* out, int64_t n);  // core/ops_silu_avx512.cpp
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
 int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_above_avx512.cpp
 }  // namespace avx512
 

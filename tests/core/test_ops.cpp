@@ -1,5 +1,5 @@
 // Small ops: hand-worked values for the reference, AVX2 against the reference
-// on awkward lengths, and RoPE geometry.
+// (and AVX-512 against AVX2) on awkward lengths, and RoPE geometry.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,6 +126,15 @@ TEST_P(OpsAvx2, ActivationsMatchReference) {
   ref::swiglu(g.data(), u.data(), want.data(), n);
   avx2::swiglu(g.data(), u.data(), got.data(), n);
   expect_close(want, got, 1e-6f, "swiglu");
+  if (!isa_available(Isa::Avx512)) return;
+  // AVX-512 does AVX2's arithmetic on twice the lanes: the same bits.
+  std::vector<float> wide(g.size());
+  avx2::silu(g.data(), got.data(), n);
+  avx512::silu(g.data(), wide.data(), n);
+  EXPECT_EQ(got, wide) << "silu";
+  avx2::swiglu(g.data(), u.data(), got.data(), n);
+  avx512::swiglu(g.data(), u.data(), wide.data(), n);
+  EXPECT_EQ(got, wide) << "swiglu";
 }
 
 TEST_P(OpsAvx2, ElementwiseAndDotMatchReference) {

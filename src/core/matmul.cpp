@@ -303,7 +303,14 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
       throw Error(fmt::format("matmul: activations of {} columns do not fill blocks of {}", cols_, block));
     const size_t stride = *token_stride;
     buf.resize(stride * size_t(n_tokens_));
-    const bool avx2 = isa_available(Isa::Avx2);
+    // The quantizers are byte-identical; the widest this CPU runs is fastest.
+    const Isa isa = active_isa();
+    const auto q8_32 = isa >= Isa::Avx512 ? quantize_act_q8_32_avx512
+                       : isa >= Isa::Avx2 ? quantize_act_q8_32_avx2
+                                          : quantize_act_q8_32;
+    const auto q8_k = isa >= Isa::Avx512 ? quantize_act_q8_k_avx512
+                      : isa >= Isa::Avx2 ? quantize_act_q8_k_avx2
+                                         : quantize_act_q8_k;
     // A token to a thread: one token (decode) is quantized here, not worth
     // waking the pool for (a sync of its threads per matmul).
     run_on(n_tokens_ > 1 ? pool : nullptr, [&](int ith, int nth) {
@@ -311,11 +318,10 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
         void* dst = buf.data() + stride * size_t(t);
         if (f == ActFormat::Q8_32) {
           auto* blocks = static_cast<block_q8_32*>(dst);
-          avx2 ? quantize_act_q8_32_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_32(x_ + t * cols_, blocks, cols_);
+          q8_32(x_ + t * cols_, blocks, cols_);
           fill_q8_32_columns(blocks, cols_ / 32);
         } else {
-          auto* blocks = static_cast<block_q8_K*>(dst);
-          avx2 ? quantize_act_q8_k_avx2(x_ + t * cols_, blocks, cols_) : quantize_act_q8_k(x_ + t * cols_, blocks, cols_);
+          q8_k(x_ + t * cols_, static_cast<block_q8_K*>(dst), cols_);
         }
       }
     });

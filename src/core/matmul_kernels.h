@@ -69,6 +69,9 @@ void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols);
 // Byte-identical AVX2 twins (call only when AVX2 runs).
 void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols);
 void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
+// And AVX-512 ones (core/quant_act_avx512.cpp; call only when AVX-512 runs).
+void quantize_act_q8_32_avx512(const float* x, block_q8_32* out, int64_t cols);
+void quantize_act_q8_k_avx512(const float* x, block_q8_K* out, int64_t cols);
 
 // What a panel kernel prefetches in software ahead of the block it reads
 // (matmul_panel_prefetch.h): the start of each 4 KiB page into L1, leaving

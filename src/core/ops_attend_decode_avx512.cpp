@@ -29,6 +29,7 @@
 
 #include "core/ops_attend_streams.h"
 #include "core/ops_impl.h"
+#include "core/reduce16_avx512.h"
 
 namespace shardlm::ops::avx512 {
 namespace {
@@ -47,23 +48,6 @@ inline __m512 load16(const void* base, int64_t i) {
     return _mm512_loadu_ps(static_cast<const float*>(base) + i);
 }
 
-// s[a, b, c, d]: per 128-bit chunk, the pairwise partial sums of two inputs
-// interleaved, then of four; then across chunks. The result's chunk m holds
-// the sums of x[4m .. 4m + 3], in order.
-inline __attribute__((always_inline)) __m512 reduce16(const __m512 (&x)[16]) {
-  __m512 pair[8], quad[4];
-  for (int j = 0; j < 8; ++j)
-    pair[j] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * j], x[2 * j + 1]), _mm512_unpackhi_ps(x[2 * j], x[2 * j + 1]));
-  for (int j = 0; j < 4; ++j) {
-    const __m512d a = _mm512_castps_pd(pair[2 * j]), b = _mm512_castps_pd(pair[2 * j + 1]);
-    quad[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  // quad[j]'s chunk k: chunk k's partial sums of x[4j .. 4j + 3].
-  const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[0], quad[1], 0x88), _mm512_shuffle_f32x4(quad[0], quad[1], 0xdd));
-  const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(quad[2], quad[3], 0x88), _mm512_shuffle_f32x4(quad[2], quad[3], 0xdd));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xdd));
-}
-
 // scores[g·n_pos + i] = scale · q_g·k_(p0+i) for NH heads (≤ 4) and the
 // positions i < `valid` of the 4 at `rows` (element offsets; rows past
 // `valid` repeat a valid one and are not stored).
@@ -80,7 +64,7 @@ inline __attribute__((always_inline)) void scores_step(const float* q, const KvH
       for (int i = 0; i < kPositions; ++i) acc[g * kPositions + i] = _mm512_fmadd_ps(qg, k[i], acc[g * kPositions + i]);
     }
   }
-  const __m512 s = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
+  const __m512 s = _mm512_mul_ps(simd512::reduce16(acc, simd512::add_ps), _mm512_set1_ps(scale));
   const __mmask8 keep = __mmask8((1u << valid) - 1);
   _mm_mask_storeu_ps(scores, keep, _mm512_castps512_ps128(s));
   if (NH > 1) _mm_mask_storeu_ps(scores + n_pos, keep, _mm512_extractf32x4_ps(s, 1));

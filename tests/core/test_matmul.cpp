@@ -462,12 +462,13 @@ TEST(Matmul, RejectsBadShapesAndTypes) {
 
 // The reference kernels and the fast ones read the same activation bytes
 // whichever quantizer made them.
-TEST(MatmulActivations, Avx2QuantizerIsByteIdentical) {
+TEST(MatmulActivations, FastQuantizersAreByteIdentical) {
   if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2: " << cpu_summary();
   using namespace matmul_impl;
   const int64_t cols = 1024;
   auto x = random_activations(3, cols, 9);
   x[7] = 1e-30f, x[8] = -9.0f, x[9] = 4.5f;  // tiny; block maximum; near a rounding tie
+  std::fill(x.begin() + cols + 256, x.begin() + cols + 512, 0.0f);  // an all-zero block of either kind
   for (int64_t t = 0; t < 3; ++t) {
     std::vector<block_q8_32> a(cols / 32), b(cols / 32);
     quantize_act_q8_32(x.data() + t * cols, a.data(), cols);
@@ -477,6 +478,12 @@ TEST(MatmulActivations, Avx2QuantizerIsByteIdentical) {
     quantize_act_q8_k(x.data() + t * cols, c.data(), cols);
     quantize_act_q8_k_avx2(x.data() + t * cols, e.data(), cols);
     EXPECT_EQ(0, std::memcmp(c.data(), e.data(), c.size() * sizeof(c[0]))) << "token " << t;
+    if (isa_available(Isa::Avx512)) {
+      quantize_act_q8_32_avx512(x.data() + t * cols, b.data(), cols);
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0]))) << "avx512 token " << t;
+      quantize_act_q8_k_avx512(x.data() + t * cols, e.data(), cols);
+      EXPECT_EQ(0, std::memcmp(c.data(), e.data(), c.size() * sizeof(c[0]))) << "avx512 token " << t;
+    }
     if (t == 0) {
       EXPECT_EQ(a[0].qs[8], -127) << "the block maximum maps to ±127";
     }

@@ -104,7 +104,8 @@ void rope(float* x, int n_heads, const RopeParams& p, int64_t pos);
 // rope in two steps, for callers that turn many heads by one position's
 // angles (a model's queries and keys in every layer): rope_angles writes the
 // n_rot values (cos θ_i, sin θ_i) of position pos, which depend on neither
-// head_dim nor the heads; rope_rotate turns n_heads heads by them.
+// head_dim nor the heads (it throws only for an odd or negative n_rot);
+// rope_rotate turns n_heads heads by them.
 void rope_angles(const RopeParams& p, int64_t pos, float* cos_sin);
 void rope_rotate(float* x, int n_heads, const RopeParams& p, const float* cos_sin);
 

@@ -12,16 +12,21 @@ namespace shardlm::ops {
 
 namespace {
 
-void check(const RopeParams& p) {
-  if (p.n_rot < 0 || p.n_rot % 2 != 0 || p.n_rot > p.head_dim)
-    throw Error(fmt::format("rope: rotated dimension count {} must be even and at most head_dim {}", p.n_rot,
-                            p.head_dim));
+void check_pairs(const RopeParams& p) {
+  if (p.n_rot < 0 || p.n_rot % 2 != 0)
+    throw Error(fmt::format("rope: rotated dimension count {} must be even and not negative", p.n_rot));
+}
+
+void check_heads(const RopeParams& p) {
+  check_pairs(p);
+  if (p.n_rot > p.head_dim)
+    throw Error(fmt::format("rope: rotated dimension count {} exceeds head_dim {}", p.n_rot, p.head_dim));
 }
 
 }  // namespace
 
 void rope_angles(const RopeParams& p, int64_t pos, float* cos_sin) {
-  check(p);
+  check_pairs(p);
   // The frequency walks down by a constant f32 factor per pair, as llama.cpp
   // computes it, so positions far into the context turn by the same
   // (slightly rounded) angles as there.
@@ -43,7 +48,7 @@ void rope_angles(const RopeParams& p, int64_t pos, float* cos_sin) {
 }
 
 void rope_rotate(float* x, int n_heads, const RopeParams& p, const float* cos_sin) {
-  check(p);
+  check_heads(p);
   const int pairs = p.n_rot / 2;
   // Normal rotates (2i, 2i+1); NeoX rotates (i, i + pairs).
   const int stride = p.style == RopeStyle::AdjacentPairs ? 2 : 1;
@@ -63,7 +68,8 @@ void rope_rotate(float* x, int n_heads, const RopeParams& p, const float* cos_si
 
 void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
   thread_local std::vector<float> cos_sin;
-  cos_sin.resize(size_t(std::max(p.n_rot, 0)));
+  check_heads(p);
+  cos_sin.resize(size_t(p.n_rot));
   rope_angles(p, pos, cos_sin.data());
   rope_rotate(x, n_heads, p, cos_sin.data());
 }

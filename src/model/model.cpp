@@ -232,7 +232,7 @@ const MatrixView* Model::first_matrix_after(int64_t l) const {
 }
 
 void Model::compute_rope_angles(const Batch& batch) {
-  const auto rp = rope_params(int(config_.rope.dims));
+  const auto rp = rope_params(/*head_dim=*/0);  // the angles do not depend on it
   for_each_token([&](int64_t t) {
     ops::rope_angles(rp, batch.entries[size_t(t)].pos, rope_angles_.data() + t * rp.n_rot);
   });

@@ -333,6 +333,12 @@ TEST(Rope, PositionZeroIsIdentityAndBadDimsThrow) {
   EXPECT_THROW(rope(x.data(), 1, p, 1), Error);
   p.n_rot = 10;
   EXPECT_THROW(rope(x.data(), 1, p, 1), Error);
+  // The angles need no head: only an odd or negative count is wrong for them.
+  std::vector<float> cos_sin(10);
+  EXPECT_NO_THROW(rope_angles(p, 1, cos_sin.data()));
+  EXPECT_THROW(rope_rotate(x.data(), 1, p, cos_sin.data()), Error);
+  p.n_rot = -2;
+  EXPECT_THROW(rope_angles(p, 1, cos_sin.data()), Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <ctime>
+#include <optional>
 
 #include "core/error.h"
 
@@ -62,14 +63,16 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
   // after its publish, so once the check has seen it, the word shows the
   // publish if there was one (rank 1 of two failed the last barrier of a
   // run with "rank 0 left" when it looked late).
-  const auto check = [&] {
+  // The word when a failed check finds the target reached after all.
+  const auto check = [&]() -> std::optional<uint32_t> {
     try {
       spec.check();
     } catch (...) {
-      if (seq_reached(seq.load(std::memory_order_acquire), target)) return true;
+      const uint32_t now = seq.load(std::memory_order_acquire);
+      if (seq_reached(now, target)) return now;
       throw;
     }
-    return false;
+    return std::nullopt;
   };
   std::atomic_ref<uint32_t> sleepers(w.sleepers);
   auto last_check = start;
@@ -77,10 +80,11 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
     const auto now = SteadyClock::now();
     if (spec.check && now - last_check >= spec.check_every) {
       last_check = now;
-      if (check()) return seq.load(std::memory_order_acquire);
+      if (const auto reached = check()) return *reached;
     }
     if (now >= spec.deadline) {
-      if (spec.check && check()) return seq.load(std::memory_order_acquire);
+      if (spec.check)
+        if (const auto reached = check()) return *reached;
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       throw Error(fmt::format("shm: timed out after {} ms waiting for {}", waited,
                               (spec.describe ? spec.describe() : std::string("a peer"))));

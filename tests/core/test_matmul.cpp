@@ -488,6 +488,16 @@ TEST(MatmulActivations, FastQuantizersAreByteIdentical) {
       EXPECT_EQ(a[0].qs[8], -127) << "the block maximum maps to ±127";
     }
   }
+  // Q8_32 rows whose blocks do not fill the AVX-512 quantizer's groups of 16
+  // (Qwen2-0.5B's 896 columns: 28 blocks).
+  if (!isa_available(Isa::Avx512)) return;
+  for (const int64_t short_cols : {int64_t(32), int64_t(896), int64_t(1056)}) {
+    const auto y = random_activations(1, short_cols, 10);
+    std::vector<block_q8_32> a(size_t(short_cols / 32)), b(a.size());
+    quantize_act_q8_32(y.data(), a.data(), short_cols);
+    quantize_act_q8_32_avx512(y.data(), b.data(), short_cols);
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0]))) << short_cols << " columns";
+  }
 }
 
 TEST(Matmul, ZeroTokensOrRowsIsANoOp) {

@@ -6,28 +6,23 @@
 
 #include <limits>
 
+#include "core/ops_exp_series.h"
+
 namespace shardlm::ops::avx2 {
 
-// e^x to ~2 ulp: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two so r keeps
-// its digits), e^r by its Taylor series to degree 7 (truncation < 1e-8
-// relative there), then 2^n built in the exponent bits. Below -87.3 the
-// result is 0 (also for -inf), above 88.7 it is +inf.
+// e^x to ~2 ulp (core/ops_exp_series.h), 2^n built in the exponent bits.
+// Below -87.3 the result is 0 (also for -inf), above 88.7 it is +inf.
 inline __m256 exp_ps(__m256 x) {
-  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_LT_OQ);
-  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(88.72f), _CMP_GT_OQ);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.33f)), _mm256_set1_ps(88.72f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
+  namespace e = exp_series;
+  const __m256 too_small = _mm256_cmp_ps(x, _mm256_set1_ps(e::kMin), _CMP_LT_OQ);
+  const __m256 too_large = _mm256_cmp_ps(x, _mm256_set1_ps(e::kMax), _CMP_GT_OQ);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(e::kMin)), _mm256_set1_ps(e::kMax));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(e::kLog2e)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), xc);  // ln2 high part, exact in 16 bits
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);        // ln2 low part
-  __m256 p = _mm256_set1_ps(1.f / 5040.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(e::kLn2High), xc);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(e::kLn2Low), r);
+  __m256 p = _mm256_set1_ps(e::kTerms[0]);
+  for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(e::kTerms[i]));
   // n ∈ [-126, 128] and 2^128 has no f32 exponent: apply 2^n as two halves.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);

@@ -37,7 +37,7 @@ constexpr int64_t kAttendAheadBytes = 2 << 10;
 // positions, elem bytes an element): the in-loop prefetches start that far
 // ahead, so without these a head's first rows (all of them in a short
 // context) arrive one miss at a time (on a Xeon with AMX, four heads of 25
-// f16 rows from DRAM took 8.2 µs, 6.8 with these; docs/BENCHMARKS.md,
+// f16 rows from DRAM took 7.8-8.0 µs, 6.2-6.4 with these; docs/BENCHMARKS.md,
 // thirty-second session).
 inline __attribute__((always_inline)) void prefetch_head_start(const KvHead& kv, int64_t n_pos, int64_t elem) {
   const int64_t k_bytes = std::min(kAttendAheadBytes, n_pos * kv.k_stride * elem);

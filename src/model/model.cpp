@@ -227,7 +227,7 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
 }
 
 const MatrixView* Model::first_matrix_after(int64_t l) const {
-  if (l + 1 < plan_.layers.size()) return config_.latent_attention() ? nullptr : &weights_.layers[size_t(l) + 1].wq;
+  if (l + 1 < plan_.layers.size()) return config_.latent_attention() ? nullptr : &weights_.layers[size_t(l + 1)].wq;
   return plan_.last_stage(config_) ? &weights_.output : nullptr;
 }
 
@@ -332,7 +332,9 @@ void Model::compute_logits(const Batch& batch) {
     ops::rms_norm(&x_[size_t(t * c.n_embd)], weights_.output_norm, c.n_embd, c.rms_eps, &out_in_[size_t(n_out_ * c.n_embd)]);
     ++n_out_;
   }
-  if (n_out_ > 0) matmul(weights_.output, out_in_.data(), n_out_, logits_.data(), opt_.pool);
+  // Then the next step's first matrix: the pool's idle threads fetch its start
+  // while the caller samples and embeds the next token.
+  if (n_out_ > 0) matmul(weights_.output, out_in_.data(), n_out_, logits_.data(), opt_.pool, first_matrix_after(-1));
 }
 
 std::span<const float> Model::logits(size_t k) const {

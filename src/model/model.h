@@ -110,7 +110,8 @@ class Model {
   void attend(int64_t layer, const Batch& batch, const float* q, float* out, float scale,
               const MatrixView* then = nullptr);
   // The first matrix a step multiplies after layer `layer`'s FFN (the next
-  // layer's query projection, or the output), where that is known.
+  // layer's query projection, or the output), where that is known; layer -1
+  // names the step's first matrix.
   const MatrixView* first_matrix_after(int64_t layer) const;
   void all_reduce(float* data, int64_t n);
   void add_residual();  // x_ += proj_

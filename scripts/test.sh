@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: a Release build and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build, each under ctest.
+# AddressSanitizer + UndefinedBehaviorSanitizer build, each under ctest, and
+# the Release build's golden tests again on the AVX2 and scalar paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -9,6 +10,13 @@ jobs=$(nproc)
 echo "== Release build + tests"
 scripts/build.sh build
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600
+
+echo "== golden tests on the AVX2 and scalar paths"
+# SHARDLM_ISA caps the kernels' ISA: the goldens must hold on every path, not
+# only the one this CPU picks.
+for isa in avx2 scalar; do
+  SHARDLM_ISA=$isa ctest --test-dir build --output-on-failure -j "$jobs" --timeout 600 -R Golden
+done
 
 echo "== ASan + UBSan build + tests"
 # -O1 -g1: sanitizer builds compile ~2x faster than RelWithDebInfo on 2 cores

@@ -68,8 +68,7 @@ void rope_rotate(float* x, int n_heads, const RopeParams& p, const float* cos_si
 
 void rope(float* x, int n_heads, const RopeParams& p, int64_t pos) {
   thread_local std::vector<float> cos_sin;
-  check_heads(p);
-  cos_sin.resize(size_t(p.n_rot));
+  cos_sin.resize(size_t(std::max(p.n_rot, 0)));  // rope_angles throws for a negative count
   rope_angles(p, pos, cos_sin.data());
   rope_rotate(x, n_heads, p, cos_sin.data());
 }

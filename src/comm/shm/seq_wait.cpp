@@ -62,9 +62,10 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
   // again: what it published before still counts. Its leaving is stored
   // after its publish, so once the check has seen it, the word shows the
   // publish if there was one (rank 1 of two failed the last barrier of a
-  // run with "rank 0 left" when it looked late).
-  // The word when a failed check finds the target reached after all.
+  // run with "rank 0 left" when it looked late). check() returns the word
+  // when a failed check finds the target reached after all.
   const auto check = [&]() -> std::optional<uint32_t> {
+    if (!spec.check) return std::nullopt;
     try {
       spec.check();
     } catch (...) {
@@ -83,8 +84,7 @@ uint32_t wait_for(SeqWord& w, uint32_t target, const WaitSpec& spec) {
       if (const auto reached = check()) return *reached;
     }
     if (now >= spec.deadline) {
-      if (spec.check)
-        if (const auto reached = check()) return *reached;
+      if (const auto reached = check()) return *reached;
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count();
       throw Error(fmt::format("shm: timed out after {} ms waiting for {}", waited,
                               (spec.describe ? spec.describe() : std::string("a peer"))));

@@ -111,30 +111,30 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, int streams, std::
   std::vector<KQuantCodes> codes{incumbent.codes};
   if (has_codes_choice(isa, type, n_tokens))
     codes.push_back(incumbent.codes == KQuantCodes::kInPlace ? KQuantCodes::kThroughPanel : KQuantCodes::kInPlace);
+  // The plans into L1 are timed only where one is the incumbent (the
+  // K-quants) and only 8 KiB ahead: the flushed slice rates them well above
+  // what they stream from a model's weights. On the AMX Xeon the slice timed
+  // every line into L1 2 KiB ahead fastest at 2 tokens of Q4_0 (115 us
+  // against 142 for every line into L2 8 KiB ahead) while a 1.1 GiB stream
+  // ran it 17 % slower (11.5 against 13.8 GB/s); 8 KiB ahead streamed
+  // 10.5-11.1 GB/s there against 14.7-16.1 into L2. On Zen 5 the slice timed
+  // every line into L1 8 KiB ahead 7 % faster than the page starts at one
+  // token of Q4_0, and 1B Q4_0 then decoded at 30 tok/s instead of 43 (its
+  // matrices in turn, a throwaway harness: 22-25 against 38-41 GB/s, Q8_0 24
+  // against 41; fast only while the weights cycled through less than ~300 MiB).
+  const bool time_l1 = plan_to_l1(incumbent.plan);
   std::vector<PanelStreaming> candidates{incumbent};
   for (size_t ahead : {kPrefetchAheadFar, kPrefetchAheadNear})
-    for (PanelPrefetchPlan p : kPlans)
+    for (PanelPrefetchPlan p : kPlans) {
+      if (plan_to_l1(p) && !(time_l1 && ahead == kPrefetchAheadFar)) continue;
       for (KQuantCodes c : codes) {
         // Spread plans prefetch from the dot products of codes made in place;
-        // elsewhere they are the same code as their burst twins. The plans
-        // into L1 are timed only where one is the incumbent (the K-quants)
-        // and only 8 KiB ahead: the flushed slice rates them well above what
-        // they stream from a model's weights. On the AMX Xeon the slice
-        // timed every line into L1 2 KiB ahead fastest at 2 tokens of Q4_0
-        // (115 us against 142 for every line into L2 8 KiB ahead) while a
-        // 1.1 GiB stream ran it 17 % slower (11.5 against 13.8 GB/s); 8 KiB
-        // ahead streamed 10.5-11.1 GB/s there against 14.7-16.1 into L2. On
-        // Zen 5 the slice timed every line into L1 8 KiB ahead 7 % faster
-        // than the page starts at one token of Q4_0, and 1B Q4_0 then
-        // decoded at 30 tok/s instead of 43 (its matrices in turn, a throwaway
-        // harness: 22-25 against 38-41 GB/s, Q8_0 24 against 41; fast only
-        // while the weights cycled through less than ~300 MiB).
+        // elsewhere they are the same code as their burst twins.
         const bool spreads = may_spread(type) && !(codes.size() > 1 && c == KQuantCodes::kThroughPanel);
         const PanelStreaming s{p, ahead, c, incumbent.streams};
-        const bool l1_timed = plan_to_l1(incumbent.plan) && ahead == kPrefetchAheadFar;
-        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads) && (!plan_to_l1(p) || l1_timed))
-          candidates.push_back(s);
+        if (id_of(s) != id_of(incumbent) && (!plan_spreads(p) || spreads)) candidates.push_back(s);
       }
+    }
   if (streams == 0) {  // each again, read as two streams
     const size_t one_stream = candidates.size();
     for (size_t i = 0; i < one_stream; ++i) {

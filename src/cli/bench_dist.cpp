@@ -43,7 +43,7 @@ struct DistBenchOptions {
 };
 
 using Clock = SteadyClock;
-constexpr size_t kRateMatrixBytes = size_t(64) << 20;
+constexpr size_t kRateMatrixBytes = size_t(64) << 20, kMaxRateMatrixBytes = size_t(1) << 30;
 
 // Where a rank's all-reduce time goes: per step, how many all-reduces took
 // how long and the ms they add up to, by length; and the context switches.
@@ -249,8 +249,15 @@ void bench_dist(DistBenchOptions o) {
       // last micro-batch of a step run with fewer stages busy, so for pp this
       // errs a little slow; solo rates erred 1.35x fast (docs/bench/plan6.md).
       const int at_once = o.tp * (o.pp > 1 && o.seqs >= o.pp ? o.pp : 1);
+      // Each measurer streams as much as its rank will: twice the last level
+      // cache measured the 1B Q4_0's one-token rate of two ranks at once
+      // 1.3x, its four-token rate 1.2x, faster than their own shares of the
+      // model stream (docs/BENCHMARKS.md, thirty-fifth session).
+      const size_t rank_bytes = parallel::matmul_weight_bytes(*f) / size_t(o.tp * o.pp);
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
-                                                parallel::streamed_matrix_bytes(kRateMatrixBytes), at_once);
+                                                std::clamp(rank_bytes, parallel::streamed_matrix_bytes(kRateMatrixBytes),
+                                                           kMaxRateMatrixBytes),
+                                                at_once);
       o.token_costs = parallel::measure_token_costs();
     }
   }

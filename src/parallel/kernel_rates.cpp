@@ -89,12 +89,29 @@ size_t streamed_matrix_bytes(size_t at_least) {
   return std::clamp(llc > 0 ? 2 * size_t(llc) : at_least, at_least, size_t(1) << 30);
 }
 
-std::vector<DType> matmul_weight_types(const gguf::File& file) {
-  std::set<DType> types;
+namespace {
+
+// The 2-D tensors a forward step multiplies with (token_embd only as a tied
+// output matrix).
+template <class Visit>
+void for_each_matmul_weight(const gguf::File& file, Visit visit) {
   const bool tied = !file.find_tensor("output.weight");
   for (const auto& t : file.tensors())
-    if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) types.insert(t.type);
+    if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) visit(t);
+}
+
+}  // namespace
+
+std::vector<DType> matmul_weight_types(const gguf::File& file) {
+  std::set<DType> types;
+  for_each_matmul_weight(file, [&](const gguf::TensorInfo& t) { types.insert(t.type); });
   return {types.begin(), types.end()};
+}
+
+size_t matmul_weight_bytes(const gguf::File& file) {
+  size_t bytes = 0;
+  for_each_matmul_weight(file, [&](const gguf::TensorInfo& t) { bytes += t.n_bytes; });
+  return bytes;
 }
 
 namespace {
@@ -162,9 +179,8 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
                                  int ranks_at_once) {
   if (ranks_at_once <= 1) return measure_one(types, pool, matrix_bytes, [] {});
   // Each rank on the host streams its own share of the model: one measurer
-  // per rank, each with its copies (the budget split between them) and its
-  // own threads, passes started together. A rank's rate is their mean.
-  const size_t share = std::max(matrix_bytes / size_t(ranks_at_once), size_t(1) << 20);
+  // per rank, each with its own copies of `matrix_bytes` and its own threads,
+  // passes started together. A rank's rate is their mean.
   std::barrier meeting(ranks_at_once);
   std::vector<KernelRates> each(static_cast<size_t>(ranks_at_once));
   std::vector<std::exception_ptr> failed(static_cast<size_t>(ranks_at_once));
@@ -172,7 +188,7 @@ KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* po
     try {
       std::unique_ptr<ThreadPool> own;
       if (pool && i > 0) own = std::make_unique<ThreadPool>(pool->size());
-      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), share, [&] { meeting.arrive_and_wait(); });
+      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), matrix_bytes, [&] { meeting.arrive_and_wait(); });
     } catch (...) {
       // E.g. no memory for the copies: the others stop waiting for this one,
       // and the caller gets the error, not a hang or a terminate.

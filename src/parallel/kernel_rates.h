@@ -48,6 +48,8 @@ struct KernelRates {
 std::vector<DType> common_weight_types();
 // The types of a model's matmul weights (token_embd only as a tied output matrix).
 std::vector<DType> matmul_weight_types(const gguf::File& file);
+// Their bytes, all of them: what one forward step streams without experts.
+size_t matmul_weight_bytes(const gguf::File& file);
 
 // A matrix size whose rates are those of a model's weights: twice the last
 // level cache (a model streams from memory; rates measured in a large L3 were
@@ -63,9 +65,10 @@ size_t streamed_matrix_bytes(size_t at_least);
 // `ranks_at_once` > 1: the rate of one of that many ranks on this host that
 // compute at the same time (a stage's tensor-parallel ranks; `bench dist`
 // adds the pipeline stages when micro-batches overlap), each with
-// pool's thread count and its share of the budget, since they share the
-// host's memory bandwidth and caches (on a 2-core VM two streaming threads
-// get ~1.5x one thread's bytes, not 2x).
+// pool's thread count and `matrix_bytes` of its own (each rank streams its
+// own share, and the ranks' cores need not share a last level cache), since
+// they share the host's memory bandwidth and caches (on a 2-core VM two
+// streaming threads get ~1.5x one thread's bytes, not 2x).
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
                                  int ranks_at_once = 1);
 

@@ -3,6 +3,8 @@
 // no absolute path and a second checkout's build reuses them from ccache.
 #pragma once
 
+#include <string>
+
 namespace shardlm::test_paths {
 
 // models/: the project's test models and llama.cpp's golden outputs (models/README.md).
@@ -11,5 +13,8 @@ const char* models_dir();
 const char* chat_data_dir();
 // The shardlm binary of this build.
 const char* shardlm_binary();
+
+// models/stories260K.gguf, the small real model most tests run.
+inline const std::string kStoriesModel = std::string(models_dir()) + "/stories260K.gguf";
 
 }  // namespace shardlm::test_paths

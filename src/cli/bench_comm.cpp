@@ -155,7 +155,7 @@ float median(std::vector<float>& v) {
   return v[v.size() / 2];
 }
 
-struct Row {
+struct CommRow {
   double median_us = 0;
   double cpu_us_per_op = 0;
   int64_t wrong = 0;
@@ -163,7 +163,7 @@ struct Row {
 };
 
 // One op at one size: warm up, time every iteration, check the last result.
-Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int iters_flag) {
+CommRow run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int iters_flag) {
   const int n = c.size(), me = c.rank();
   const size_t elem = comm::reduce_elem_bytes(dt);
   const size_t count = bytes / elem;  // all_reduce/broadcast: buffer; gather/scatter: total
@@ -172,7 +172,7 @@ Row run_one(Communicator& c, const std::string& op, size_t bytes, DType dt, int 
                              : int(std::clamp<size_t>((size_t(256) << 20) / std::max<size_t>(bytes, 1), 5, 1000));
   int warmup = std::max(2, iters / 10);
   std::vector<uint8_t> a(count * elem + elem), b(count * elem + elem), init(count * elem + elem);
-  Row row;
+  CommRow row;
   std::vector<float> times;
   // Nothing but the op between two timed ops, as in the raw exchange floor
   // and the OpenMPI bench: a reset of the input or a CPU-clock read there
@@ -401,7 +401,7 @@ void print_op_table(Communicator& c, const CommBenchOptions& o, const comm::Comm
     for (size_t bytes = lo; bytes <= hi; bytes *= 2) {
       size_t unit = op == "all_gather" || op == "reduce_scatter" ? elem * size_t(c.size()) : elem;
       size_t sz = std::max(unit, bytes / unit * unit);
-      Row row = run_one(c, op, sz, dt, o.iters);
+      CommRow row = run_one(c, op, sz, dt, o.iters);
       if (c.rank() == 0) {
         double algbw = double(sz) / (row.median_us * 1e3);
         fmt::print("{:>12} {:>12} {:>5} {:>15} {:>12} {:>10.2f} {:>11.3f} {:>11.3f} {:>7} {:>9.2f}\n", sz, sz / elem,

@@ -50,7 +50,7 @@ struct WeightsResident {
   size_t owned = 0;
 };
 
-struct Row {
+struct ThreadsRow {
   int threads;
   double prompt_tps, decode_tps, matmuls_tps, bandwidth_gbs;
   WeightsResident weights;
@@ -83,7 +83,7 @@ double matmuls_alone_tps(const ModelWeights& weights, ThreadPool* pool, int pass
   return double(passes) / seconds_since(t0);
 }
 
-Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int threads, DType kv_type) {
+ThreadsRow bench_threads(const gguf::File& file, const ModelBenchOptions& o, int threads, DType kv_type) {
   auto pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
   ModelOptions mo;
   mo.n_ctx = o.prompt + o.gen + 1;
@@ -104,7 +104,7 @@ Row bench_threads(const gguf::File& file, const ModelBenchOptions& o, int thread
   warm.add(0, 0, prompt.empty() ? 0 : prompt[0], true);
   model.forward(warm);
 
-  Row r{threads, 0, 0, 0, 0, {}};
+  ThreadsRow r{threads, 0, 0, 0, 0, {}};
   auto t0 = SteadyClock::now();
   if (!prompt.empty()) {
     eval_prompt(model, prompt, 0, 0);
@@ -146,7 +146,7 @@ void bench_model(const ModelBenchOptions& o) {
               "| of bound |\n");
   std::printf("|--------:|-------------:|-------------:|----------:|-------------------:|---------:|--------------------:"
               "|---------:|\n");
-  std::vector<Row> rows;
+  std::vector<ThreadsRow> rows;
   for (const int t : o.threads) rows.push_back(bench_threads(*file, o, t, kv_type));
   // Read before the bandwidth buffer below raises the peak.
   const auto mem = read_memory_usage();

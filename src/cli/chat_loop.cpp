@@ -12,6 +12,7 @@
 #include "chat/model_template.h"
 #include "cli/chat_template_file.h"
 #include "cli/run_cluster.h"
+#include "cli/scheduled_run.h"
 #include "cli/usage.h"
 #include "core/cpu.h"
 #include "core/error.h"
@@ -24,12 +25,6 @@
 
 namespace shardlm::cli {
 namespace {
-
-void print(const std::string& text) {
-  if (text.empty()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
-}
 
 // One conversation in the engine's slot 0; `cached` is what its KV cache holds.
 class Chat {
@@ -62,7 +57,7 @@ class Chat {
     bool stopped = false;
     std::string text;
     const auto show = [&](const std::string& piece) {
-      print(piece);
+      print_now(piece);
       text += piece;
     };
     const int64_t limit = r_.n_predict < 0 ? engine_.n_ctx() : r_.n_predict;
@@ -80,7 +75,7 @@ class Chat {
       cached_.push_back(e.token);
     }
     if (!stopped) show(stops.finish().text);
-    print("\n");
+    print_now("\n");
     return text;
   }
 

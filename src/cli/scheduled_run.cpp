@@ -8,26 +8,22 @@
 #include "serve/scheduler.h"
 
 namespace shardlm::cli {
-namespace {
 
-
-void print(const std::string& text) {
+void print_now(const std::string& text) {
   if (text.empty()) return;
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
-
-}  // namespace
 
 ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, const ScheduledRunRequest& r) {
   serve::SchedulerOptions so;
   so.max_waiting = 1;
   so.prefill_budget = r.prefill_budget;
   serve::Scheduler scheduler(engine, tok, so);
-  if (r.display_prompt) print(r.prompt_text);
+  if (r.display_prompt) print_now(r.prompt_text);
   ScheduledRunResult out;
   if (r.max_tokens == 0) {  // nothing to generate
-    print("\n");
+    print_now("\n");
     return out;
   }
   auto stream = scheduler.submit({r.prompt, r.sampling, r.max_tokens, r.stops});
@@ -37,7 +33,7 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
     if (r.interrupted && r.interrupted->load()) stream->cancel();
     const bool busy = scheduler.step();
     const auto chunk = stream->next(std::chrono::milliseconds(0));
-    print(chunk.text);
+    print_now(chunk.text);
     if (first == SteadyClock::time_point{} && stream->usage().completion_tokens > 0) first = SteadyClock::now();
     if (chunk.done) {
       out.finish = chunk.finish;
@@ -47,7 +43,7 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
     if (!busy) throw Error("run: the scheduler went idle before the request ended");
   }
   const auto t1 = SteadyClock::now();
-  print("\n");
+  print_now("\n");
   out.generated = stream->usage().completion_tokens;
   if (first == SteadyClock::time_point{}) first = t1;
   out.prompt_seconds = seconds_of(first - t0);

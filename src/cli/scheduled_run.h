@@ -33,6 +33,9 @@ struct ScheduledRunResult {
   bool context_full = false;  // stopped at the end of the context before max_tokens
 };
 
+// Writes `text` to stdout at once: streamed text shows as it is generated.
+void print_now(const std::string& text);
+
 // Throws Error when the engine failed (its message names the node on a cluster).
 ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, const ScheduledRunRequest& r);
 

@@ -16,6 +16,9 @@
 
 namespace shardlm::gguf {
 
+// Tensor data alignment where a file's general.alignment does not say (GGUF spec).
+inline constexpr uint64_t kDefaultAlignment = 32;
+
 enum class ValueType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
   BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
@@ -95,7 +98,7 @@ class File {
   File() = default;
   std::string path_;
   uint32_t version_ = 0;
-  uint64_t alignment_ = 32;
+  uint64_t alignment_ = kDefaultAlignment;
   uint64_t data_offset_ = 0;
   uint64_t size_ = 0;
   const uint8_t* base_ = nullptr;

@@ -25,7 +25,6 @@ constexpr int kMaxArrayDepth = 8;
 // a million entries per array; the cap bounds memory for a hostile file.
 constexpr uint64_t kMaxArrayElements = uint64_t(1) << 25;
 constexpr uint64_t kMaxTensorName = 64;  // GGUF spec: names are at most 64 bytes
-constexpr uint64_t kDefaultAlignment = 32;
 
 // Smallest encoding of one item of each type, used to bound counts.
 uint64_t min_value_bytes(ValueType t) {

@@ -15,7 +15,6 @@
 namespace shardlm::gguf {
 
 namespace {
-constexpr uint64_t kDefaultAlignment = 32;
 constexpr size_t kBufferBytes = size_t(1) << 20;
 }  // namespace
 

@@ -19,20 +19,20 @@ namespace {
 
 constexpr int64_t kWidth = 2048, kHeadDim = 64, kHeads = 32, kKvHeads = 8, kFf = 8192;
 constexpr int64_t kContext = 256;
-constexpr int kTimedPasses = 5;  // the median is the figure, as for kernel rates
+constexpr int kCostPasses = 5;  // the median is the figure, as for kernel rates
 constexpr double kMaxNs = 1e6;   // a value or a multiply-add slower than 1 ms is no measurement
 
-// Seconds per call of `fn`: the median of kTimedPasses passes of `calls` calls.
+// Seconds per call of `fn`: the median of kCostPasses passes of `calls` calls.
 double median_seconds(int calls, const std::function<void()>& fn) {
   std::vector<double> seconds;
   fn();  // pages in and warms the caches
-  for (int i = 0; i < kTimedPasses; ++i) {
+  for (int i = 0; i < kCostPasses; ++i) {
     const auto t0 = SteadyClock::now();
     for (int k = 0; k < calls; ++k) fn();
     seconds.push_back(seconds_since(t0) / calls);
   }
-  std::nth_element(seconds.begin(), seconds.begin() + kTimedPasses / 2, seconds.end());
-  return seconds[size_t(kTimedPasses / 2)];
+  std::nth_element(seconds.begin(), seconds.begin() + kCostPasses / 2, seconds.end());
+  return seconds[size_t(kCostPasses / 2)];
 }
 
 double vector_ns_measured() {
@@ -68,7 +68,7 @@ double kv_store_ns_measured() {
   const size_t bytes = size_t(2 * kStoreLayers * kKvHeads) * run_bytes;
   const std::vector<float> row(size_t(kHeadDim), 0.5f);
   std::vector<double> seconds;
-  for (int pass = 0; pass <= kTimedPasses; ++pass) {  // pass 0 warms the code and the allocator
+  for (int pass = 0; pass <= kCostPasses; ++pass) {  // pass 0 warms the code and the allocator
     void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapped == MAP_FAILED) throw Error("token costs: cannot map a KV cache to measure");
     auto* cache = static_cast<uint8_t*>(mapped);
@@ -79,8 +79,8 @@ double kv_store_ns_measured() {
     if (pass > 0) seconds.push_back(seconds_since(t0));
     munmap(mapped, bytes);
   }
-  std::nth_element(seconds.begin(), seconds.begin() + kTimedPasses / 2, seconds.end());
-  return seconds[size_t(kTimedPasses / 2)] * 1e9 / double(bytes);
+  std::nth_element(seconds.begin(), seconds.begin() + kCostPasses / 2, seconds.end());
+  return seconds[size_t(kCostPasses / 2)] * 1e9 / double(bytes);
 }
 
 double attention_ns_measured() {

@@ -7,19 +7,19 @@ namespace shardlm::tok {
 
 namespace {
 
-struct Symbol {
+struct SpmSymbol {
   int prev, next;
   size_t start, n;  // bytes of the text; n == 0 once merged into its left neighbour
 };
 
-struct Candidate {
+struct SpmCandidate {
   float score;
   int left, right;
   size_t size;  // byte length when queued; a different length means it is stale
 };
 
 struct ByScoreThenLeft {
-  bool operator()(const Candidate& a, const Candidate& b) const {
+  bool operator()(const SpmCandidate& a, const SpmCandidate& b) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   }
 };
@@ -27,7 +27,7 @@ struct ByScoreThenLeft {
 }  // namespace
 
 void spm_encode(const Vocabulary& vocab, std::string_view text, std::vector<TokenId>& out) {
-  std::vector<Symbol> symbols;
+  std::vector<SpmSymbol> symbols;
   symbols.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
     const size_t n = std::min(text::utf8_sequence_length(uint8_t(text[pos])), text.size() - pos);
@@ -37,7 +37,7 @@ void spm_encode(const Vocabulary& vocab, std::string_view text, std::vector<Toke
   }
   if (symbols.empty()) return;
 
-  std::priority_queue<Candidate, std::vector<Candidate>, ByScoreThenLeft> queue;
+  std::priority_queue<SpmCandidate, std::vector<SpmCandidate>, ByScoreThenLeft> queue;
   auto consider = [&](int left, int right) {
     if (left < 0 || right < 0) return;
     const size_t size = symbols[size_t(left)].n + symbols[size_t(right)].n;
@@ -48,10 +48,10 @@ void spm_encode(const Vocabulary& vocab, std::string_view text, std::vector<Toke
   for (int i = 1; i < int(symbols.size()); ++i) consider(i - 1, i);
 
   while (!queue.empty()) {
-    const Candidate c = queue.top();
+    const SpmCandidate c = queue.top();
     queue.pop();
-    Symbol& left = symbols[size_t(c.left)];
-    Symbol& right = symbols[size_t(c.right)];
+    SpmSymbol& left = symbols[size_t(c.left)];
+    SpmSymbol& right = symbols[size_t(c.right)];
     if (left.n == 0 || right.n == 0 || left.n + right.n != c.size) continue;
     left.n += right.n;
     right.n = 0;

@@ -26,6 +26,13 @@ inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
 // tokens), which no test measures: a worker times its kernel rates before
 // it listens, ~6 s under AddressSanitizer alone and more with other tests on
 // the cores, where 10 s was once too short.
+// Non-overlapping occurrences of `what` in `text`.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 inline constexpr int kReadyPolls = 3000;
 
 // Until p (a job) has printed `bytes`: its tokens flow.

@@ -304,11 +304,6 @@ int worker_comm_port(const std::string& err) {
   return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + mark.size());
 }
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
 
 // --comm-port holds the workers' links too: every listener of the job (the
 // coordinator's and rank 1's; the last rank takes no links) is in the range,

@@ -20,7 +20,6 @@ using shardlm::test::read_text;
 namespace {
 
 const std::string kScript = std::string(shardlm::test_paths::models_dir()) + "/../scripts/netns-cluster.sh";
-const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 class NetnsCluster : public ::testing::Test {
  protected:
@@ -53,7 +52,7 @@ class NetnsCluster : public ::testing::Test {
   }
 
   std::string run(std::vector<std::string> extra, int* status) {
-    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once upon a time", "-n", "32",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", shardlm::test_paths::kStoriesModel, "-p", "Once upon a time", "-n", "32",
                                      "--temp", "0", "-t", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Process p(argv, dir_ / "run.out", dir_ / "run.err", {"SHARDLM_TOKEN=netns-test-token"});
@@ -89,7 +88,7 @@ namespace {
 TEST_F(NetnsCluster, SplitBetweenTwoWorkersEndsTheJobWithinThePeerTimeout) {
   up("SHARDLM_WORKER_TOKEN_DELAY_MS=50 ");
   if (IsSkipped()) return;
-  Process coordinator({shardlm::test_paths::shardlm_binary(), "run", "-m", kModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
+  Process coordinator({shardlm::test_paths::shardlm_binary(), "run", "-m", shardlm::test_paths::kStoriesModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
                        "1", "--nodes", nodes_, "--tp", "2", "--pp", "1"},
                       dir_ / "split.out", dir_ / "split.err", {"SHARDLM_TOKEN=netns-test-token"});
   // Until the job is under way (not what is measured: up to 30 s, for

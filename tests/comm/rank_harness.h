@@ -5,7 +5,10 @@
 #pragma once
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <functional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,6 +44,17 @@ struct RunOptions {
 
 using Body = std::function<std::string(Communicator& comm)>;
 std::vector<RankOutcome> run_ranks(int n, const Body& body, const RunOptions& options = {});
+
+// Values over twelve orders of magnitude, the same for the same seed: sums
+// of them depend on the order of their additions.
+inline std::vector<float> wild_values(uint32_t seed, size_t count) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mant(-1.f, 1.f);
+  std::uniform_int_distribution<int> expo(-6, 6);
+  std::vector<float> v(count);
+  for (auto& x : v) x = mant(rng) * std::pow(10.f, float(expo(rng)));
+  return v;
+}
 
 // Throws (failing the rank) when cond is false; the message is only
 // formatted then, so it is cheap inside loops.

@@ -159,15 +159,6 @@ TEST_F(TuningFile, BadOrMissingFileIsIgnoredWithAWarning) {
 }
 
 // Magnitudes over many decades: any change of summation order changes bits.
-std::vector<float> wild(int rank, size_t count) {
-  std::mt19937 rng(uint32_t(99 + rank));
-  std::uniform_real_distribution<float> mant(-1.f, 1.f);
-  std::uniform_int_distribution<int> expo(-6, 6);
-  std::vector<float> v(count);
-  for (auto& x : v) x = mant(rng) * std::pow(10.f, float(expo(rng)));
-  return v;
-}
-
 // A table that sends each size class to another algorithm and piece size; the
 // communicator must follow it, and each size (odd counts, counts around the
 // piece and row boundaries) must give exact small-integer sums and the same
@@ -201,7 +192,7 @@ TEST_P(TunedWorld, ChosenAlgorithmsAreExactAndIdenticalOnEveryRank) {
         for (int r = 0; r < n; ++r) want += float(int((i * 7 + size_t(r) * 3) % 17) - 8);
         RANK_REQUIRE(exact[i] == want, "count {} [{}]: got {} want {}", count, i, exact[i], want);
       }
-      std::vector<float> inexact = wild(c.rank(), count);
+      std::vector<float> inexact = testing::wild_values(uint32_t(99 + c.rank()), count);
       c.all_reduce(inexact.data(), count, DType::F32);
       digests += testing::digest(inexact.data(), count * 4) + " ";
     }

@@ -29,10 +29,7 @@ int64_t act_block(DType t) { return traits(t).block_elems == QK_K ? QK_K : 32; }
 
 std::vector<float> run(Isa isa, const MatrixView& w, const std::vector<float>& x, int64_t n_tokens,
                        ThreadPool* pool) {
-  std::vector<float> y(size_t(n_tokens * w.rows), NAN);
-  PreparedInput prepared(x.data(), n_tokens, w.cols);
-  matmul_with_isa(isa, w, prepared, y.data(), pool);
-  return y;
+  return test::run(isa, w, x.data(), n_tokens, pool);
 }
 
 // The reference against the plain f32 definition: quantizing the activations

@@ -21,17 +21,11 @@ namespace {
 using test::abs_dot;
 using test::random_activations;
 using test::random_matrix;
+using test::run;
 
 const DType kQuantTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                              DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const Isa kFastIsas[] = {Isa::Avx2, Isa::Avx512, Isa::Amx};
-
-std::vector<float> run(Isa isa, const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
-  std::vector<float> y(size_t(n_tokens * w.rows), NAN);
-  PreparedInput prepared(x, n_tokens, w.cols);
-  matmul_with_isa(isa, w, prepared, y.data(), pool);
-  return y;
-}
 
 int64_t cols_for(DType type, int64_t want) { return traits(type).block_elems == QK_K ? (want + 255) / 256 * 256 : want; }
 

@@ -25,6 +25,7 @@ namespace {
 using test::abs_dot;
 using test::random_activations;
 using test::random_matrix;
+using test::run;
 
 const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
@@ -42,13 +43,6 @@ Panels repacked(const MatrixView& m) {
   p.view.data = p.bytes.data();
   p.view.layout = WeightLayout::Panels16;
   return p;
-}
-
-std::vector<float> run(Isa isa, const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
-  std::vector<float> y(size_t(n_tokens * w.rows), NAN);
-  PreparedInput prepared(x, n_tokens, w.cols);
-  matmul_with_isa(isa, w, prepared, y.data(), pool);
-  return y;
 }
 
 std::vector<float> run_default(const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool* pool) {

@@ -14,6 +14,23 @@
 
 namespace shardlm::test {
 
+// y = w · x for n_tokens tokens on one ISA's kernels (NaN where nothing was written).
+inline std::vector<float> run(Isa isa, const MatrixView& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  std::vector<float> y(size_t(n_tokens * w.rows), NAN);
+  PreparedInput prepared(x, n_tokens, w.cols);
+  matmul_with_isa(isa, w, prepared, y.data(), pool);
+  return y;
+}
+
+// n normally distributed values, the same for the same seed.
+inline std::vector<float> random_vector(int64_t n, uint32_t seed, float spread = 3.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, spread);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = normal(rng);
+  return v;
+}
+
 inline f16_t random_scale(std::mt19937& rng) {
   return f32_to_f16(std::uniform_real_distribution<float>(0.001f, 0.02f)(rng));
 }

@@ -11,18 +11,13 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
+#include "test_matmul_util.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint32_t seed, float spread = 3.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
+using test::random_vector;
 
 TEST(OpsRef, HandWorkedValues) {
   const float x[2] = {3.f, 4.f};

@@ -12,18 +12,13 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/ops.h"
+#include "test_matmul_util.h"
 #include "core/ops_impl.h"
 
 namespace shardlm::ops {
 namespace {
 
-std::vector<float> random_vector(int64_t n, uint32_t seed, float spread) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, spread);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = normal(rng);
-  return v;
-}
+using test::random_vector;
 
 struct Case {
   int64_t n_tok, n_q, dim, n_pos;  // n_pos: positions the first token sees

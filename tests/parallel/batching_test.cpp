@@ -23,7 +23,6 @@ namespace {
 using comm::testing::describe;
 using comm::testing::run_ranks;
 
-const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 // Single node, one thread: `n` tokens after `prompt` with a Sampler.
 std::vector<TokenId> single_node(const gguf::File& file, const std::vector<TokenId>& prompt, int n,
@@ -53,7 +52,7 @@ std::vector<TokenId> single_node(const gguf::File& file, const std::vector<Token
 std::string run(int tp, int pp, const std::vector<std::vector<TokenId>>& prompts, const SamplerParams& params,
                 int n) {
   auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
-    auto file = gguf::File::open(kStories);
+    auto file = gguf::File::open(test_paths::kStoriesModel);
     DistributedSessionOptions o;
     o.n_ctx = 128;
     o.n_seq = int64_t(prompts.size());
@@ -122,7 +121,7 @@ TEST(ShardedSampling, NoTopKGathersWholeSlices) {
 // single node run alone.
 std::string run_staggered(int tp, int pp) {
   auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
-    auto file = gguf::File::open(kStories);
+    auto file = gguf::File::open(test_paths::kStoriesModel);
     DistributedSessionOptions o;
     o.n_ctx = 128;
     o.n_seq = 2;

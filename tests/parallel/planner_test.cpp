@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "parallel/kernel_rates.h"
 #include "parallel/planner.h"
+#include "error_of.h"
 #include "test_paths.h"
 
 namespace shardlm::parallel {
@@ -36,14 +37,7 @@ std::vector<NodeSpec> nodes(int n, double mem_gb = 16) {
   return v;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(WeightedSplit, EvenUnevenAndWeighted) {
   EXPECT_EQ(weighted_split(8, 1, {1, 1}, "x"), (std::vector<Range>{{0, 4}, {4, 8}}));

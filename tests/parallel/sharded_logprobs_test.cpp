@@ -118,7 +118,6 @@ TEST(ShardedLogprobs, TokenMessageRoundTripAndRejection) {
   EXPECT_THROW(decode_tokens(encode_tokens(many), 2, 100, "test"), Error);
 }
 
-const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 // Greedy generation with logprobs on tp × pp ranks against one node: "ok" or what differs.
 std::string run_logprobs(int tp, int pp) {
@@ -128,7 +127,7 @@ std::string run_logprobs(int tp, int pp) {
   p.temperature = 0;
   p.logprobs = 5;
   auto outcomes = run_ranks(tp * pp, [&](comm::Communicator& comm) -> std::string {
-    auto file = gguf::File::open(kStories);
+    auto file = gguf::File::open(test_paths::kStoriesModel);
     DistributedSessionOptions o;
     o.n_ctx = 64;
     o.n_seq = 2;

@@ -17,19 +17,13 @@
 #include "parallel/planner.h"
 #include "parallel/sync_cost.h"
 #include "parallel/token_costs.h"
+#include "error_of.h"
 #include "test_paths.h"
 
 namespace shardlm::parallel {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::unique_ptr<gguf::File> stories() {
   const std::string dir = shardlm::test_paths::models_dir();

@@ -22,7 +22,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 TEST(LogprobsRequest, ChatAndCompletionForms) {
   EXPECT_EQ(parse_chat_request(Json::parse(R"({"messages": []})")).sampling.logprobs, -1);
@@ -43,12 +42,12 @@ TEST(LogprobsRequest, ChatAndCompletionForms) {
   }
 }
 
-struct Fixture {
-  std::unique_ptr<gguf::File> file = gguf::File::open(kStories);
+struct LogprobsFixture {
+  std::unique_ptr<gguf::File> file = gguf::File::open(test_paths::kStoriesModel);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
   std::unique_ptr<LocalEngine> engine;
   std::unique_ptr<Scheduler> sched;
-  explicit Fixture(int slots) {
+  explicit LogprobsFixture(int slots) {
     ModelOptions o;
     o.n_ctx = 128;
     o.n_seq = slots;
@@ -83,7 +82,7 @@ struct Fixture {
 };
 
 TEST(LogprobsEngine, GreedyTokensUnchangedAndOnlyForSlotsThatAsk) {
-  Fixture f(2);
+  LogprobsFixture f(2);
   const auto prompt = f.tok->encode("The little dog", true, false);
   SamplerParams with, without;
   with.temperature = without.temperature = 0;
@@ -110,7 +109,7 @@ TEST(LogprobsEngine, GreedyTokensUnchangedAndOnlyForSlotsThatAsk) {
 }
 
 TEST(LogprobsScheduler, OneEntryPerTokenWithItsTextAndNoneBeyondAStop) {
-  Fixture f(1);
+  LogprobsFixture f(1);
   const auto plain = f.run(f.greedy(-1, 30));
   const auto with = f.run(f.greedy(2, 30));
   EXPECT_EQ(with.text, plain.text) << "greedy output changed with logprobs on";
@@ -141,7 +140,7 @@ TEST(LogprobsScheduler, OneEntryPerTokenWithItsTextAndNoneBeyondAStop) {
 }
 
 TEST(LogprobsStopText, EntriesLeaveWithTheirTextAndDieWithASwallowedOne) {
-  Fixture f(1);
+  LogprobsFixture f(1);
   StopText t(*f.tok, {"big dog"});
   const auto ids = f.tok->encode("a big cat and a big dog ran", false, false);
   std::string sent, covered, last;

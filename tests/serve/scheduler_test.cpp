@@ -16,10 +16,9 @@
 namespace shardlm::serve {
 namespace {
 
-const std::string kStories = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
 
 struct Fixture {
-  std::unique_ptr<gguf::File> file = gguf::File::open(kStories);
+  std::unique_ptr<gguf::File> file = gguf::File::open(test_paths::kStoriesModel);
   std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
   std::unique_ptr<LocalEngine> engine;
   std::unique_ptr<Scheduler> sched;

@@ -239,7 +239,9 @@ void bench_dist(DistBenchOptions o) {
   if (o.backend != "tcp" && o.backend != "shm") throw Error(fmt::format("--backend: '{}' is not tcp or shm", o.backend));
   {
     auto f = gguf::File::open(o.model);
-    (void)parallel::uniform_plan(*f, o.tp, o.pp, {}, parallel::default_node("127.0.0.1"), 1, {}, o.ep);  // shape errors before forking
+    // Shape errors before forking; the plan also says what each rank streams.
+    const parallel::Plan shape =
+        parallel::uniform_plan(*f, o.tp, o.pp, {}, parallel::default_node("127.0.0.1"), 1, {}, o.ep);
     if (o.measure_rates) {
       std::unique_ptr<ThreadPool> pool;
       if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
@@ -249,11 +251,13 @@ void bench_dist(DistBenchOptions o) {
       // last micro-batch of a step run with fewer stages busy, so for pp this
       // errs a little slow; solo rates erred 1.35x fast (docs/bench/plan6.md).
       const int at_once = o.tp * (o.pp > 1 && o.seqs >= o.pp ? o.pp : 1);
-      // Each measurer streams as much as its rank will: twice the last level
-      // cache measured the 1B Q4_0's one-token rate of two ranks at once
-      // 1.3x, its four-token rate 1.2x, faster than their own shares of the
-      // model stream (docs/BENCHMARKS.md, thirty-fifth session).
-      const size_t rank_bytes = parallel::matmul_weight_bytes(*f) / size_t(o.tp * o.pp);
+      // Each measurer streams as much as a rank reads a token: twice the last
+      // level cache measured the 1B Q4_0's one-token rate of two ranks at
+      // once 1.3x, its four-token rate 1.2x, faster than their own shares of
+      // the model stream (docs/BENCHMARKS.md, thirty-fifth session).
+      int64_t read = 0;
+      for (const parallel::RankCost& k : shape.costs) read += k.bytes_per_token;
+      const size_t rank_bytes = size_t(read) / shape.costs.size();
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
                                                 std::clamp(rank_bytes, parallel::streamed_matrix_bytes(kRateMatrixBytes),
                                                            kMaxRateMatrixBytes),

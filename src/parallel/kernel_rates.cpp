@@ -89,29 +89,12 @@ size_t streamed_matrix_bytes(size_t at_least) {
   return std::clamp(llc > 0 ? 2 * size_t(llc) : at_least, at_least, size_t(1) << 30);
 }
 
-namespace {
-
-// The 2-D tensors a forward step multiplies with (token_embd only as a tied
-// output matrix).
-template <class Visit>
-void for_each_matmul_weight(const gguf::File& file, Visit visit) {
-  const bool tied = !file.find_tensor("output.weight");
-  for (const auto& t : file.tensors())
-    if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) visit(t);
-}
-
-}  // namespace
-
 std::vector<DType> matmul_weight_types(const gguf::File& file) {
   std::set<DType> types;
-  for_each_matmul_weight(file, [&](const gguf::TensorInfo& t) { types.insert(t.type); });
+  const bool tied = !file.find_tensor("output.weight");
+  for (const auto& t : file.tensors())
+    if (t.n_dims == 2 && (tied || t.name != "token_embd.weight")) types.insert(t.type);
   return {types.begin(), types.end()};
-}
-
-size_t matmul_weight_bytes(const gguf::File& file) {
-  size_t bytes = 0;
-  for_each_matmul_weight(file, [&](const gguf::TensorInfo& t) { bytes += t.n_bytes; });
-  return bytes;
 }
 
 namespace {

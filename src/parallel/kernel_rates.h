@@ -48,8 +48,6 @@ struct KernelRates {
 std::vector<DType> common_weight_types();
 // The types of a model's matmul weights (token_embd only as a tied output matrix).
 std::vector<DType> matmul_weight_types(const gguf::File& file);
-// Their bytes, all of them: what one forward step streams without experts.
-size_t matmul_weight_bytes(const gguf::File& file);
 
 // A matrix size whose rates are those of a model's weights: twice the last
 // level cache (a model streams from memory; rates measured in a large L3 were

@@ -20,12 +20,9 @@ namespace shardlm::test {
 namespace fs = std::filesystem;
 
 
-inline const std::string kModel = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
+inline const std::string& kModel = shardlm::test_paths::kStoriesModel;
 inline const std::string kToken = "SHARDLM_TOKEN=cluster-test-token";
-// Polls of 20 ms to wait for readiness (a worker's port file, a job's first
-// tokens), which no test measures: a worker times its kernel rates before
-// it listens, ~6 s under AddressSanitizer alone and more with other tests on
-// the cores, where 10 s was once too short.
+
 // Non-overlapping occurrences of `what` in `text`.
 inline size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -33,6 +30,10 @@ inline size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Polls of 20 ms to wait for readiness (a worker's port file, a job's first
+// tokens), which no test measures: a worker times its kernel rates before
+// it listens, ~6 s under AddressSanitizer alone and more with other tests on
+// the cores, where 10 s was once too short.
 inline constexpr int kReadyPolls = 3000;
 
 // Until p (a job) has printed `bytes`: its tokens flow.

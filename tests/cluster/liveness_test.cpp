@@ -304,7 +304,6 @@ int worker_comm_port(const std::string& err) {
   return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + mark.size());
 }
 
-
 // --comm-port holds the workers' links too: every listener of the job (the
 // coordinator's and rank 1's; the last rank takes no links) is in the range,
 // and a range too small for all of them is an error naming it.

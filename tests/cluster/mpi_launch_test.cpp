@@ -25,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using shardlm::test_paths::kStoriesModel;
 const std::string kMpirun = SHARDLM_MPIRUN;
 // Random weights: greedy decoding never meets the end token, so generation
 // runs until the test kills a rank.
@@ -64,7 +65,7 @@ class MpiLaunchTest : public ::testing::Test {
     std::string out, err;
   };
   Result run(std::vector<std::string> extra, int np = 0) {
-    auto p = start(run_args(shardlm::test_paths::kStoriesModel, std::move(extra)), np);
+    auto p = start(run_args(kStoriesModel, std::move(extra)), np);
     const int status = p->wait(std::chrono::seconds(120));
     return {status, p->out(), p->err()};
   }
@@ -130,7 +131,7 @@ TEST_F(MpiLaunchTest, MpirunsDefaultBindingIsReleasedANamedOneKept) {
       << released.err;
 
   env_.push_back("OMPI_MCA_hwloc_base_binding_policy=core");  // what `mpirun --bind-to core` passes on
-  std::vector<std::string> args = {shardlm::test_paths::shardlm_binary(), "run", "-m", shardlm::test_paths::kStoriesModel, "-p", "Once", "-n", "2",
+  std::vector<std::string> args = {shardlm::test_paths::shardlm_binary(), "run", "-m", kStoriesModel, "-p", "Once", "-n", "2",
                                    "--temp", "0", "-t", "2", "--backend", "mpi"};
   auto p = start(args, 1);
   EXPECT_EQ(p->wait(std::chrono::seconds(120)), 0) << p->err();
@@ -164,8 +165,8 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
   const std::vector<std::string> flags = {"-n", "40", "--backend", "mpi", "--tp", "1", "--pp", "2",
                                           "--distribute-weights", "--cache-dir", cache};
   std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", "1"};
-  for (const std::string& model : {shardlm::test_paths::kStoriesModel, (dir_ / "absent.gguf").string()}) {
-    if (model != shardlm::test_paths::kStoriesModel) argv.insert(argv.end(), {":", "-np", "1"});
+  for (const std::string& model : {kStoriesModel, (dir_ / "absent.gguf").string()}) {
+    if (model != kStoriesModel) argv.insert(argv.end(), {":", "-np", "1"});
     const auto rank = run_args(model, flags);
     argv.insert(argv.end(), rank.begin(), rank.end());
   }
@@ -180,7 +181,7 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
 
 // `serve` over MPI: rank 0 serves HTTP, both ranks compute every step.
 TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
-  auto server = start({shardlm::test_paths::shardlm_binary(), "serve", "-m", shardlm::test_paths::kStoriesModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",
+  auto server = start({shardlm::test_paths::shardlm_binary(), "serve", "-m", kStoriesModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",
                        "-c", "256"},
                       2);
   int port = 0;

@@ -19,6 +19,7 @@ using shardlm::test::read_text;
 
 namespace {
 
+using shardlm::test_paths::kStoriesModel;
 const std::string kScript = std::string(shardlm::test_paths::models_dir()) + "/../scripts/netns-cluster.sh";
 
 class NetnsCluster : public ::testing::Test {
@@ -52,7 +53,7 @@ class NetnsCluster : public ::testing::Test {
   }
 
   std::string run(std::vector<std::string> extra, int* status) {
-    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", shardlm::test_paths::kStoriesModel, "-p", "Once upon a time", "-n", "32",
+    std::vector<std::string> argv = {shardlm::test_paths::shardlm_binary(), "run", "-m", kStoriesModel, "-p", "Once upon a time", "-n", "32",
                                      "--temp", "0", "-t", "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Process p(argv, dir_ / "run.out", dir_ / "run.err", {"SHARDLM_TOKEN=netns-test-token"});
@@ -88,7 +89,7 @@ namespace {
 TEST_F(NetnsCluster, SplitBetweenTwoWorkersEndsTheJobWithinThePeerTimeout) {
   up("SHARDLM_WORKER_TOKEN_DELAY_MS=50 ");
   if (IsSkipped()) return;
-  Process coordinator({shardlm::test_paths::shardlm_binary(), "run", "-m", shardlm::test_paths::kStoriesModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
+  Process coordinator({shardlm::test_paths::shardlm_binary(), "run", "-m", kStoriesModel, "-p", "Once upon a time", "-n", "400", "--temp", "0", "-t",
                        "1", "--nodes", nodes_, "--tp", "2", "--pp", "1"},
                       dir_ / "split.out", dir_ / "split.err", {"SHARDLM_TOKEN=netns-test-token"});
   // Until the job is under way (not what is measured: up to 30 s, for

@@ -14,7 +14,6 @@ using namespace shardlm::test;
 
 namespace {
 
-
 class StatusAndCache : public ClusterTest {
  protected:
   Result status(std::vector<std::string> args) {

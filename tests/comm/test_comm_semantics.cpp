@@ -14,26 +14,27 @@
 namespace shardlm::comm {
 namespace {
 
-// Magnitudes spread over 12 decades: every summation order gives other bits.
 class DeterminismTest : public ::testing::TestWithParam<std::tuple<int, AllReduceAlgo>> {};
 
 TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
   auto [n, algo] = GetParam();
   const size_t count = 5003;  // not divisible by 2, 3 or 4
+  // Rank r's input: every summation order gives other bits.
+  const auto wild = [count](int r) { return testing::wild_values(uint32_t(1234 + r), count); };
   testing::RunOptions o;
   o.config.algo = algo;
   o.config.ring_chunk_bytes = 1024;
   auto out = testing::run_ranks(n, [&, n = n, algo = algo](Communicator& c) {
-    std::vector<float> buf = testing::wild_values(uint32_t(1234 + c.rank()), count);
+    std::vector<float> buf = wild(c.rank());
     c.all_reduce(buf.data(), count, DType::F32);
     // f16 too: rounding order must not differ between ranks either.
     std::vector<uint16_t> half(count);
-    std::vector<float> src = testing::wild_values(uint32_t(1234 + c.rank()), count);
+    std::vector<float> src = wild(c.rank());
     for (size_t i = 0; i < count; ++i) half[i] = f32_to_f16(src[i] * 1e-3f);
     c.all_reduce(half.data(), count, DType::F16);
     if (algo == AllReduceAlgo::OneShot) {  // defined as rank order 0..n-1
       std::vector<std::vector<float>> in;
-      for (int r = 0; r < n; ++r) in.push_back(testing::wild_values(uint32_t(1234 + r), count));
+      for (int r = 0; r < n; ++r) in.push_back(wild(r));
       for (size_t i = 0; i < count; ++i) {
         float acc = in[0][i];
         for (int r = 1; r < n; ++r) acc += in[size_t(r)][i];
@@ -42,7 +43,7 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
     }
     if (algo == AllReduceAlgo::Ring) {  // segment j: ranks j+1, j+2, ..., j
       std::vector<std::vector<float>> in;
-      for (int r = 0; r < n; ++r) in.push_back(testing::wild_values(uint32_t(1234 + r), count));
+      for (int r = 0; r < n; ++r) in.push_back(wild(r));
       size_t base = count / size_t(n), rem = count % size_t(n);
       for (int j = 0; j < n; ++j) {
         size_t b = base * size_t(j) + std::min(size_t(j), rem), e = b + base + (size_t(j) < rem);
@@ -55,7 +56,7 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
     }
     if (algo == AllReduceAlgo::Chain) {  // rank k adds its own to what k+1 passed down
       std::vector<std::vector<float>> in;
-      for (int r = 0; r < n; ++r) in.push_back(testing::wild_values(uint32_t(1234 + r), count));
+      for (int r = 0; r < n; ++r) in.push_back(wild(r));
       for (size_t i = 0; i < count; ++i) {
         float acc = in[size_t(n - 1)][i];
         for (int r = n - 2; r >= 0; --r) acc = in[size_t(r)][i] + acc;
@@ -65,9 +66,9 @@ TEST_P(DeterminismTest, AllRanksGetIdenticalBitsInTheDocumentedOrder) {
     if (algo == AllReduceAlgo::HalvingDoubling) {  // pairs at distance p/2 first, down to 1
       const int p = int(std::bit_floor(unsigned(n)));
       std::vector<std::vector<float>> partial;
-      for (int r = 0; r < p; ++r) partial.push_back(testing::wild_values(uint32_t(1234 + r), count));
+      for (int r = 0; r < p; ++r) partial.push_back(wild(r));
       for (int r = p; r < n; ++r) {  // folded in second
-        const std::vector<float> folded = testing::wild_values(uint32_t(1234 + r), count);
+        const std::vector<float> folded = wild(r);
         for (size_t i = 0; i < count; ++i) partial[size_t(r - p)][i] += folded[i];
       }
       for (int d = p / 2; d >= 1; d /= 2)

@@ -158,7 +158,6 @@ TEST_F(TuningFile, BadOrMissingFileIsIgnoredWithAWarning) {
   EXPECT_NE(err.find("cannot be read"), std::string::npos) << err;
 }
 
-// Magnitudes over many decades: any change of summation order changes bits.
 // A table that sends each size class to another algorithm and piece size; the
 // communicator must follow it, and each size (odd counts, counts around the
 // piece and row boundaries) must give exact small-integer sums and the same

@@ -11,8 +11,8 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/ops.h"
-#include "test_matmul_util.h"
 #include "core/ops_impl.h"
+#include "test_matmul_util.h"
 
 namespace shardlm::ops {
 namespace {

@@ -12,8 +12,8 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/ops.h"
-#include "test_matmul_util.h"
 #include "core/ops_impl.h"
+#include "test_matmul_util.h"
 
 namespace shardlm::ops {
 namespace {

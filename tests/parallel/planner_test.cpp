@@ -502,19 +502,5 @@ TEST(KernelRates, JsonRoundTripAndErrors) {
   EXPECT_EQ(KernelRates::from_json(nlohmann::json::parse(R"({"Q4_0": [1, 2, 3, 4]})"), "t").rate(DType::Q4_0, 4), 3);
 }
 
-
-// What `bench dist` sizes each rate measurer by: every matrix a forward step
-// reads, the tied output matrix included, as many bytes as the model maps
-// as matrices for one rank holding all of it.
-TEST(KernelRates, MatmulWeightBytesAreTheMatricesOfTheModel) {
-  for (const char* name : {"stories260K.gguf", "tiny-random-llama-kq-Q4_K_M.gguf"}) {
-    auto f = gguf::File::open(model(name));
-    const ModelConfig c = ModelConfig::from_gguf(*f);
-    const auto w = ModelWeights::map(*f, c, uniform_plan(*f, 1, 1).ranks[0]);
-    EXPECT_EQ(matmul_weight_bytes(*f), w.matrix_bytes_resident()) << name;
-    EXPECT_LT(matmul_weight_bytes(*f), f->file_size()) << name;
-  }
-}
-
 }  // namespace
 }  // namespace shardlm::parallel

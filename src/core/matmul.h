@@ -30,7 +30,7 @@ namespace shardlm {
 //   Panels16: rows in groups of 16, each group the same bytes as its 16 rows
 //     (so a group starts at row(16g)), but stored block by block: block b of
 //     the group holds each piece of the GGUF block (its dwords, and the one
-//     2-byte f16 of Q4_0, Q5_0, Q8_0 at the start or of Q6_K at the end) for
+//     2-byte f16 of Q4_0, Q5_0, Q8_0 at the start or of Q3_K, Q6_K at the end) for
 //     all 16 rows side by side, a piece at byte o of the block at 16·o (dword
 //     k of the 16 rows is then 64 contiguous bytes). That is the register
 //     layout of the prefill / batched kernels' panels, so they load it instead
@@ -108,8 +108,9 @@ bool isa_has_kernel(Isa isa, DType type);
 bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
 
 // Whether repacking `w` to WeightLayout::Panels16 (repack_panels) pays on
-// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI
-// and AVX2: the 32-element block types, Q4_K, Q5_K, Q6_K), rows a
+// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI:
+// the 32-element block types and Q2_K-Q6_K; AVX2 the same but Q2_K and
+// Q3_K), rows a
 // multiple of 16 and stored contiguously.
 bool panels_pay(const MatrixView& w);
 // Writes w (Rows layout, rows % 16 == 0) in the Panels16 layout to `out`

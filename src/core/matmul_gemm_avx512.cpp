@@ -19,6 +19,8 @@ Kernel avx512_gemm_kernel(DType type) {
     case DType::Q5_0: return gemm<Blocks32<Q5_0P>>;
     case DType::Q5_1: return gemm<Blocks32<Q5_1P>>;
     case DType::Q8_0: return gemm<Blocks32<Q8_0P>>;
+    case DType::Q2_K: return gemm<KQuant<Q2_KP>>;
+    case DType::Q3_K: return gemm<KQuant<Q3_KP>>;
     case DType::Q4_K: return gemm<KQuant<Q4_KP>>;
     case DType::Q5_K: return gemm<KQuant<Q5_KP>>;
     case DType::Q6_K: return gemm<KQuant<Q6_KP>>;
@@ -35,6 +37,8 @@ Kernel avx512_panel_kernel(DType type) {
     case DType::Q5_0: return gemm<Blocks32<Q5_0P>, PanelGroup>;
     case DType::Q5_1: return gemm<Blocks32<Q5_1P>, PanelGroup>;
     case DType::Q8_0: return gemm<Blocks32<Q8_0P>, PanelGroup>;
+    case DType::Q2_K: return gemm<KQuant<Q2_KP>, PanelGroup>;
+    case DType::Q3_K: return gemm<KQuant<Q3_KP>, PanelGroup>;
     case DType::Q4_K: return gemm<KQuant<Q4_KP>, PanelGroup>;
     case DType::Q5_K: return gemm<KQuant<Q5_KP>, PanelGroup>;
     case DType::Q6_K: return gemm<KQuant<Q6_KP>, PanelGroup>;

@@ -1,7 +1,7 @@
 // The K-quant block types of the prefill / batched-decode kernels
-// (matmul_gemm.h): Q4_K, Q5_K and Q6_K super-blocks unpacked into panels, or
-// their codes made where vpdpbusd takes them. Only include from files
-// compiled with AVX-512 VNNI flags (see matmul_gemm.h).
+// (matmul_gemm.h): Q2_K to Q6_K super-blocks unpacked into panels, or their
+// codes made where vpdpbusd takes them. Only include from files compiled with
+// AVX-512 VNNI flags (see matmul_gemm.h).
 #pragma once
 
 #include "core/matmul_gemm_common.h"
@@ -12,7 +12,8 @@ namespace {
 // ---- K-quants (256-element super-blocks) ------------------------------------
 // Σ_sub (d·scale)·Σ(u·a) over sub-blocks of kSub elements with unsigned codes
 // u, plus one integer term from the activations' 16-element sums (bsums):
-// Q4_K/Q5_K subtract dmin·Σ min·bsum, Q6_K its offset 32·d·Σ scale·bsum.
+// Q2_K/Q4_K/Q5_K subtract dmin·Σ min·bsum, Q3_K and Q6_K their offset (4,
+// 32)·d·Σ scale·bsum.
 // The pairs of int16 factors for those 16 sums go through vpdpwssd.
 //
 // In one_pass from 4 tokens, the vpdpbusd of a Q4_K/Q5_K sub-block are not
@@ -152,6 +153,101 @@ SHARDLM_GEMM_INLINE void scales_q6_k(const G& g, PanelK& p) {
     p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
                                        _mm512_slli_epi32(sc[2 * q + 1], 16));
 }
+
+// Q2_K and Q3_K: element e = 128h + 32j + l has its low 2 bits at bits 2j
+// of qs[32h + l] (qs from byte kQs of the block); Q3_K's third bit is bit
+// 4h + j of hmask[l], set for code + 4 (codes u − 4, sixteen 6-bit signed
+// scales). Q2_K's sixteen scale bytes hold a 4-bit scale (low nibble) and a
+// 4-bit min (high nibble). Both have 16-element sub-blocks, one bsum each.
+// low2_k_codes: the low bits of group gi of j (0..3) from a qs dword;
+// code vector i: group i%8 of j = (i/8)%4 of half i/32.
+SHARDLM_GEMM_INLINE __m512i low2_k_codes(__m512i q, int j) { return byte_bits_moved(q, 2 * j, 0, 0x03030303); }
+// (low & 3) | the hmask bit moved to bit 2, per byte (0xEA: A·B + C).
+SHARDLM_GEMM_INLINE __m512i q3_k_codes(__m512i q, __m512i hmask, int h, int j) {
+  const int from = 4 * h + j;
+  const __m512i moved = from < 2 ? _mm512_slli_epi32(hmask, unsigned(2 - from))
+                        : from > 2 ? _mm512_srli_epi32(hmask, unsigned(from - 2))
+                                   : hmask;
+  return _mm512_ternarylogic_epi32(moved, _mm512_set1_epi32(0x04040404), low2_k_codes(q, j), 0xEA);
+}
+// Bytes i and i + 1 (i = 0 or 2) of each dword of v as the two int16 halves
+// of that dword, zero-extended: a vpdpwssd factor for bsums[s], bsums[s + 1].
+SHARDLM_GEMM_INLINE __m512i dword_bytes_as_words(__m512i v, int i) {
+  const int32_t z = int32_t(0x80008000u | unsigned(i) | unsigned(i + 1) << 16);
+  return _mm512_shuffle_epi8(v, _mm512_set4_epi32(z + 0x000C000C, z + 0x00080008, z + 0x00040004, z));
+}
+struct Q2_KP {
+  using Block = block_q2_K;
+  static constexpr int kSub = 16;
+  static constexpr size_t kQs = 16;
+  template <class G>
+  SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) {
+    const __m512i dd = g.at(80);
+    const __m512 d = f16_low(dd);
+    p.pair_scale = _mm512_sub_ps(_mm512_setzero_ps(), f16_high(dd));
+    for (int w = 0; w < 4; ++w) {
+      const __m512i v = g.at(4 * size_t(w));
+      const __m512i scale = nibbles_low(v), min = nibbles_high(v);
+      for (int k = 0; k < 4; ++k) p.sub_scale[4 * w + k] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(dword_byte(scale, k)));
+      for (int k = 0; k < 4; k += 2) p.pair_factor[2 * w + k / 2] = dword_bytes_as_words(min, k);
+    }
+  }
+  template <class G>
+  static void unpack(const G& g, PanelK& p) {
+    scales(g, p);
+    for (int h = 0; h < 2; ++h) {
+      __m512i q[8];
+      for (int gi = 0; gi < 8; gi += 4) g.at4(kQs + 32 * size_t(h) + 4 * size_t(gi), &q[gi]);
+      for (int gi = 0; gi < 8; ++gi)
+        for (int j = 0; j < 4; ++j) p.codes[32 * h + 8 * j + gi] = low2_k_codes(q[gi], j);
+    }
+  }
+  template <class G>
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) {
+    return low2_k_codes(g.at(kQs + 32 * size_t(i / 32) + 4 * size_t(i % 8)), i / 8 % 4);
+  }
+};
+struct Q3_KP {
+  using Block = block_q3_K;
+  static constexpr int kSub = 16;
+  static constexpr size_t kQs = 32, kScales = 96;
+  // Scale s is (low | high << 4) − 32: low the nibble s / 8 of scales byte
+  // s % 8, high bits 2·(s / 4) of byte 8 + s % 4. Per dword of four
+  // scales, both moved into place with one shift each.
+  template <class G>
+  SHARDLM_GEMM_INLINE static void scales(const G& g, PanelK& p) {
+    const __m512 d = g.half(108);
+    p.pair_scale = _mm512_mul_ps(d, _mm512_set1_ps(-4.0f));
+    const __m512i w[3] = {g.at(kScales), g.at(kScales + 4), g.at(kScales + 8)};
+    __m512i sc[16];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i low = q < 2 ? w[q] : _mm512_srli_epi32(w[q - 2], 4);
+      const __m512i six = nibble_or(low, byte_bits_moved(w[2], 2 * q, 4, 0x30303030));
+      for (int k = 0; k < 4; ++k) sc[4 * q + k] = _mm512_sub_epi32(dword_byte(six, k), _mm512_set1_epi32(32));
+    }
+    for (int s = 0; s < 16; ++s) p.sub_scale[s] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[s]));
+    for (int q = 0; q < 8; ++q)
+      p.pair_factor[q] = _mm512_or_si512(_mm512_and_si512(sc[2 * q], _mm512_set1_epi32(0xFFFF)),
+                                         _mm512_slli_epi32(sc[2 * q + 1], 16));
+  }
+  template <class G>
+  static void unpack(const G& g, PanelK& p) {
+    scales(g, p);
+    __m512i hmask[8];
+    for (int gi = 0; gi < 8; gi += 4) g.at4(4 * size_t(gi), &hmask[gi]);
+    for (int h = 0; h < 2; ++h) {
+      __m512i q[8];
+      for (int gi = 0; gi < 8; gi += 4) g.at4(kQs + 32 * size_t(h) + 4 * size_t(gi), &q[gi]);
+      for (int gi = 0; gi < 8; ++gi)
+        for (int j = 0; j < 4; ++j) p.codes[32 * h + 8 * j + gi] = q3_k_codes(q[gi], hmask[gi], h, j);
+    }
+  }
+  template <class G>
+  SHARDLM_GEMM_INLINE static __m512i code(const G& g, int i) {
+    const int h = i / 32, gi = i % 8;
+    return q3_k_codes(g.at(kQs + 32 * size_t(h) + 4 * size_t(gi)), g.at(4 * size_t(gi)), h, i / 8 % 4);
+  }
+};
 
 // Q4_K's unpacking is forced inline (GCC left it a call that wrote the whole
 // panel out: half of one_pass<1>'s time; inlined, 1 token 1.4x faster in

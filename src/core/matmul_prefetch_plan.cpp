@@ -64,14 +64,14 @@ PanelPrefetchPlan zen5_plan(DType type, int64_t n_tokens) {
 }
 
 // Zen 5's codes (KQuantCodes): in place up to 8 tokens for Q4_K, 3 for
-// Q5_K, 1 for Q6_K.
+// Q5_K, 1 for Q6_K (and for Q2_K, Q3_K, as their timings start from).
 KQuantCodes zen5_kquant_codes(DType type, int64_t n_tokens) {
   const int64_t in_place_up_to = type == DType::Q4_K ? 8 : type == DType::Q5_K ? 3 : 1;
   return n_tokens <= in_place_up_to ? KQuantCodes::kInPlace : KQuantCodes::kThroughPanel;
 }
 
 bool has_codes_choice(Isa isa, DType type, int64_t n_tokens) {
-  return (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) && n_tokens >= 2 &&
+  return traits(type).block_elems == QK_K && n_tokens >= 2 &&
          n_tokens <= kPanelOnePassTokens && panel_isa(isa, type, n_tokens) == Isa::Avx512;
 }
 

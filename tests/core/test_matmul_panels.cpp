@@ -27,8 +27,8 @@ using test::random_activations;
 using test::random_matrix;
 using test::run;
 
-const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                             DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kPanelTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                             DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const Isa kIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx};
 
 struct Panels {
@@ -75,14 +75,17 @@ TEST(MatmulPanels, RefusesShapesWithoutWholeGroups) {
   std::vector<uint8_t> out(odd.bytes.size());
   EXPECT_FALSE(panels_pay(odd.view));
   EXPECT_THROW(repack_panels(odd.view, out.data()), Error);
-  const auto no_kernel = random_matrix(DType::Q3_K, 32, 256, 1);
-  EXPECT_FALSE(panels_pay(no_kernel.view));
-  std::vector<uint8_t> no_kernel_out(no_kernel.bytes.size());
-  EXPECT_THROW(repack_panels(no_kernel.view, no_kernel_out.data()), Error);
-  // Every type with the layout has an AVX2 panel kernel (and a VNNI one).
+  const auto no_layout = random_matrix(DType::F16, 32, 256, 1);
+  EXPECT_FALSE(panels_pay(no_layout.view));
+  std::vector<uint8_t> no_layout_out(no_layout.bytes.size());
+  EXPECT_THROW(repack_panels(no_layout.view, no_layout_out.data()), Error);
+  // Every type with the layout has a VNNI panel kernel, and all but Q2_K and
+  // Q3_K an AVX2 one.
   for (DType type : kPanelTypes) {
     const auto fine = random_matrix(type, 32, 256, 1);
-    EXPECT_EQ(panels_pay(fine.view), active_isa() >= Isa::Avx2) << dtype_name(type);
+    const bool avx2_panels = type != DType::Q2_K && type != DType::Q3_K;
+    const bool vnni = active_isa() >= Isa::Avx512 && matmul_impl::avx512_panel_kernel(type) != nullptr;
+    EXPECT_EQ(panels_pay(fine.view), vnni || (avx2_panels && active_isa() >= Isa::Avx2)) << dtype_name(type);
   }
 }
 

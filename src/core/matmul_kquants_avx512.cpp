@@ -1,4 +1,4 @@
-// AVX-512 VNNI decode kernels (1-3 tokens) for Q4_K, Q5_K and Q6_K: the
+// AVX-512 VNNI decode kernels (1-3 tokens) for Q2_K to Q6_K: the
 // shared decode of matmul_kquants_decode.h with vpdpwssd folding the
 // scale multiply and the accumulation into one instruction. Prefill (4 and
 // more tokens) goes to the AVX2 kernels. Internal linkage (see
@@ -32,6 +32,8 @@ Kernel avx512_kquant_kernel(DType type) {
   const CpuCaps& caps = cpu_caps();
   if (!caps.avx512 || !caps.avx512_vnni) return nullptr;
   switch (type) {
+    case DType::Q2_K: return kernel<block_q2_K, Q2K<VnniScaled>>;
+    case DType::Q3_K: return kernel<block_q3_K, Q3K<VnniScaled>>;
     case DType::Q4_K: return kernel<block_q4_K, Q4K<VnniScaled>>;
     case DType::Q5_K: return kernel<block_q5_K, Q5K<VnniScaled>>;
     case DType::Q6_K: return kernel<block_q6_K, Q6K<VnniScaled>>;

@@ -1,4 +1,4 @@
-// Decode kernels for Q4_K, Q5_K and Q6_K × Q8_K activations, shared by the
+// Decode kernels for Q2_K to Q6_K × Q8_K activations, shared by the
 // AVX2 and AVX-512 files. They differ only in P::add_scaled(acc, u, s, sc):
 // acc + Σ pairs of (u8 × s8) products weighted by the int16 scales sc —
 // maddubs, madd, add on AVX2; maddubs and one vpdpwssd with VNNI. The sums
@@ -169,8 +169,90 @@ void dot_q6_k(const block_q6_K& w, const block_q8_K* const* x, float* out) {
   }
 }
 
+// Q2_K and Q3_K: element 128h + 32·quarter + l has its low 2 bits at bits
+// 2·quarter of qs[32h + l]; Q3_K's third bit, set for code + 4, is bit
+// 4h + quarter of hmask[l]. Sixteen scales, one per 16 codes, in vectors
+// as Q6_K's: Q2_K's 4-bit scale and min share a byte; Q3_K's 6-bit signed
+// scales are a nibble of the first 8 bytes and 2 bits of the last 4.
+inline __m256i q3_k_scales16(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, 12);
+  const uint32_t low = 0x0F0F0F0F, high = 0x30303030;
+  const __m128i six = _mm_setr_epi32(int((w[0] & low) | ((w[2] << 4) & high)), int((w[1] & low) | ((w[2] << 2) & high)),
+                                     int(((w[0] >> 4) & low) | (w[2] & high)),
+                                     int(((w[1] >> 4) & low) | ((w[2] >> 2) & high)));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(six, _mm_set1_epi8(32)));
+}
+
+// kHigh: Q3_K (codes + 4 with hmask's bit), else Q2_K.
+template <class P, int KT, bool kHigh, class Block>
+void dot_q2_q3_k(const Block& w, const __m256i scales, const block_q8_K* const* x, __m256i (&acc)[KT][kChains<KT>]) {
+  constexpr int C = kChains<KT>;
+  const __m256i two = _mm256_set1_epi8(3);
+  for (auto& per_token : acc)
+    for (auto& v : per_token) v = _mm256_setzero_si256();
+  __m256i hmask = _mm256_setzero_si256();
+  if constexpr (kHigh) hmask = load32(w.hmask);
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    const __m256i qs = load32(w.qs + 32 * h);
+    const __m256i half = h ? _mm256_permute2x128_si256(scales, scales, 0x11)
+                           : _mm256_permute2x128_si256(scales, scales, 0x00);
+#pragma GCC unroll 4
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      __m256i q = _mm256_and_si256(quarter ? _mm256_srli_epi16(qs, 2 * quarter) : qs, two);
+      if constexpr (kHigh) {
+        // Bit b of each hmask byte to bit 2: 16-bit shifts by at most 5 bring
+        // in no neighbouring bit that the mask keeps.
+        const int b = 4 * h + quarter;
+        const __m256i at2 = b == 2 ? hmask : b < 2 ? _mm256_slli_epi16(hmask, 2 - b) : _mm256_srli_epi16(hmask, b - 2);
+        q = _mm256_or_si256(q, _mm256_and_si256(at2, _mm256_set1_epi8(4)));
+      }
+      const __m256i sc = pick_pair16(half, quarter);
+      for (int t = 0; t < KT; ++t)
+        acc[t][(4 * h + quarter) % C] =
+            P::add_scaled(acc[t][(4 * h + quarter) % C], q, load32(x[t]->qs + 128 * h + 32 * quarter), sc);
+    }
+  }
+}
+
+template <class P, int KT>
+void dot_q2_k(const block_q2_K& w, const block_q8_K* const* x, float* out) {
+  const __m256i bytes = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales)));
+  const __m256i mins = _mm256_srli_epi16(bytes, 4);
+  __m256i acc[KT][kChains<KT>];
+  dot_q2_q3_k<P, KT, false>(w, _mm256_and_si256(bytes, _mm256_set1_epi16(15)), x, acc);
+  const float d = half_to_float(w.d), dmin = half_to_float(w.dmin);
+  for (int t = 0; t < KT; ++t) {
+    const int msum = hsum(_mm256_madd_epi16(mins, load32(x[t]->bsums)));
+    out[t] += x[t]->d * (d * float(sum_chains<kChains<KT>>(acc[t])) - dmin * float(msum));
+  }
+}
+
+template <class P, int KT>
+void dot_q3_k(const block_q3_K& w, const block_q8_K* const* x, float* out) {
+  const __m256i scales = q3_k_scales16(w.scales);
+  __m256i acc[KT][kChains<KT>];
+  dot_q2_q3_k<P, KT, true>(w, scales, x, acc);
+  const float d = half_to_float(w.d);
+  for (int t = 0; t < KT; ++t) {
+    const int offset = hsum(_mm256_madd_epi16(scales, load32(x[t]->bsums)));
+    out[t] += x[t]->d * (d * float(sum_chains<kChains<KT>>(acc[t]) - 4 * offset));
+  }
+}
+
 // The KT-token forms: D::run<KT>(w, x[KT], out[KT]) adds one weight block's
 // products to KT sums.
+template <class P>
+struct Q2K {
+  template <int KT>
+  static void run(const block_q2_K& w, const block_q8_K* const* x, float* out) { dot_q2_k<P, KT>(w, x, out); }
+};
+template <class P>
+struct Q3K {
+  template <int KT>
+  static void run(const block_q3_K& w, const block_q8_K* const* x, float* out) { dot_q3_k<P, KT>(w, x, out); }
+};
 template <class P>
 struct Q4K {
   template <int KT>

@@ -108,9 +108,8 @@ bool isa_has_kernel(Isa isa, DType type);
 bool isa_has_kernel(Isa isa, DType type, int64_t n_tokens);
 
 // Whether repacking `w` to WeightLayout::Panels16 (repack_panels) pays on
-// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI:
-// the 32-element block types and Q2_K-Q6_K; AVX2 the same but Q2_K and
-// Q3_K), rows a
+// this CPU: a type with a panel kernel for the active ISA (AVX-512 VNNI
+// and AVX2: the 32-element block types, Q2_K to Q6_K), rows a
 // multiple of 16 and stored contiguously.
 bool panels_pay(const MatrixView& w);
 // Writes w (Rows layout, rows % 16 == 0) in the Panels16 layout to `out`

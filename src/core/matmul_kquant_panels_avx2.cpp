@@ -1,7 +1,7 @@
-// AVX2 kernels on Panels16 matrices of Q4_K, Q5_K and Q6_K (matmul_panels.cpp's
+// AVX2 kernels on Panels16 matrices of Q2_K to Q6_K (matmul_panels.cpp's
 // layout: piece o of a super-block, the dword at its byte o, for the 16 rows
-// side by side at 16 · o; Q6_K's f16 scale, the 2-byte piece at its end,
-// likewise). Half h of a panel is rows 8h .. 8h + 7: each piece is then one
+// side by side at 16 · o; Q3_K's and Q6_K's f16 scale, the 2-byte piece at
+// its end, likewise). Half h of a panel is rows 8h .. 8h + 7: each piece is then one
 // 32-byte load whose dword lanes are the 8 rows, as in the K-quant row-group
 // tiles (matmul_kquants_avx2_rowgroups.h), whose integer sums and f32
 // finishing these reproduce, so a token's result has the same bits alone
@@ -15,6 +15,7 @@
 // sub-block's scale to its row's two int16 lanes for madd), where decoding
 // GGUF rows one at a time unpacked them per row and folded every row's sum
 // horizontally per super-block.
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -144,6 +145,69 @@ struct Q6KPanel {
   }
 };
 
+// Q2_K: sixteen bytes a row (four pieces), each a 4-bit scale under a
+// 4-bit min, and 2-bit codes (Q2KRows::chunk).
+struct Q2KPanel {
+  using K = Q2KRows;
+  static constexpr bool kBothHalves = true;
+  static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q2_K);
+  struct Fields {
+    __m256i sc[4];  // byte k of piece m: scale and min 4m + k
+    __m256 d, dmin;
+  };
+  static Fields fields(const uint8_t* block, int h) {
+    Fields f;
+    for (int m = 0; m < 4; ++m) f.sc[m] = panel_piece(block, h, offsetof(block_q2_K, scales) + 4 * m);
+    const F16Pairs d_dmin = panel_f16_pairs(block, h, offsetof(block_q2_K, d));
+    f.d = d_dmin.first;
+    f.dmin = d_dmin.second;
+    return f;
+  }
+  static __m256i scale(const Fields& f, int s) {
+    return _mm256_and_si256(pick(f.sc[s / 4], kLowByte[s % 4]), _mm256_set1_epi16(15));
+  }
+  static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(f.sc[p / 2], kLowPair[p % 2]), 4); }
+  static __m256i codes(const uint8_t* block, int h, int j, int v) {
+    const __m256i raw = panel_piece(block, h, offsetof(block_q2_K, qs) + 32 * (j / 4) + 4 * v);
+    return _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (j % 4)), _mm256_set1_epi8(3));
+  }
+};
+
+// Q3_K: sixteen 6-bit signed scales in 12 bytes a row (three pieces; as
+// q3_k_scales16 per dword), codes + 4 from two bits of qs and one of hmask.
+struct Q3KPanel {
+  using K = Q3KRows;
+  static constexpr bool kBothHalves = true;
+  static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q3_K);
+  struct Fields {
+    __m256i sc[4];  // byte k of dword m: scale 4m + k, as a signed byte
+    __m256 d;
+  };
+  static Fields fields(const uint8_t* block, int h) {
+    const size_t at = offsetof(block_q3_K, scales);
+    const __m256i w[3] = {panel_piece(block, h, at), panel_piece(block, h, at + 4), panel_piece(block, h, at + 8)};
+    const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30);
+    const __m256i top[4] = {_mm256_slli_epi32(w[2], 4), _mm256_slli_epi32(w[2], 2), w[2], _mm256_srli_epi32(w[2], 2)};
+    Fields f;
+    for (int m = 0; m < 4; ++m) {
+      const __m256i nibble = m < 2 ? w[m] : _mm256_srli_epi32(w[m - 2], 4);
+      const __m256i six = _mm256_or_si256(_mm256_and_si256(nibble, low), _mm256_and_si256(top[m], high));
+      f.sc[m] = _mm256_sub_epi8(six, _mm256_set1_epi8(32));
+    }
+    f.d = panel_halves(block, h, offsetof(block_q3_K, d));
+    return f;
+  }
+  static __m256i scale(const Fields& f, int s) { return _mm256_srai_epi16(pick(f.sc[s / 4], kHighByte[s % 4]), 8); }
+  static __m256i scale_pair(const Fields& f, int p) {
+    return _mm256_srai_epi16(pick(f.sc[p / 2], kHighPair[p % 2]), 8);
+  }
+  static __m256i codes(const uint8_t* block, int h, int j, int v) {
+    const __m256i qs = panel_piece(block, h, offsetof(block_q3_K, qs) + 32 * (j / 4) + 4 * v);
+    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (j % 4)), _mm256_set1_epi8(3));
+    return or_bit_at2(low, panel_piece(block, h, offsetof(block_q3_K, hmask) + 4 * v), j);
+  }
+};
+
 // One super-block of halves h0 .. h0 + H - 1 (8 rows each) × T tokens: the
 // exact integer sums of the row group tile (tile_k), its f32 finishing
 // (add_super_block). With H = 2 each activation broadcast serves both
@@ -193,22 +257,32 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
     for (int t = 0; t < T; ++t) {
       __m256i bsum = _mm256_setzero_si256();
       if constexpr (K::kSignedCodes) {
-        // Codes were taken + 32: the offset is 32 · Σ scale · (activation sum of its 16 codes).
+        // Codes were taken + offset (Q3_K 4, Q6_K 32): subtract offset · Σ scale ·
+        // (activation sum of its 16 codes).
         __m256i offset = _mm256_setzero_si256();
         for (int p = 0; p < 8; ++p) {
           int32_t pair;
           std::memcpy(&pair, x[t]->bsums + 2 * p, 4);
           offset = _mm256_add_epi32(offset, _mm256_madd_epi16(P::scale_pair(f[h], p), _mm256_set1_epi32(pair)));
         }
-        isum[h][t] = _mm256_sub_epi32(isum[h][t], _mm256_slli_epi32(offset, 5));
+        constexpr int kOffsetShift = std::countr_zero(unsigned(K::kCodeOffset));
+        static_assert(K::kCodeOffset == 1 << kOffsetShift);
+        isum[h][t] = _mm256_sub_epi32(isum[h][t], _mm256_slli_epi32(offset, kOffsetShift));
         acc[h][t] = add_super_block<K>(acc[h][t], x[t]->d, f[h].d, f[h].d, isum[h][t], bsum);
       } else {
-        // Mins weigh the activation sums of 32 codes: neighbouring bsums added (TileTokenBlock::sub_sums).
-        alignas(16) int32_t pairs[4];
-        _mm_store_si128(reinterpret_cast<__m128i*>(pairs),
-                        _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums)),
-                                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums + 8))));
-        for (int p = 0; p < 4; ++p)
+        // Mins weigh the activation sums of their sub-block's codes: Q2_K's
+        // are the bsums, Q4_K's and Q5_K's neighbouring bsums added
+        // (TileTokenBlock::sub_sums).
+        alignas(16) int32_t pairs[kSub<K> / 2];
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t]->bsums + 8));
+        if constexpr (K::kSubElems == 16) {
+          _mm_store_si128(reinterpret_cast<__m128i*>(pairs), lo);
+          _mm_store_si128(reinterpret_cast<__m128i*>(pairs + 4), hi);
+        } else {
+          _mm_store_si128(reinterpret_cast<__m128i*>(pairs), _mm_hadd_epi16(lo, hi));
+        }
+        for (int p = 0; p < kSub<K> / 2; ++p)
           bsum = _mm256_add_epi32(bsum, _mm256_madd_epi16(P::min_pair(f[h], p), _mm256_set1_epi32(pairs[p])));
         acc[h][t] = add_super_block<K>(acc[h][t], x[t]->d, f[h].d, f[h].dmin, isum[h][t], bsum);
       }
@@ -318,6 +392,8 @@ void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
 
 Kernel avx2_kquant_panel_kernel(DType type) {
   switch (type) {
+    case DType::Q2_K: return kquant_panels<Q2KPanel>;
+    case DType::Q3_K: return kquant_panels<Q3KPanel>;
     case DType::Q4_K: return kquant_panels<Q45KPanel<Q4KRows>>;
     case DType::Q5_K: return kquant_panels<Q45KPanel<Q5KRows>>;
     case DType::Q6_K: return kquant_panels<Q6KPanel>;

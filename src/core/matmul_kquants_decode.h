@@ -174,6 +174,13 @@ void dot_q6_k(const block_q6_K& w, const block_q8_K* const* x, float* out) {
 // 4h + quarter of hmask[l]. Sixteen scales, one per 16 codes, in vectors
 // as Q6_K's: Q2_K's 4-bit scale and min share a byte; Q3_K's 6-bit signed
 // scales are a nibble of the first 8 bytes and 2 bits of the last 4.
+// low | bit b of each byte of `bits` moved to bit 2: 16-bit shifts by at
+// most 5 bring in no neighbouring bit that the mask keeps (Q3_K's codes).
+inline __m256i or_bit_at2(__m256i low, __m256i bits, int b) {
+  const __m256i at2 = b == 2 ? bits : b < 2 ? _mm256_slli_epi16(bits, 2 - b) : _mm256_srli_epi16(bits, b - 2);
+  return _mm256_or_si256(low, _mm256_and_si256(at2, _mm256_set1_epi8(4)));
+}
+
 inline __m256i q3_k_scales16(const uint8_t* packed) {
   uint32_t w[3];
   std::memcpy(w, packed, 12);
@@ -201,13 +208,7 @@ void dot_q2_q3_k(const Block& w, const __m256i scales, const block_q8_K* const* 
 #pragma GCC unroll 4
     for (int quarter = 0; quarter < 4; ++quarter) {
       __m256i q = _mm256_and_si256(quarter ? _mm256_srli_epi16(qs, 2 * quarter) : qs, two);
-      if constexpr (kHigh) {
-        // Bit b of each hmask byte to bit 2: 16-bit shifts by at most 5 bring
-        // in no neighbouring bit that the mask keeps.
-        const int b = 4 * h + quarter;
-        const __m256i at2 = b == 2 ? hmask : b < 2 ? _mm256_slli_epi16(hmask, 2 - b) : _mm256_srli_epi16(hmask, b - 2);
-        q = _mm256_or_si256(q, _mm256_and_si256(at2, _mm256_set1_epi8(4)));
-      }
+      if constexpr (kHigh) q = or_bit_at2(q, hmask, 4 * h + quarter);
       const __m256i sc = pick_pair16(half, quarter);
       for (int t = 0; t < KT; ++t)
         acc[t][(4 * h + quarter) % C] =

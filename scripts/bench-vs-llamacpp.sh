@@ -8,7 +8,8 @@
 # $LLAMA_BENCH. Model files are random-weight GGUFs of real shapes written once
 # by `shardlm synth` into MODEL_DIR (default /tmp/shardlm-bench; never commit
 # them). Settings, from the environment:
-#   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"
+#   SHARDLM_BENCH_MODELS  default "l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"; also
+#               l1b-q4_k, l1b-q2_k, l1b-q3_k
 #   ROUNDS (3)  THREADS ("1 2")  PROMPT (512)  GEN (64)
 #   DEPTH (0)   decode after this many tokens of context (llama-bench -d;
 #               shardlm bench --prompt DEPTH), as a long conversation does
@@ -43,6 +44,7 @@ models=${SHARDLM_BENCH_MODELS:-"l1b-q4_0 l1b-q8_0 l1b-q4_k_m l8b-q4_0"}
 [ -x "$llama" ] || { echo "no llama-bench at $llama: set LLAMA_BENCH" >&2; exit 1; }
 
 declare -A preset=([l1b-q4_0]="llama3.2-1b q4_0" [l1b-q8_0]="llama3.2-1b q8_0" [l1b-q4_k]="llama3.2-1b q4_k"
+                   [l1b-q2_k]="llama3.2-1b q2_k" [l1b-q3_k]="llama3.2-1b q3_k"
                    [l1b-q4_k_m]="llama3.2-1b q4_k_m" [l8b-q4_0]="llama3.1-8b q4_0")
 mkdir -p "$dir"
 for m in $models; do

@@ -39,7 +39,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
       kv_(make_kv_cache(config_, plan_, opt_.kv_type, opt_.n_seq, opt_.n_ctx)) {
   const auto& c = config_;
   weights_.pack_column_slices();
-  weights_.pack_panels(file);
+  weights_.pack_panels(file, opt_.weights_in_memory);
   if (opt_.weights_in_memory) weights_.read_into_memory(file);
   weights_.release_unread_file_pages(file);
   if (opt_.commit_kv_cache) kv_.commit_pages();

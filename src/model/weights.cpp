@@ -441,18 +441,13 @@ void ModelWeights::pack_column_slices() {
   }
 }
 
-void ModelWeights::pack_panels(const gguf::File& file) {
+void ModelWeights::pack_panels(const gguf::File& file, bool experts) {
   const FileReader reader(file);
   std::vector<uint8_t> rows;  // a slice read from the file
   HugePageArena arena;  // the repacked matrices back to back on 2 MiB pages
-  auto pack = [&](MatrixView& m) {
-    if (!m.data || !panels_pay(m)) return;
-    const size_t bytes = m.row_stride * size_t(m.rows);
-    std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
-    const auto* source = static_cast<const uint8_t*>(m.data);
-    const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == source; });
-    // In slices of ~16 MiB read from the file (not its mapping) into one
-    // buffer, so a matrix is never resident twice.
+  // m as panels at `out`, in slices of ~16 MiB read from the file (not its
+  // mapping) into one buffer, so a matrix is never resident twice.
+  const auto repack = [&](const MatrixView& m, uint8_t* out) {
     const int64_t slice = std::max<int64_t>(16, int64_t((16u << 20) / m.row_stride) / 16 * 16);
     for (int64_t r = 0; r < m.rows; r += slice) {
       MatrixView part = m;
@@ -463,15 +458,45 @@ void ModelWeights::pack_panels(const gguf::File& file) {
         reader.copy(rows.data(), part.data, rows.size());
         part.data = rows.data();
       }
-      repack_panels(part, copy.get() + size_t(r) * m.row_stride);
+      repack_panels(part, out + size_t(r) * m.row_stride);
     }
-    if (owned != packed.end()) packed.erase(owned);
-    m.data = copy.get();
-    m.layout = WeightLayout::Panels16;
-    packed.push_back({std::move(copy), bytes});
   };
-  for (auto& L : layers)
-    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*m);
+  // Takes the panels of what was at `old` (a copy owned here is freed).
+  const auto own = [&](const void* old, std::shared_ptr<uint8_t[]> panels, size_t bytes) {
+    const auto owned = std::find_if(packed.begin(), packed.end(), [&](const OwnedCopy& p) { return p.data.get() == old; });
+    if (owned != packed.end()) packed.erase(owned);
+    packed.push_back({std::move(panels), bytes});
+  };
+  auto pack = [&](MatrixView& m) {
+    if (!m.data || !panels_pay(m)) return;
+    const size_t bytes = m.row_stride * size_t(m.rows);
+    std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
+    repack(m, copy.get());
+    m.layout = WeightLayout::Panels16;
+    own(m.data, copy, bytes);
+    m.data = copy.get();
+  };
+  // Each held expert's rows (a tensor-parallel rank's share of each, or
+  // every row) repacked in turn: the stack becomes its experts back to back,
+  // as read_into_memory compacts one.
+  const auto pack_stack = [&](ExpertStack& s) {
+    if (!s.all.data || s.count == 0 || !panels_pay(s.expert(s.first))) return;
+    const size_t expert_bytes = s.all.row_stride * size_t(s.rows_per_expert), bytes = expert_bytes * size_t(s.count);
+    std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
+    for (int64_t e = 0; e < s.count; ++e) repack(s.expert(s.first + e), copy.get() + size_t(e) * expert_bytes);
+    own(s.all.data, copy, bytes);
+    s.all.data = copy.get();
+    s.all.rows = s.count * s.rows_per_expert;
+    s.all.layout = WeightLayout::Panels16;
+    s.row_step = s.rows_per_expert;
+  };
+  for (auto& L : layers) {
+    for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a, &L.latent.wq,
+                          &L.latent.wkv_a, &L.experts.shared_gate, &L.experts.shared_up, &L.experts.shared_down})
+      pack(*m);
+    if (experts)
+      for (ExpertStack* s : {&L.experts.gate, &L.experts.up, &L.experts.down}) pack_stack(*s);
+  }
   // A tied output that is the whole embedding matrix: the lookups read the
   // repacked copy too, or every new token would fault the released file
   // pages back in (the process grew by the embedding's size over a session).

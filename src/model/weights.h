@@ -112,14 +112,17 @@ struct ModelWeights {
   // (no more than the rank reads anyway); the file's pages behind them are
   // left to the page cache.
   void pack_column_slices();
-  // Repacks the dense matrices (and the output) that core's panel kernels
-  // take (panels_pay: the 32-element block types and K-quants with AVX-512
-  // VNNI, Q4_0/Q8_0 with AVX2) into WeightLayout::Panels16 copies owned
-  // here: decode and batched decode then stream one sequential panel per 16
-  // rows instead of gathering them. Matrices in `file`'s mapping are read
-  // with pread(2) in slices (see read_into_memory), so their pages are never
-  // faulted into this process.
-  void pack_panels(const gguf::File& file);
+  // Repacks the dense matrices (the output, shared experts and latent
+  // attention's projections too) that core's panel kernels take
+  // (panels_pay: the quantized types but Q8_K where AVX2 runs) into
+  // WeightLayout::Panels16 copies owned here: decode and batched decode then
+  // stream one sequential panel per 16 rows instead of gathering them. With
+  // `experts`, the routed expert stacks as well (their held rows back to
+  // back, each expert whole groups of 16 rows); without (--mmap: a model
+  // that may not fit in memory) they stay views into the file. Matrices in
+  // `file`'s mapping are read with pread(2) in slices (see
+  // read_into_memory), so their pages are never faulted into this process.
+  void pack_panels(const gguf::File& file, bool experts);
   // Copies every matrix still read from `file`'s mapping (all but the token
   // embedding, whose rows are looked up one per token) into memory owned
   // here, on 2 MiB pages, compacting expert stacks to the rows this rank

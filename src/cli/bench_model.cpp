@@ -94,6 +94,10 @@ ThreadsRow bench_threads(const gguf::File& file, const ModelBenchOptions& o, int
   // decode timed the faults of the cache's first touches (1B Q4_0, 100
   // tokens: 8.5 against 2.0 us a layer to store a token's keys and values).
   mo.commit_kv_cache = true;
+  // As llama-bench's warm-up run does: the kernel choices a prompt meets
+  // (a mixture of experts: most batch sizes of 1-15 tokens) are not timed
+  // inside the timed prompt.
+  mo.time_kernels_at_load = true;
   mo.pool = pool.get();
   Model model(file, mo);
   const int64_t n_vocab = model.config().n_vocab;

@@ -152,6 +152,7 @@ void serve(const ServeOptions& o) {
     mo.n_batch = step_entries;
     mo.pool = pool.get();
     mo.commit_kv_cache = true;
+    mo.time_kernels_at_load = true;
     mo.weights_in_memory = !o.mmap;
     auto local = std::make_unique<serve::LocalEngine>(*file, mo);
     spdlog::info("serve: KV cache {} slots × {} positions, {:.0f} MiB resident", o.parallel, o.ctx,

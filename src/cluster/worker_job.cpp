@@ -276,8 +276,10 @@ int serve_job(int raw_fd, const JobContext& ctx) {
     if (ro.threads == 0) ro.threads = usable_cpus();
     // As `serve` does on one machine: the job's memory is taken when it
     // starts (a node short of it fails the job now, not mid-generation under
-    // load) and steps do not fault in pages of positions written first.
+    // load), steps do not fault in pages of positions written first, and
+    // the first requests do not wait for kernel timings.
     ro.commit_kv_cache = true;
+    ro.time_kernels_at_load = true;
     parallel::DistributedSession session(workers, job.plan, *file, ro);
     spdlog::info("worker: joined the job's communicator, model ready");
     const std::vector<RequestStats> per_request =

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/matmul_kernels.h"
+#include "core/matmul_timing.h"
 #include "core/row_shares.h"
 #include "core/thread_pool.h"
 
@@ -277,6 +278,17 @@ std::pair<Kernel, Isa> kernel_for(const MatrixView& w, int64_t n_tokens) {
 }
 
 }  // namespace
+
+void time_kernel_choices(const MatrixView& w) {
+  for (int64_t n = 1; n <= kTimedTokens; ++n) {
+    if (w.layout == WeightLayout::Panels16) {
+      panel_streaming(active_isa(), w.type, n);
+      activation_loads(active_isa(), w.type, n);
+    } else {
+      activation_loads(dispatch_isa(active_isa(), w.type, n), w.type, n);
+    }
+  }
+}
 
 PreparedInput::PreparedInput(const float* x, int64_t n_tokens, int64_t cols)
     : x_(x), n_tokens_(n_tokens), cols_(cols) {

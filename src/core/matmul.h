@@ -92,6 +92,13 @@ struct MatmulTarget {
 void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool,
                  const MatrixView* then = nullptr);
 
+// Makes now each kernel choice that matmul() times once per process on first
+// use (the ISA of a Rows matrix, a panel kernel's prefetches, its activation
+// loads) for matrices of w's type and layout, at every token count it times,
+// so that no later product waits for a timing: a mixture-of-experts prompt
+// meets most counts from 1 to 15 in its first step (~0.1 s a K-quant type).
+void time_kernel_choices(const MatrixView& w);
+
 // What the threads of `pool` prefetch of w (null: nothing) as a `then`: for
 // another job of the pool that a matmul of w follows (ThreadPool::run).
 std::vector<ThreadPool::Prefetch> matmul_prefetches(const MatrixView* w, ThreadPool* pool);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "core/error.h"
 #include "core/matmul.h"
@@ -42,6 +43,12 @@ Model::Model(const gguf::File& file, ModelOptions options)
   weights_.pack_panels(file, opt_.weights_in_memory);
   if (opt_.weights_in_memory) weights_.read_into_memory(file);
   weights_.release_unread_file_pages(file);
+  if (opt_.time_kernels_at_load) {
+    std::set<std::pair<DType, WeightLayout>> timed;
+    weights_.for_each_matrix(1, [&](const MatrixView& m, double, bool) {
+      if (timed.insert({m.type, m.layout}).second) time_kernel_choices(m);
+    });
+  }
   if (opt_.commit_kv_cache) kv_.commit_pages();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;

@@ -56,6 +56,10 @@ struct ModelOptions {
   // (ModelWeights::read_into_memory, llama.cpp's --no-mmap); false: read
   // from the file's mapping at every step (a model larger than memory).
   bool weights_in_memory = true;
+  // Every kernel choice the matrices will meet timed at load
+  // (time_kernel_choices, core/matmul.h) rather than on first use: for a
+  // server's first requests and a benchmark's timed prompt.
+  bool time_kernels_at_load = false;
   ThreadPool* pool = nullptr;      // null: single thread
   std::optional<RankPlan> plan;    // null: the whole model
   ForwardHooks hooks;

@@ -67,6 +67,7 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
   mo.n_outputs = opt_.n_seq;
   mo.kv_type = opt_.kv_type;
   mo.commit_kv_cache = opt_.commit_kv_cache;
+  mo.time_kernels_at_load = opt_.time_kernels_at_load;
   mo.pool = pool_.get();
   mo.plan = plan_.ranks[size_t(rank_)];
   if (plan_.tp > 1) mo.hooks.all_reduce = [this](float* data, size_t count) { all_reduce_hook(data, count); };

@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
+#include "core/cpu.h"
 #include "model_test_util.h"
 #include "reference_forward.h"
 #include "test_paths.h"
@@ -127,6 +129,60 @@ TEST(MoeMla, ExpertLoadCountsTheRoutedPairs) {
     for (int64_t e = 0; e < c.moe.n_expert; ++e) pairs += load[size_t(l * c.moe.n_expert + e)];
     EXPECT_EQ(pairs, c.layer_has_experts(l) ? 5 * c.moe.n_expert_used : 0) << "layer " << l;
   }
+}
+
+// Read into memory, a rank's routed experts are repacked as 16-row panels
+// (each expert whole groups, back to back, as the panel kernels read them)
+// where this CPU has panel kernels, and so are the shared experts; --mmap
+// leaves the routed experts as GGUF rows in the file. The logits agree
+// within the kernels' summation order, for whole experts and a subset; with
+// the kernel choices timed at load they are the same bits.
+TEST(MoeMla, RoutedExpertsReadIntoMemoryRunOnPanels) {
+  // A file of its own: the parameterised test writes and reads synthesize()'s.
+  const std::string path = ::testing::TempDir() + "shardlm_experts_on_panels.gguf";
+  ASSERT_EQ(std::system((std::string(shardlm::test_paths::shardlm_binary()) +
+                         " synth --preset small-qwen3moe --type q4_0 --seed 7 -o " + path + " > /dev/null")
+                            .c_str()),
+            0);
+  auto file = gguf::File::open(path);
+  const auto cfg = ModelConfig::from_gguf(*file);
+  const bool panels = active_isa() >= Isa::Avx2;
+  RankPlan some = RankPlan::whole(cfg);
+  some.experts = {2, 5};
+  for (const std::optional<RankPlan>& plan : {std::optional<RankPlan>(), std::optional<RankPlan>(some)}) {
+    std::vector<std::vector<float>> logits[2];
+    for (const bool in_memory : {false, true}) {
+      ModelOptions o;
+      o.weights_in_memory = in_memory;
+      o.plan = plan;
+      o.n_outputs = int64_t(kPromptLen);
+      Loaded m(path, 1, o);
+      const ExpertWeights& E = m.model->weights().layers[0].experts;
+      for (const ExpertStack* s : {&E.gate, &E.up, &E.down}) {
+        EXPECT_EQ(s->all.layout, in_memory && panels ? WeightLayout::Panels16 : WeightLayout::Rows);
+        if (in_memory) {
+          EXPECT_EQ(s->all.rows, s->count * s->rows_per_expert);
+          EXPECT_EQ(s->row_step, s->rows_per_expert);
+        }
+      }
+      logits[in_memory] = m.prompt({kTokens.begin(), kTokens.begin() + kPromptLen}, true);
+      logits[in_memory].push_back(m.step(kTokens[kPromptLen], int32_t(kPromptLen)));
+    }
+    for (size_t p = 0; p < logits[0].size(); ++p)
+      for (size_t i = 0; i < logits[0][p].size(); ++i)
+        ASSERT_NEAR(logits[1][p][i], logits[0][p][i], 1e-3 * (1 + std::fabs(logits[0][p][i]))) << "position " << p;
+  }
+  // Every kernel choice timed at load (as serve does) instead of on first
+  // use: the choices may differ, the logits may not.
+  ModelOptions o;
+  o.n_outputs = int64_t(kPromptLen);
+  o.time_kernels_at_load = true;
+  Loaded timed(path, 1, o);
+  const auto first = timed.prompt({kTokens.begin(), kTokens.begin() + kPromptLen}, true);
+  o.time_kernels_at_load = false;
+  Loaded lazy(path, 1, o);
+  EXPECT_EQ(first, lazy.prompt({kTokens.begin(), kTokens.begin() + kPromptLen}, true));
+  std::filesystem::remove(path);
 }
 
 // A rank's slice of every expert (tensor parallel inside experts) must cut

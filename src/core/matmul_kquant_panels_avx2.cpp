@@ -168,8 +168,7 @@ struct Q2KPanel {
   }
   static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(f.sc[p / 2], kLowPair[p % 2]), 4); }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
-    const __m256i raw = panel_piece(block, h, offsetof(block_q2_K, qs) + 32 * (j / 4) + 4 * v);
-    return _mm256_and_si256(_mm256_srli_epi16(raw, 2 * (j % 4)), _mm256_set1_epi8(3));
+    return two_bits_of(panel_piece(block, h, offsetof(block_q2_K, qs) + 32 * (j / 4) + 4 * v), j % 4);
   }
 };
 
@@ -202,8 +201,7 @@ struct Q3KPanel {
     return _mm256_srai_epi16(pick(f.sc[p / 2], kHighPair[p % 2]), 8);
   }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
-    const __m256i qs = panel_piece(block, h, offsetof(block_q3_K, qs) + 32 * (j / 4) + 4 * v);
-    const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * (j % 4)), _mm256_set1_epi8(3));
+    const __m256i low = two_bits_of(panel_piece(block, h, offsetof(block_q3_K, qs) + 32 * (j / 4) + 4 * v), j % 4);
     return or_bit_at2(low, panel_piece(block, h, offsetof(block_q3_K, hmask) + 4 * v), j);
   }
 };

@@ -66,9 +66,7 @@ struct SignedCodes {
 };
 
 // Element 32j + l of a Q2_K/Q3_K block: bits 2(j % 4), 2(j % 4) + 1 of qs[32 (j / 4) + l].
-inline __m256i two_bits(const uint8_t* qs, int j) {
-  return _mm256_and_si256(_mm256_srli_epi16(load32(qs + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
-}
+inline __m256i two_bits(const uint8_t* qs, int j) { return two_bits_of(load32(qs + 32 * (j / 4)), j % 4); }
 
 struct Q2KRows : SubtractMins {
   using Block = block_q2_K;
@@ -84,10 +82,7 @@ struct Q2KRows : SubtractMins {
 struct Q3KRows : SignedCodes {
   using Block = block_q3_K;
   static constexpr int kSubElems = 16, kSum16 = 4, kCodeOffset = 4;
-  static __m256i chunk(const Block& b, int j) {
-    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(load32(b.hmask), j), _mm256_set1_epi8(1));
-    return _mm256_or_si256(two_bits(b.qs, j), _mm256_slli_epi16(high, 2));
-  }
+  static __m256i chunk(const Block& b, int j) { return or_bit_at2(two_bits(b.qs, j), load32(b.hmask), j); }
   static void scales(const Block& b, int16_t sc[16]) {
     int8_t unpacked[16];
     unpack_q3_k_scales(b.scales, unpacked);

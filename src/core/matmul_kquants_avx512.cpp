@@ -1,7 +1,8 @@
 // AVX-512 VNNI decode kernels (1-3 tokens) for Q2_K to Q6_K: the
 // shared decode of matmul_kquants_decode.h with vpdpwssd folding the
-// scale multiply and the accumulation into one instruction. Prefill (4 and
-// more tokens) goes to the AVX2 kernels. Internal linkage (see
+// scale multiply and the accumulation into one instruction. 4 and more
+// tokens take the VNNI tiles (matmul_gemm_avx512.cpp); given such a batch,
+// this kernel hands it to the AVX2 ones. Internal linkage (see
 // matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -174,6 +174,10 @@ void dot_q6_k(const block_q6_K& w, const block_q8_K* const* x, float* out) {
 // 4h + quarter of hmask[l]. Sixteen scales, one per 16 codes, in vectors
 // as Q6_K's: Q2_K's 4-bit scale and min share a byte; Q3_K's 6-bit signed
 // scales are a nibble of the first 8 bytes and 2 bits of the last 4.
+// Bits 2k, 2k + 1 of each byte of v (Q2_K's and Q3_K's low code bits).
+inline __m256i two_bits_of(__m256i v, int k) {
+  return _mm256_and_si256(k ? _mm256_srli_epi16(v, 2 * k) : v, _mm256_set1_epi8(3));
+}
 // low | bit b of each byte of `bits` moved to bit 2: 16-bit shifts by at
 // most 5 bring in no neighbouring bit that the mask keeps (Q3_K's codes).
 inline __m256i or_bit_at2(__m256i low, __m256i bits, int b) {
@@ -195,7 +199,6 @@ inline __m256i q3_k_scales16(const uint8_t* packed) {
 template <class P, int KT, bool kHigh, class Block>
 void dot_q2_q3_k(const Block& w, const __m256i scales, const block_q8_K* const* x, __m256i (&acc)[KT][kChains<KT>]) {
   constexpr int C = kChains<KT>;
-  const __m256i two = _mm256_set1_epi8(3);
   for (auto& per_token : acc)
     for (auto& v : per_token) v = _mm256_setzero_si256();
   __m256i hmask = _mm256_setzero_si256();
@@ -207,7 +210,7 @@ void dot_q2_q3_k(const Block& w, const __m256i scales, const block_q8_K* const* 
                            : _mm256_permute2x128_si256(scales, scales, 0x00);
 #pragma GCC unroll 4
     for (int quarter = 0; quarter < 4; ++quarter) {
-      __m256i q = _mm256_and_si256(quarter ? _mm256_srli_epi16(qs, 2 * quarter) : qs, two);
+      __m256i q = two_bits_of(qs, quarter);
       if constexpr (kHigh) q = or_bit_at2(q, hmask, 4 * h + quarter);
       const __m256i sc = pick_pair16(half, quarter);
       for (int t = 0; t < KT; ++t)

@@ -383,10 +383,7 @@ void ModelWeights::read_into_memory(const gguf::File& file) {
     if (!in_file(s.all)) return;
     std::vector<MatrixView> experts;
     for (int64_t e = s.first; e < s.first + s.count; ++e) experts.push_back(s.expert(e));
-    s.all.data = copy_rows(experts);
-    s.all.rows = s.count * s.rows_per_expert;
-    s.all.row_stride = row_bytes(s.all.type, s.all.cols);
-    s.row_step = s.rows_per_expert;
+    s.hold_back_to_back(copy_rows(experts));
   };
   // A layer's per-head matrices (latent attention) in one buffer, not a
   // mapping of their own each.
@@ -485,10 +482,8 @@ void ModelWeights::pack_panels(const gguf::File& file, bool experts) {
     std::shared_ptr<uint8_t[]> copy = arena.allocate(bytes);
     for (int64_t e = 0; e < s.count; ++e) repack(s.expert(s.first + e), copy.get() + size_t(e) * expert_bytes);
     own(s.all.data, copy, bytes);
-    s.all.data = copy.get();
-    s.all.rows = s.count * s.rows_per_expert;
+    s.hold_back_to_back(copy.get());
     s.all.layout = WeightLayout::Panels16;
-    s.row_step = s.rows_per_expert;
   };
   for (auto& L : layers) {
     for (MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a, &L.latent.wq,

@@ -32,6 +32,13 @@ struct ExpertStack {
     m.rows = rows_per_expert;
     return m;
   }
+  // The held experts' rows now back to back at `data`, each row whole.
+  void hold_back_to_back(const void* data) {
+    all.data = data;
+    all.rows = count * rows_per_expert;
+    all.row_stride = row_bytes(all.type, all.cols);
+    row_step = rows_per_expert;
+  }
 };
 
 // Multi-head latent attention (see AttentionSpec::Latent); per-head matrices
@@ -114,7 +121,7 @@ struct ModelWeights {
   void pack_column_slices();
   // Repacks the dense matrices (the output, shared experts and latent
   // attention's projections too) that core's panel kernels take
-  // (panels_pay: the quantized types but Q8_K where AVX2 runs) into
+  // (panels_pay: the quantized types, where AVX2 or AVX-512 VNNI runs) into
   // WeightLayout::Panels16 copies owned here: decode and batched decode then
   // stream one sequential panel per 16 rows instead of gathering them. With
   // `experts`, the routed expert stacks as well (their held rows back to

@@ -116,25 +116,23 @@ struct Q45KPanel {
 // ql and two bits of qh (Q6KRows::chunk).
 struct Q6KPanel {
   using K = Q6KRows;
-  static constexpr bool kBothHalves = false;
+  static constexpr bool kBothHalves = true;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q6_K);
   struct Fields {
-    __m256i sc[4];  // byte k of piece m: scale 4m + k
+    const uint8_t* scales;  // the half's scale pieces: byte k of piece m is scale 4m + k
     __m256 d;
   };
   static Fields fields(const uint8_t* block, int h) {
-    Fields f;
-    for (int m = 0; m < 4; ++m) f.sc[m] = panel_piece(block, h, offsetof(block_q6_K, scales) + 4 * m);
-    f.d = panel_halves(block, h, offsetof(block_q6_K, d));
-    return f;
+    return {block + kPanelRows * offsetof(block_q6_K, scales) + 32 * h, panel_halves(block, h, offsetof(block_q6_K, d))};
   }
+  static __m256i piece(const Fields& f, int m) { return avx2::load32(f.scales + kPanelRows * 4 * m); }
   // Sub-block s's scale, sign-extended, in both int16 lanes of its row's dword.
   static __m256i scale(const Fields& f, int s) {
-    return _mm256_srai_epi16(pick(f.sc[s / 4], kHighByte[s % 4]), 8);
+    return _mm256_srai_epi16(pick(piece(f, s / 4), kHighByte[s % 4]), 8);
   }
   // Scales of sub-blocks 2p and 2p + 1 in int16 lanes 2i and 2i + 1.
   static __m256i scale_pair(const Fields& f, int p) {
-    return _mm256_srai_epi16(pick(f.sc[p / 2], kHighPair[p % 2]), 8);
+    return _mm256_srai_epi16(pick(piece(f, p / 2), kHighPair[p % 2]), 8);
   }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     const int half = j / 4, quarter = j % 4;
@@ -288,8 +286,9 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
   }
 }
 
-// Rows [r0, r1) (whole panels) × T tokens, each panel read once.
-template <class P, int T>
+// Rows [r0, r1) (whole panels) × T tokens, each panel read once; kSpread:
+// the plan spreads a super-block's prefetches over its code vectors.
+template <class P, int T, bool kSpread>
 void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const MatrixView& m = *a.w;
   const int64_t nb = m.cols / QK_K;
@@ -303,7 +302,7 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       for (auto& v : half) v = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* block = panel + size_t(b) * P::kBlockBytes;
-      prefetch.ahead_of_unless_spread(block);
+      if constexpr (!kSpread) prefetch.ahead_of(block, P::kBlockBytes);
       const block_q8_K* x[T];
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
       // A spread plan's prefetches a part per code vector (64 of them, 128
@@ -312,9 +311,14 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       // Under ISA=avx2 on the AMX Xeon, against the parts computed at run
       // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %; kept
       // in place at 2-4 tokens too, 2 and 4 sequences ran 9-20 % slower.
+      // Without a spread plan nothing is kept in place: the barrier cost
+      // registers (Q6_K's sums spilled, its masks made again each
+      // sub-block).
       const auto part = [prefetch, block](int i, int parts) SHARDLM_ALWAYS_INLINE {
-        prefetch.part_if_spread(block, i, parts, P::kBlockBytes);
-        if constexpr (T == 1) keep_prefetch_in_place();
+        if constexpr (kSpread) {
+          prefetch.part_ahead_of(block, i, parts, P::kBlockBytes);
+          if constexpr (T == 1) keep_prefetch_in_place();
+        }
       };
       if constexpr (T == 1 && P::kBothHalves) {
         super_block<P, T, 2>(block, 0, x, acc, [part](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });
@@ -326,6 +330,11 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
     for (int h = 0; h < 2; ++h)
       for (int t = 0; t < T; ++t) _mm256_storeu_ps(a.y + t * m.rows + r + 8 * h, acc[h][t]);
   }
+}
+template <class P, int T>
+void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
+  if (plan_spreads(a.prefetch)) return panel_rows<P, T, true>(a, r0, r1);
+  panel_rows<P, T, false>(a, r0, r1);
 }
 
 // Rows [rb, rend) as KRowGroups (interleave_k's, from panels).

@@ -150,21 +150,18 @@ struct Q2KPanel {
   static constexpr bool kBothHalves = true;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q2_K);
   struct Fields {
-    __m256i sc[4];  // byte k of piece m: scale and min 4m + k
+    const uint8_t* scales;  // the half's scale pieces: byte k of piece m is scale and min 4m + k
     __m256 d, dmin;
   };
   static Fields fields(const uint8_t* block, int h) {
-    Fields f;
-    for (int m = 0; m < 4; ++m) f.sc[m] = panel_piece(block, h, offsetof(block_q2_K, scales) + 4 * m);
     const F16Pairs d_dmin = panel_f16_pairs(block, h, offsetof(block_q2_K, d));
-    f.d = d_dmin.first;
-    f.dmin = d_dmin.second;
-    return f;
+    return {block + kPanelRows * offsetof(block_q2_K, scales) + 32 * h, d_dmin.first, d_dmin.second};
   }
+  static __m256i piece(const Fields& f, int m) { return avx2::load32(f.scales + kPanelRows * 4 * m); }
   static __m256i scale(const Fields& f, int s) {
-    return _mm256_and_si256(pick(f.sc[s / 4], kLowByte[s % 4]), _mm256_set1_epi16(15));
+    return _mm256_and_si256(pick(piece(f, s / 4), kLowByte[s % 4]), _mm256_set1_epi16(15));
   }
-  static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(f.sc[p / 2], kLowPair[p % 2]), 4); }
+  static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(piece(f, p / 2), kLowPair[p % 2]), 4); }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     return two_bits_of(panel_piece(block, h, offsetof(block_q2_K, qs) + 32 * (j / 4) + 4 * v), j % 4);
   }

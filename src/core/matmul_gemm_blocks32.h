@@ -201,7 +201,8 @@ struct Blocks32 {
     if constexpr (T <= 6) {
       block_tokens<T, 2>(w, p, xb, x_stride, acc);
     } else if constexpr (T <= 8) {
-      block_tokens<T, 1>(w, p, xb, x_stride, acc);
+      block_tokens<4, 2>(w, p, xb, x_stride, acc);
+      block_tokens<T - 4, 2>(w, p, xb + x_stride * 4, x_stride, acc + 4);
     } else {
       static_assert(T % 4 == 0);
       for (int t = 0; t < T; t += 4) block_tokens<4, 1>(w, p, xb + x_stride * size_t(t), x_stride, acc + t);

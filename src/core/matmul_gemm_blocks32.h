@@ -196,9 +196,14 @@ struct Blocks32 {
     __m512i w[8];
     for (int g = 0; g < 8; ++g) w[g] = _mm512_load_si512(&p.codes[g]);
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_32);
-    // Tokens at a time and chains per token: as many chains as the 32
-    // registers hold next to the 8 code vectors and T accumulators.
-    if constexpr (T <= 6) {
+    // Up to 4 tokens at a time, two chains each: 8 chains, 8 code vectors,
+    // the accumulators and the activation quads fit the 32 registers. The
+    // batched decode of 5-8 tokens ran all of them at once, with one chain
+    // a token from 7 (6 with two filled every register): on Zen 5 1B Q4_0's
+    // matrices at 8 tokens from DRAM took 40-44 ms that way against 32-33
+    // as 4 + 4, and 5-6 tokens 4-8 % less as 4 + the rest. Beyond 8 (the
+    // prefill tiles' 16 accumulators) one chain a token.
+    if constexpr (T <= 4) {
       block_tokens<T, 2>(w, p, xb, x_stride, acc);
     } else if constexpr (T <= 8) {
       block_tokens<4, 2>(w, p, xb, x_stride, acc);

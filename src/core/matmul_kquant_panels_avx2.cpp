@@ -60,6 +60,22 @@ constexpr WordPick kHighPair[2] = {word_pick(0, 1, true), word_pick(2, 3, true)}
 inline __m256i pick(__m256i v, const WordPick& w) {
   return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(w.idx)));
 }
+// Signed byte scales (Q3_K's unpacked, Q6_K's): sub-block s's (byte s % 4 of
+// its piece), sign-extended, in both int16 lanes of its row's dword; and
+// sub-blocks 2p, 2p + 1's in int16 lanes 2i, 2i + 1.
+inline __m256i signed_scale(__m256i piece, int s) { return _mm256_srai_epi16(pick(piece, kHighByte[s % 4]), 8); }
+inline __m256i signed_scale_pair(__m256i piece, int p) {
+  return _mm256_srai_epi16(pick(piece, kHighPair[p % 2]), 8);
+}
+// The 4-byte pieces of a half's scales from GGUF byte `at` on, each loaded
+// where a sub-block needs it rather than held in a register through the
+// super-block (Q2_K's and Q6_K's sixteen scales a row: four registers a half).
+struct ScalePieces {
+  const uint8_t* block;
+  int h;
+  size_t at;
+  __m256i operator[](int m) const { return panel_piece(block, h, at + 4 * size_t(m)); }
+};
 
 // Q4_K and Q5_K: the 8 rows' 6-bit scales and mins (get_scale_min_k4's bit
 // layout, k4_scales_mins) one byte per sub-block in dword lanes; the codes'
@@ -119,21 +135,14 @@ struct Q6KPanel {
   static constexpr bool kBothHalves = true;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q6_K);
   struct Fields {
-    const uint8_t* scales;  // the half's scale pieces: byte k of piece m is scale 4m + k
+    ScalePieces sc;  // byte k of piece m: scale 4m + k
     __m256 d;
   };
   static Fields fields(const uint8_t* block, int h) {
-    return {block + kPanelRows * offsetof(block_q6_K, scales) + 32 * h, panel_halves(block, h, offsetof(block_q6_K, d))};
+    return {{block, h, offsetof(block_q6_K, scales)}, panel_halves(block, h, offsetof(block_q6_K, d))};
   }
-  static __m256i piece(const Fields& f, int m) { return avx2::load32(f.scales + kPanelRows * 4 * m); }
-  // Sub-block s's scale, sign-extended, in both int16 lanes of its row's dword.
-  static __m256i scale(const Fields& f, int s) {
-    return _mm256_srai_epi16(pick(piece(f, s / 4), kHighByte[s % 4]), 8);
-  }
-  // Scales of sub-blocks 2p and 2p + 1 in int16 lanes 2i and 2i + 1.
-  static __m256i scale_pair(const Fields& f, int p) {
-    return _mm256_srai_epi16(pick(piece(f, p / 2), kHighPair[p % 2]), 8);
-  }
+  static __m256i scale(const Fields& f, int s) { return signed_scale(f.sc[s / 4], s); }
+  static __m256i scale_pair(const Fields& f, int p) { return signed_scale_pair(f.sc[p / 2], p); }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     const int half = j / 4, quarter = j % 4;
     const __m256i ql = panel_piece(block, h, offsetof(block_q6_K, ql) + 64 * half + 32 * (quarter & 1) + 4 * v);
@@ -150,18 +159,17 @@ struct Q2KPanel {
   static constexpr bool kBothHalves = true;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q2_K);
   struct Fields {
-    const uint8_t* scales;  // the half's scale pieces: byte k of piece m is scale and min 4m + k
+    ScalePieces sc;  // byte k of piece m: scale and min 4m + k
     __m256 d, dmin;
   };
   static Fields fields(const uint8_t* block, int h) {
     const F16Pairs d_dmin = panel_f16_pairs(block, h, offsetof(block_q2_K, d));
-    return {block + kPanelRows * offsetof(block_q2_K, scales) + 32 * h, d_dmin.first, d_dmin.second};
+    return {{block, h, offsetof(block_q2_K, scales)}, d_dmin.first, d_dmin.second};
   }
-  static __m256i piece(const Fields& f, int m) { return avx2::load32(f.scales + kPanelRows * 4 * m); }
   static __m256i scale(const Fields& f, int s) {
-    return _mm256_and_si256(pick(piece(f, s / 4), kLowByte[s % 4]), _mm256_set1_epi16(15));
+    return _mm256_and_si256(pick(f.sc[s / 4], kLowByte[s % 4]), _mm256_set1_epi16(15));
   }
-  static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(piece(f, p / 2), kLowPair[p % 2]), 4); }
+  static __m256i min_pair(const Fields& f, int p) { return _mm256_srli_epi16(pick(f.sc[p / 2], kLowPair[p % 2]), 4); }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     return two_bits_of(panel_piece(block, h, offsetof(block_q2_K, qs) + 32 * (j / 4) + 4 * v), j % 4);
   }
@@ -191,10 +199,8 @@ struct Q3KPanel {
     f.d = panel_halves(block, h, offsetof(block_q3_K, d));
     return f;
   }
-  static __m256i scale(const Fields& f, int s) { return _mm256_srai_epi16(pick(f.sc[s / 4], kHighByte[s % 4]), 8); }
-  static __m256i scale_pair(const Fields& f, int p) {
-    return _mm256_srai_epi16(pick(f.sc[p / 2], kHighPair[p % 2]), 8);
-  }
+  static __m256i scale(const Fields& f, int s) { return signed_scale(f.sc[s / 4], s); }
+  static __m256i scale_pair(const Fields& f, int p) { return signed_scale_pair(f.sc[p / 2], p); }
   static __m256i codes(const uint8_t* block, int h, int j, int v) {
     const __m256i low = two_bits_of(panel_piece(block, h, offsetof(block_q3_K, qs) + 32 * (j / 4) + 4 * v), j % 4);
     return or_bit_at2(low, panel_piece(block, h, offsetof(block_q3_K, hmask) + 4 * v), j);

@@ -39,7 +39,6 @@ struct DistributedSessionOptions {
   int threads = 1;        // compute threads of this rank
   bool commit_kv_cache = false;  // this rank's KV cache resident from the start (ModelOptions)
   bool time_kernels_at_load = false;  // every kernel choice timed at load (ModelOptions)
-
 };
 
 // Where this rank's time went, summed since construction or reset_stats().

@@ -100,6 +100,7 @@ void run_chat(const ChatRequest& r, std::istream& in) {
   mo.n_batch = r.batch;
   mo.n_seq = 1;
   mo.kv_type = kv_type_of(r.kv_type);
+  mo.time_kernels_at_load = true;  // not while the first reply is awaited
   mo.pool = pool.get();
   serve::LocalEngine engine(*file, mo);
   Chat chat(engine, *tokenizer, r);

@@ -31,6 +31,7 @@ cluster::MpiJobOptions make_mpi_job_options(const ClusterRunOptions& c, int64_t 
   o.runtime.n_batch = batch;
   o.runtime.kv_type = o.plan.kv_type;
   o.runtime.threads = threads;
+  o.runtime.time_kernels_at_load = true;  // as `serve` and the workers' jobs: not in the first request
   o.distribute_weights = c.distribute_weights;
   o.cache_dir = c.cache_dir;
   if (!c.cache_dir.empty() && !c.distribute_weights)

@@ -151,7 +151,9 @@ TEST_F(MpiLaunchTest, ExpertParallelTellsTheSingleNodeStory) {
     EXPECT_EQ(p->wait(std::chrono::seconds(120)), 0) << p->err();
     EXPECT_EQ(p->out(), single->out()) << p->err();
     EXPECT_NE(p->err().find("mpi: 2 ranks on 1 host(s), tp 2 × pp 1"), std::string::npos) << p->err();
-    if (distribute) EXPECT_NE(p->err().find("mpi: sending rank 1 its slices"), std::string::npos) << p->err();
+    if (distribute) {
+      EXPECT_NE(p->err().find("mpi: sending rank 1 its slices"), std::string::npos) << p->err();
+    }
   }
 }
 

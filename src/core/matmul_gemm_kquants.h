@@ -383,6 +383,16 @@ struct KQuant {
                                         size_t x_stride, __m512* acc, const BeforeCode& before_code) {
     constexpr int kGroups = P::kSub / 4, kSplit = T < 7 ? 2 : 1;
     constexpr bool kFresh = T < 4 || P::kSub == 16;
+    // From 4 tokens the activations' broadcasts are embedded in the vpdpbusd
+    // (no register, no uop of their own), and a 32-code sub-block's code
+    // vectors are made (or loaded) where they are multiplied, one live at a
+    // time rather than all 8: at 8 tokens the running sums, their starts,
+    // the partial sums and 8 code vectors had taken all 32 registers and
+    // spilled. On Zen 5, in cache (2048², thread's best of 31): Q4_K 8
+    // tokens 132-140 → 117-128 µs, Q5_K 161-201 → 131-156; Q2_K, Q3_K and
+    // Q6_K, with 4 code vectors a sub-block, gained from the broadcasts alone
+    // (their codes at use measured slower for Q6_K at 8 tokens).
+    constexpr bool kEmbedBroadcast = T >= 4, kCodeAtUse = T >= 4 && P::kSub == 32;
     const uint8_t* xb = x + size_t(b) * sizeof(block_q8_K);
     const int8_t* a[T];
     __m512 part[T];
@@ -397,15 +407,27 @@ struct KQuant {
         if (kFresh || k == 0)
           for (int h = 0; h < kSplit; ++h)
             for (int t = 0; t < T; ++t) sum[h][t] = _mm512_setzero_si512();
-        __m512i w[kGroups];
-        steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE {
-          before_code(kGroups * s + g);
-          w[g] = codes(kGroups * s + g);
-        });
-        for (int g = 0; g < kGroups; ++g)
-          for (int t = 0; t < T; ++t)
-            sum[g % kSplit][t] = _mm512_dpbusd_epi32(sum[g % kSplit][t], w[g],
-                                                     _mm512_set1_epi32(load_i32(a[t] + P::kSub * s + 4 * g)));
+        const auto dot = [&](int g, __m512i w) SHARDLM_ALWAYS_INLINE {
+          for (int t = 0; t < T; ++t) {
+            __m512i& sum_t = sum[g % kSplit][t];
+            const int8_t* at = a[t] + P::kSub * s + 4 * g;
+            sum_t = kEmbedBroadcast ? dpbusd_broadcast(sum_t, w, at)
+                                    : _mm512_dpbusd_epi32(sum_t, w, _mm512_set1_epi32(load_i32(at)));
+          }
+        };
+        if constexpr (kCodeAtUse) {
+          steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE {
+            before_code(kGroups * s + g);
+            dot(g, codes(kGroups * s + g));
+          });
+        } else {
+          __m512i w[kGroups];
+          steps<kGroups, kUnroll>([&](auto g) SHARDLM_ALWAYS_INLINE {
+            before_code(kGroups * s + g);
+            w[g] = codes(kGroups * s + g);
+          });
+          for (int g = 0; g < kGroups; ++g) dot(g, w[g]);
+        }
         for (int t = 0; t < T; ++t) {
           const __m512i joined = kSplit == 2 ? _mm512_add_epi32(sum[0][t], sum[1][t]) : sum[0][t];
           __m512i isum = kFresh || k == 0 ? joined : _mm512_sub_epi32(joined, before[t]);

@@ -122,6 +122,16 @@ inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block
       prefetch.ahead_of(block);
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
+        // From 2 tokens the second half loads its activations again (a
+        // compiler barrier): GCC kept the first half's broadcasts for it, 8
+        // a token, on the stack (AVX2's 16 registers), a store and a
+        // reloading maddubs each. Zen 5 under ISA=avx2, 2048² in cache, best
+        // of 31, three rounds: Q4_0 4 tokens 205-233 → 144-196 µs, 8 tokens
+        // 405-473 → 301-405; Q4_1, Q5_0, Q5_1 15-25 % faster at 4 and 8.
+        // Q8_0, whose products take the codes' signs per half, ran 0-11 %
+        // slower with it; one token 3-15 %.
+        if constexpr (T >= 2 && !W::kSigned)
+          if (h == 1) asm volatile("" ::: "memory");
         const PanelScales sc = PanelBlock<W>::scales(block, h);
         rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b,
                              acc[s][h]);

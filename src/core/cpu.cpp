@@ -67,6 +67,13 @@ __attribute__((target("avx512f,avx512vnni"))) int trial_avx512_vnni() {
   return out[0] == 2 && out[15] == 2 ? 0 : 1;
 }
 
+__attribute__((target("avx2,avxvnni"))) int trial_avx_vnni() {
+  volatile int in = 1;
+  __m256i v = _mm256_set1_epi32(in);
+  v = _mm256_dpbusd_avx_epi32(v, v, v);  // as trial_avx512_vnni's, on ymm
+  return _mm256_extract_epi32(v, 0) == 2 && _mm256_extract_epi32(v, 7) == 2 ? 0 : 1;
+}
+
 __attribute__((target("avx512f,avx512bf16"))) int trial_avx512_bf16() {
   volatile float in = 1.0f;
   __m512 v = _mm512_set1_ps(in);
@@ -136,6 +143,7 @@ CpuCaps detect() {
   caps.avx512 = caps.avx2 && os_zmm && cpu_avx512 && run_trial("avx512", trial_avx512);
   caps.avx512_vnni = caps.avx512 && bit(l7.c, 11) && run_trial("avx512_vnni", trial_avx512_vnni);
   caps.avx512_bf16 = caps.avx512 && bit(l7s1.a, 5) && run_trial("avx512_bf16", trial_avx512_bf16);
+  caps.avx_vnni = caps.avx2 && bit(l7s1.a, 4) && run_trial("avx_vnni", trial_avx_vnni);
   caps.clflushopt = bit(l7.b, 23) && run_trial("clflushopt", trial_clflushopt);
   const bool cpu_amx = bit(l7.d, 24) && bit(l7.d, 25);
   if (caps.avx512 && os_tiles && cpu_amx && request_amx_permission() && run_trial("amx", trial_amx)) {
@@ -172,10 +180,10 @@ Isa best_isa(const CpuCaps& c) {
 Isa parse_isa_cap(const char* value) {
   const std::string_view v(value);
   if (v == "scalar") return Isa::Scalar;
-  if (v == "avx2") return Isa::Avx2;
+  if (v == "avx2" || v == "avx_vnni") return Isa::Avx2;
   if (v == "avx512") return Isa::Avx512;
   if (v == "amx") return Isa::Amx;
-  throw Error(fmt::format("environment variable SHARDLM_ISA={}: expected scalar, avx2, avx512 or amx", v));
+  throw Error(fmt::format("environment variable SHARDLM_ISA={}: expected scalar, avx2, avx_vnni, avx512 or amx", v));
 }
 
 }  // namespace
@@ -183,8 +191,8 @@ Isa parse_isa_cap(const char* value) {
 const CpuCaps& cpu_caps() {
   static const CpuCaps caps = [] {
     CpuCaps c = detect();
-    spdlog::debug("cpu: avx2={} avx512={} vnni={} bf16={} amx_int8={} amx_bf16={}", c.avx2, c.avx512,
-                  c.avx512_vnni, c.avx512_bf16, c.amx_int8, c.amx_bf16);
+    spdlog::debug("cpu: avx2={} avx_vnni={} avx512={} vnni={} bf16={} amx_int8={} amx_bf16={}", c.avx2, c.avx_vnni,
+                  c.avx512, c.avx512_vnni, c.avx512_bf16, c.amx_int8, c.amx_bf16);
     return c;
   }();
   return caps;
@@ -214,6 +222,14 @@ Isa active_isa() {
   return isa;
 }
 
+bool avx_vnni_active() {
+  static const bool active = [] {
+    const char* cap = std::getenv("SHARDLM_ISA");
+    return cpu_caps().avx_vnni && !(cap && std::string_view(cap) == "avx2");
+  }();
+  return active;
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
@@ -235,6 +251,7 @@ std::string cpu_summary() {
   const CpuCaps& c = cpu_caps();
   std::string s = brand_string() + ", " + std::to_string(std::thread::hardware_concurrency()) + " threads; usable:";
   s += c.avx2 ? " avx2+fma+f16c" : " (no avx2)";
+  if (c.avx_vnni) s += " avx_vnni";
   if (c.avx512) s += " avx512";
   if (c.avx512_vnni) s += " avx512_vnni";
   if (c.avx512_bf16) s += " avx512_bf16";

@@ -14,6 +14,7 @@ struct CpuCaps {
   bool avx512 = false;      // F + BW + VL + DQ
   bool avx512_vnni = false;
   bool avx512_bf16 = false;
+  bool avx_vnni = false;    // VEX vpdpbusd on ymm (Alder Lake and later, Zen 5): the AVX2 panel kernels' dot products
   bool amx_int8 = false;    // tiles permitted by the OS and a trial ran
   bool amx_bf16 = false;
   bool clflushopt = false;  // cache-line flushes not ordered among themselves (the kernel timings' flush)
@@ -22,8 +23,12 @@ struct CpuCaps {
 const CpuCaps& cpu_caps();
 
 // The best ISA available, capped by the environment variable SHARDLM_ISA
-// (scalar|avx2|avx512|amx) so tests and benchmarks can force a path.
+// (scalar|avx2|avx_vnni|avx512|amx) so tests and benchmarks can force a path.
+// avx_vnni is the AVX2 class with AVX-VNNI's dot products, avx2 without them.
 Isa active_isa();
+// Whether the AVX2 kernels that have a vpdpbusd form use it: the CPU has
+// AVX-VNNI and SHARDLM_ISA is not avx2.
+bool avx_vnni_active();
 bool isa_available(Isa isa);
 const char* isa_name(Isa isa);
 std::string cpu_summary();  // one line: model name and usable ISAs

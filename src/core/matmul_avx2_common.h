@@ -59,6 +59,14 @@ inline __m256i bits_to_bytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi64x(-1));
 }
 
+// acc + vpdpbusd(u, s) (unsigned by signed bytes, four products a dword) in
+// its VEX form, AVX-VNNI, on ymm. Written out: the AVX2 files are built for
+// every AVX2 CPU, and only kernels chosen where avx_vnni_active() run it.
+inline __m256i dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+  return acc;
+}
+
 // v, unseen by the optimiser: a running int16/int32 sum passed through this
 // after each add stays a chain. Otherwise GCC reassociates the adds of a
 // tile into a tree, which holds every product of the tile at once: they

@@ -155,7 +155,8 @@ Kernel amx_gemm_kernel(DType type);
 // types without that layout or when the ISA lacks VNNI / AMX; AMX from
 // kGemmMinTokens on; AVX2: every type with the layout).
 Kernel scalar_panel_kernel(DType type);
-Kernel avx2_panel_kernel(DType type);
+Kernel avx2_panel_kernel(DType type);  // the AVX-VNNI form of the 32-element types where avx_vnni_active()
+Kernel avx2_panel_kernel(DType type, bool vnni);  // that form or the maddubs one (vnni: the CPU must have AVX-VNNI)
 Kernel avx2_kquant_panel_kernel(DType type);  // Q4_K, Q5_K, Q6_K; avx2_panel_kernel hands them on
 Kernel avx512_panel_kernel(DType type);
 Kernel amx_panel_kernel(DType type);

@@ -14,6 +14,7 @@
 // and behind llama.cpp's AVX2 build; this loop issues ~4.
 #include <cstring>
 
+#include "core/cpu.h"
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_avx2_rowgroup_driver.h"
 #include "core/matmul_avx2_rowgroups.h"
@@ -101,8 +102,9 @@ struct PanelBlock<Q8_0W> {
 template <class W>
 constexpr size_t kPanelBlockBytes = kPanelRows * sizeof(typename W::Block);
 
-// The panels at rows[0..S) × T tokens in one pass, block b of each in turn.
-template <class W, int T, int S>
+// The panels at rows[0..S) × T tokens in one pass, block b of each in turn;
+// kVnni: rowgroup_block's AVX-VNNI form.
+template <class W, int T, int S, bool kVnni>
 inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block_q8_32* const* x,
                            const PanelPrefetch& prefetch) {
   constexpr int H = kHalves<W> ? 2 : 1;
@@ -133,7 +135,7 @@ inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block
         if constexpr (T >= 2 && !W::kSigned)
           if (h == 1) asm volatile("" ::: "memory");
         const PanelScales sc = PanelBlock<W>::scales(block, h);
-        rowgroup_block<W, T>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b,
+        rowgroup_block<W, T, kVnni>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b,
                              acc[s][h]);
       }
     }
@@ -149,7 +151,7 @@ inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block
 // as two stretches walked in step (matmul_gemm.h's one_pass: two streams for
 // the prefetchers; one token only, where the accumulators of both still fit
 // the 16 registers).
-template <class W, int T, int S = 1>
+template <class W, bool kVnni, int T, int S = 1>
 void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   const block_q8_32* x[T];
   for (int t = 0; t < T; ++t) x[t] = token_blocks(a, t);
@@ -158,9 +160,10 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
   for (int64_t i = 0; i < per; ++i) {
     int64_t rows[S];
     for (int s = 0; s < S; ++s) rows[s] = r0 + (s * per + i) * kPanelRows;
-    panels_in_step<W, T, S>(a, rows, x, prefetch);
+    panels_in_step<W, T, S, kVnni>(a, rows, x, prefetch);
   }
-  for (int64_t r = r0 + S * per * kPanelRows; r < r1; r += kPanelRows) panels_in_step<W, T, 1>(a, &r, x, prefetch);
+  for (int64_t r = r0 + S * per * kPanelRows; r < r1; r += kPanelRows)
+    panels_in_step<W, T, 1, kVnni>(a, &r, x, prefetch);
 }
 
 // Rows [rb, rend) as RowGroupBlocks (matmul_avx2_rowgroups.h's
@@ -183,36 +186,38 @@ void interleave_panels(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb
 }
 
 // 1..kPanelChunkTokens tokens.
-template <class W>
+template <class W, bool kVnni>
 void panel_rows_of(const KernelArgs& a, int64_t r0, int64_t r1) {
   switch (a.n_tokens) {
-    case 1: return a.streams == 2 ? panel_rows<W, 1, 2>(a, r0, r1) : panel_rows<W, 1>(a, r0, r1);
-    case 2: return panel_rows<W, 2>(a, r0, r1);
-    case 3: return panel_rows<W, 3>(a, r0, r1);
-    default: return panel_rows<W, kPanelChunkTokens>(a, r0, r1);
+    case 1: return a.streams == 2 ? panel_rows<W, kVnni, 1, 2>(a, r0, r1) : panel_rows<W, kVnni, 1>(a, r0, r1);
+    case 2: return panel_rows<W, kVnni, 2>(a, r0, r1);
+    case 3: return panel_rows<W, kVnni, 3>(a, r0, r1);
+    default: return panel_rows<W, kVnni, kPanelChunkTokens>(a, r0, r1);
   }
 }
 
-template <class W>
+template <class W, bool kVnni>
 void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
-  if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W>(a, r0, r1);
-  if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W>);
+  if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W, kVnni>(a, r0, r1);
+  if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W, kVnni>);
   return prefill_row_groups<RowGroupBlock, block_q8_32>(
-      a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W>,
+      a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W, kVnni>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }
 
 }  // namespace
 
-Kernel avx2_panel_kernel(DType type) {
+Kernel avx2_panel_kernel(DType type, bool vnni) {
   switch (type) {
-    case DType::Q4_0: return panels<Q4_0W>;
-    case DType::Q4_1: return panels<Q4_1W>;
-    case DType::Q5_0: return panels<Q5_0W>;
-    case DType::Q5_1: return panels<Q5_1W>;
-    case DType::Q8_0: return panels<Q8_0W>;
+    case DType::Q4_0: return vnni ? panels<Q4_0W, true> : panels<Q4_0W, false>;
+    case DType::Q4_1: return vnni ? panels<Q4_1W, true> : panels<Q4_1W, false>;
+    case DType::Q5_0: return vnni ? panels<Q5_0W, true> : panels<Q5_0W, false>;
+    case DType::Q5_1: return vnni ? panels<Q5_1W, true> : panels<Q5_1W, false>;
+    case DType::Q8_0: return vnni ? panels<Q8_0W, true> : panels<Q8_0W, false>;
     default: return avx2_kquant_panel_kernel(type);
   }
 }
+
+Kernel avx2_panel_kernel(DType type) { return avx2_panel_kernel(type, avx_vnni_active()); }
 
 }  // namespace shardlm::matmul_impl

@@ -47,6 +47,8 @@ TEST(CpuDeathTest, EnvironmentCapsTheIsa) {
   EXPECT_EXIT(std::exit(active_isa_with_env("scalar")), testing::ExitedWithCode(int(Isa::Scalar)), "");
   const int avx2_expected = isa_available(Isa::Avx2) ? int(Isa::Avx2) : int(Isa::Scalar);
   EXPECT_EXIT(std::exit(active_isa_with_env("avx2")), testing::ExitedWithCode(avx2_expected), "");
+  // The AVX2 class with AVX-VNNI's dot products where the CPU has them.
+  EXPECT_EXIT(std::exit(active_isa_with_env("avx_vnni")), testing::ExitedWithCode(avx2_expected), "");
   EXPECT_EXIT(std::exit(active_isa_with_env("sse9")), testing::ExitedWithCode(42), "");
 }
 

@@ -242,6 +242,33 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceKQuantCodesAndStreamCountGiveTheSame
   EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 12).codes);
 }
 
+// The AVX2 panel kernels of the 32-element types in their AVX-VNNI form sum
+// the same integers as with maddubs: the same bits at every token count, for
+// decode, batched decode and the prefill tiles (a CPU without AVX-VNNI runs
+// only the maddubs form, and this test has nothing to compare).
+TEST(MatmulPanels, AvxVnniFormGivesTheMaddubsBits) {
+  if (!cpu_caps().avx_vnni) GTEST_SKIP() << "no AVX-VNNI: " << cpu_summary();
+  const int64_t rows = 48, cols = 32 * 9;
+  for (DType type : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0}) {
+    const auto m = random_matrix(type, rows, cols, 7);
+    const Panels p = repacked(m.view);
+    for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 16, 21}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " tokens " + std::to_string(n));
+      const auto x = random_activations(n, cols, uint32_t(n + 11));
+      PreparedInput prepared(x.data(), n, cols);
+      matmul_impl::KernelArgs args;
+      args.w = &p.view;
+      args.x = prepared.for_type(type, nullptr, &args.x_stride);
+      args.n_tokens = n;
+      const auto keep = [](auto&) {};
+      const auto vnni = kernel_output(matmul_impl::avx2_panel_kernel(type, true), args, rows, keep);
+      const auto maddubs = kernel_output(matmul_impl::avx2_panel_kernel(type, false), args, rows, keep);
+      ASSERT_FALSE(std::isnan(vnni[0]));
+      ASSERT_TRUE(same_bits(vnni, maddubs));
+    }
+  }
+}
+
 // The activation loads are timed per CPU too (matmul_activation_loads.cpp):
 // both give the same bits at every token count the VNNI one_pass takes, on
 // panels and on GGUF rows (its gathered groups from 4 tokens).

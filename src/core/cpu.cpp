@@ -177,12 +177,21 @@ Isa best_isa(const CpuCaps& c) {
   return Isa::Scalar;
 }
 
-Isa parse_isa_cap(const char* value) {
+// SHARDLM_ISA: the highest ISA class the kernels may use, and whether the
+// AVX2 class may use AVX-VNNI's dot products (all but "avx2" allow them).
+struct IsaCap {
+  Isa isa = Isa::Amx;
+  bool avx_vnni = true;
+};
+IsaCap isa_cap_from_env() {
+  const char* value = std::getenv("SHARDLM_ISA");
+  if (!value || !*value) return {};
   const std::string_view v(value);
-  if (v == "scalar") return Isa::Scalar;
-  if (v == "avx2" || v == "avx_vnni") return Isa::Avx2;
-  if (v == "avx512") return Isa::Avx512;
-  if (v == "amx") return Isa::Amx;
+  if (v == "scalar") return {Isa::Scalar, true};
+  if (v == "avx2") return {Isa::Avx2, false};
+  if (v == "avx_vnni") return {Isa::Avx2, true};
+  if (v == "avx512") return {Isa::Avx512, true};
+  if (v == "amx") return {Isa::Amx, true};
   throw Error(fmt::format("environment variable SHARDLM_ISA={}: expected scalar, avx2, avx_vnni, avx512 or amx", v));
 }
 
@@ -212,10 +221,8 @@ bool isa_available(Isa isa) {
 Isa active_isa() {
   static const Isa isa = [] {
     Isa best = best_isa(cpu_caps());
-    if (const char* cap = std::getenv("SHARDLM_ISA"); cap && *cap) {
-      const Isa wanted = parse_isa_cap(cap);
-      if (int(wanted) < int(best)) best = wanted;
-    }
+    const Isa wanted = isa_cap_from_env().isa;
+    if (int(wanted) < int(best)) best = wanted;
     spdlog::debug("cpu: kernels use {}", isa_name(best));
     return best;
   }();
@@ -223,10 +230,7 @@ Isa active_isa() {
 }
 
 bool avx_vnni_active() {
-  static const bool active = [] {
-    const char* cap = std::getenv("SHARDLM_ISA");
-    return cpu_caps().avx_vnni && !(cap && std::string_view(cap) == "avx2");
-  }();
+  static const bool active = cpu_caps().avx_vnni && isa_cap_from_env().avx_vnni;
   return active;
 }
 
@@ -259,6 +263,7 @@ std::string cpu_summary() {
   if (c.amx_bf16) s += " amx_bf16";
   s += "; kernels: ";
   s += isa_name(active_isa());
+  if (active_isa() == Isa::Avx2 && avx_vnni_active()) s += "+avx_vnni";
   return s;
 }
 

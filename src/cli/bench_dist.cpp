@@ -261,7 +261,7 @@ void bench_dist(DistBenchOptions o) {
       o.rates = parallel::measure_kernel_rates(parallel::matmul_weight_types(*f), pool.get(),
                                                 std::clamp(rank_bytes, parallel::streamed_matrix_bytes(kRateMatrixBytes),
                                                            kMaxRateMatrixBytes),
-                                                at_once);
+                                                at_once, o.tp);
       o.token_costs = parallel::measure_token_costs();
     }
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <chrono>
 #include <exception>
@@ -11,10 +12,12 @@
 #include <set>
 #include <thread>
 
+#include <immintrin.h>
 #include <unistd.h>
 
 #include "core/bench_matrix.h"
 #include "core/clock.h"
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -118,11 +121,40 @@ int64_t layer_width(DType type, size_t budget_bytes) {
   return width;
 }
 
+// Measurers that stand for tensor-parallel ranks meet where those ranks
+// all-reduce: after each copy of a layer's attention output and of its FFN
+// down. Busy-polling, as the ranks' own waits do where each has a core; a
+// measurer that failed breaks the meeting so that none waits for it.
+class SegmentMeeting {
+ public:
+  explicit SegmentMeeting(int n) : n_(n) {}
+  void arrive_and_wait() {
+    const int generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    while (generation_.load(std::memory_order_acquire) == generation && !broken_.load(std::memory_order_relaxed))
+      _mm_pause();
+  }
+  void break_off() { broken_.store(true, std::memory_order_relaxed); }
+
+ private:
+  const int n_;
+  std::atomic<int> arrived_{0}, generation_{0};
+  std::atomic<bool> broken_{false};
+};
+
+// Where SegmentMeeting meets in layer_shapes' order: after the attention output, after FFN down.
+bool ends_segment(size_t matrix) { return matrix % 7 == 3 || matrix % 7 == 6; }
+
 // One measurer's rates: kTimedPasses timed passes over its own copies of a
 // layer per (type, tokens), after one that pages the copies in; `meet` runs
-// before each pass, so measurers sharing the host stream together.
+// before each pass, so measurers sharing the host stream together, and
+// `meet_segment` after each matrix that ends a segment.
 KernelRates measure_one(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
-                        const std::function<void()>& meet) {
+                        const std::function<void()>& meet, const std::function<void()>& meet_segment) {
   KernelRates r;
   for (DType type : types) {
     // Copies of one layer's matrices up to `matrix_bytes`, each its own
@@ -144,7 +176,10 @@ KernelRates measure_one(const std::vector<DType>& types, ThreadPool* pool, size_
       for (int i = 0; i <= kTimedPasses; ++i) {  // pass 0 pages the matrices in
         meet();
         const auto t0 = SteadyClock::now();
-        for (const BenchMatrix& m : copies) matmul(m.view, x.data(), tokens, y.data(), pool);
+        for (size_t m = 0; m < copies.size(); ++m) {
+          matmul(copies[m].view, x.data(), tokens, y.data(), pool);
+          if (ends_segment(m)) meet_segment();
+        }
         if (i > 0) seconds.push_back(seconds_since(t0));
       }
       // The median, not the best: a decode is timed over all its steps, and
@@ -159,23 +194,36 @@ KernelRates measure_one(const std::vector<DType>& types, ThreadPool* pool, size_
 }  // namespace
 
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
-                                 int ranks_at_once) {
-  if (ranks_at_once <= 1) return measure_one(types, pool, matrix_bytes, [] {});
+                                 int ranks_at_once, int tp_group) {
+  if (ranks_at_once <= 1) return measure_one(types, pool, matrix_bytes, [] {}, [] {});
   // Each rank on the host streams its own share of the model: one measurer
   // per rank, each with its own copies of `matrix_bytes` and its own threads,
-  // passes started together. A rank's rate is their mean.
+  // passes started together. A rank's rate is their mean. Where each has a
+  // core, a tensor-parallel group's measurers meet at every segment as its
+  // ranks do, so the rate includes the waits for whichever is late (a step
+  // of tp ranks takes the sum over segments of the slowest one's time, not
+  // the slowest one's sum; pipeline stages only hand off per micro-batch).
+  if (tp_group < 1 || ranks_at_once % tp_group != 0)
+    throw Error(fmt::format("kernel rates: {} ranks at once in tensor-parallel groups of {}", ranks_at_once, tp_group));
   std::barrier meeting(ranks_at_once);
+  std::vector<std::unique_ptr<SegmentMeeting>> groups;
+  for (int g = 0; g < ranks_at_once / tp_group; ++g) groups.push_back(std::make_unique<SegmentMeeting>(tp_group));
+  const bool meet_segments = tp_group > 1 && ranks_at_once <= usable_cpus();
   std::vector<KernelRates> each(static_cast<size_t>(ranks_at_once));
   std::vector<std::exception_ptr> failed(static_cast<size_t>(ranks_at_once));
   auto run = [&](int i) {
     try {
       std::unique_ptr<ThreadPool> own;
       if (pool && i > 0) own = std::make_unique<ThreadPool>(pool->size());
-      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), matrix_bytes, [&] { meeting.arrive_and_wait(); });
+      each[size_t(i)] = measure_one(types, i == 0 ? pool : own.get(), matrix_bytes, [&] { meeting.arrive_and_wait(); },
+                                    [&] {
+                                      if (meet_segments) groups[size_t(i / tp_group)]->arrive_and_wait();
+                                    });
     } catch (...) {
       // E.g. no memory for the copies: the others stop waiting for this one,
       // and the caller gets the error, not a hang or a terminate.
       failed[size_t(i)] = std::current_exception();
+      groups[size_t(i / tp_group)]->break_off();
       meeting.arrive_and_drop();
     }
   };

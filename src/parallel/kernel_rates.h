@@ -66,8 +66,14 @@ size_t streamed_matrix_bytes(size_t at_least);
 // pool's thread count and `matrix_bytes` of its own (each rank streams its
 // own share, and the ranks' cores need not share a last level cache), since
 // they share the host's memory bandwidth and caches (on a 2-core VM two
-// streaming threads get ~1.5x one thread's bytes, not 2x).
+// streaming threads get ~1.5x one thread's bytes, not 2x). `tp_group`:
+// the measurers in turn make groups of that many tensor-parallel ranks
+// (ranks_at_once a multiple of it), which, where each has a core, meet after
+// each layer copy's attention output and FFN down as the ranks do at their
+// all-reduces, so the rate counts the waits for whichever is late (tp 2 on
+// the 1B Q4_0 here: plan / measured 1.06 against 1.11 on average, 38 of 40
+// rows within ±20 % against 30; docs/BENCHMARKS.md, fortieth session).
 KernelRates measure_kernel_rates(const std::vector<DType>& types, ThreadPool* pool, size_t matrix_bytes,
-                                 int ranks_at_once = 1);
+                                 int ranks_at_once = 1, int tp_group = 1);
 
 }  // namespace shardlm::parallel

@@ -461,18 +461,21 @@ TEST(KernelRates, MeasuredOnALayerWithinTheBudget) {
 }
 
 // Ranks that share the host measure together (one measurer each, with its
-// own pool when threads are given): still one finite rate per type and token
-// count, the mean rank's.
+// own pool when threads are given), as pipeline stages or as one
+// tensor-parallel group meeting at every segment: still one finite rate per
+// type and token count, the mean rank's.
 TEST(KernelRates, MeasuredForRanksStreamingAtOnce) {
   ThreadPool pool(2);
-  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-    const KernelRates r = measure_kernel_rates({DType::Q8_0}, p, size_t(4) << 20, 2);
-    EXPECT_EQ(r.gbs.size(), 4u);
-    for (int tokens : {1, 2, 4, 8}) {
-      EXPECT_GT(r.gbs.at({DType::Q8_0, tokens}), 0) << tokens;
-      EXPECT_LT(r.gbs.at({DType::Q8_0, tokens}), 1e6) << tokens;
+  for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool})
+    for (int tp_group : {1, 2}) {
+      const KernelRates r = measure_kernel_rates({DType::Q8_0}, p, size_t(4) << 20, 2, tp_group);
+      EXPECT_EQ(r.gbs.size(), 4u);
+      for (int tokens : {1, 2, 4, 8}) {
+        EXPECT_GT(r.gbs.at({DType::Q8_0, tokens}), 0) << tokens << " tokens, groups of " << tp_group;
+        EXPECT_LT(r.gbs.at({DType::Q8_0, tokens}), 1e6) << tokens << " tokens, groups of " << tp_group;
+      }
     }
-  }
+  EXPECT_THROW(measure_kernel_rates({DType::Q8_0}, nullptr, size_t(4) << 20, 3, 2), Error);
 }
 
 TEST(KernelRates, JsonRoundTripAndErrors) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -105,10 +106,16 @@ namespace {
 // One transformer layer's matrices (rows, cols) at `width`: query, key,
 // value (a fourth of the heads: grouped-query attention), attention output,
 // FFN gate and up (4 × width rows), FFN down (4 × width columns).
-std::vector<std::pair<int64_t, int64_t>> layer_shapes(int64_t width) {
-  return {{width, width},     {width / 4, width},     {width / 4, width}, {width, width},
-          {4 * width, width}, {4 * width, width}, {width, 4 * width}};
+constexpr size_t kLayerMatrices = 7, kAttentionOutput = 3;
+std::array<std::pair<int64_t, int64_t>, kLayerMatrices> layer_shapes(int64_t width) {
+  return {{{width, width},     {width / 4, width},     {width / 4, width}, {width, width},
+           {4 * width, width}, {4 * width, width}, {width, 4 * width}}};
 }
+
+// Whether matrix i of copies of layer_shapes, one layer after another, ends
+// a segment between tensor-parallel all-reduces: an attention output or an
+// FFN down.
+bool ends_segment(size_t i) { return i % kLayerMatrices == kAttentionOutput || i % kLayerMatrices == kLayerMatrices - 1; }
 
 int64_t layer_width(DType type, size_t budget_bytes) {
   int64_t width = kCols;
@@ -145,9 +152,6 @@ class SegmentMeeting {
   std::atomic<int> arrived_{0}, generation_{0};
   std::atomic<bool> broken_{false};
 };
-
-// Where SegmentMeeting meets in layer_shapes' order: after the attention output, after FFN down.
-bool ends_segment(size_t matrix) { return matrix % 7 == 3 || matrix % 7 == 6; }
 
 // One measurer's rates: kTimedPasses timed passes over its own copies of a
 // layer per (type, tokens), after one that pages the copies in; `meet` runs

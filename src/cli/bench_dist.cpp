@@ -95,7 +95,9 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
     const double steps_r = share(all[r]) > 0 ? steps / share(all[r]) : steps;
     const auto br = step_breakdown(all[r], steps_r, all[r].bytes_sent * share(all[r]) / double(s0.tokens), 0);
     compute_ms[r] = br.compute_ms;
-    const double cpu_ms = (all[r].forward_cpu_seconds - all[r].all_reduce_cpu_seconds) * 1e3 / steps_r;
+    // The all-reduces poll, so their CPU time is taken as their wall time
+    // (less only where a wait slept or lost its core).
+    const double cpu_ms = (all[r].forward_cpu_seconds - all[r].all_reduce_seconds) * 1e3 / steps_r;
     std::printf("(rank %zu per step: compute %.2f ms (CPU %.2f ms), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
                 "sent %.0f B per token)\n",
                 r, br.compute_ms, cpu_ms, br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);

@@ -45,7 +45,6 @@ struct DistributedSessionOptions {
 struct RankStats {
   double forward_seconds = 0;     // inside Model::forward, all-reduces included
   double forward_cpu_seconds = 0; // CPU time of this process (all its threads) in the same span
-  double all_reduce_cpu_seconds = 0;  // its part inside the all-reduces (polling counts)
   double collective_seconds = 0;  // all-reduces and candidate exchanges
   double all_reduce_seconds = 0;  // the all-reduces alone (they run inside forward)
   double p2p_wait_seconds = 0;    // waiting for hidden states or tokens

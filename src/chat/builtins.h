@@ -26,6 +26,11 @@ Value get_slice(const Value& obj, const Value* start, const Value* stop, const V
 // `obj.name(args)`, or nullopt when obj's type has no such method.
 std::optional<Value> call_method(const Value& obj, std::string_view name, const CallArgs& args);
 
+// What `for` and the list filters walk: a list's items, a dict's keys, a
+// string's characters (UTF-8 sequences); undefined walks as empty. Anything
+// else is a RenderError, prefixed with `what` (the filter's name) if given.
+List iteration_items(const Value& v, std::string_view what);
+
 // Error for using an undefined value where jinja2 fails.
 [[noreturn]] void fail_undefined(const Value& v);
 

@@ -25,29 +25,6 @@ bool flag(const CallArgs& args, size_t index, std::string_view name) {
   return v && v->truthy();
 }
 
-List as_list(const Value& v, const char* filter) {
-  switch (v.type()) {
-    case Value::Type::List: return v.list();
-    case Value::Type::Undefined: return {};
-    case Value::Type::Dict: {
-      List keys;
-      for (const auto& entry : v.dict().entries()) keys.emplace_back(entry.first);
-      return keys;
-    }
-    case Value::Type::String: {
-      List chars;
-      const std::string& s = v.as_string();
-      for (size_t i = 0; i < s.size();) {
-        size_t j = i + 1;
-        while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
-        chars.emplace_back(s.substr(i, j - i));
-        i = j;
-      }
-      return chars;
-    }
-    default: throw RenderError(fmt::format("{}: '{}' object is not iterable", filter, v.type_name()));
-  }
-}
 
 // `attribute` may be dotted ("function.name"), as in jinja2's attrgetter.
 Value lookup_path(const Value& item, const std::string& path) {
@@ -90,7 +67,7 @@ Value join(Interpreter&, const Value& v, const CallArgs& args) {
   const Value* attribute = args.get(1, "attribute");
   std::string out;
   bool first = true;
-  for (const Value& item : as_list(v, "join")) {
+  for (const Value& item : iteration_items(v, "join")) {
     if (!first && sep) sep->append_str(out);
     first = false;
     (attribute ? lookup_path(item, attribute->str()) : item).append_str(out);
@@ -99,12 +76,12 @@ Value join(Interpreter&, const Value& v, const CallArgs& args) {
 }
 
 Value first(Interpreter&, const Value& v, const CallArgs&) {
-  List items = as_list(v, "first");
+  List items = iteration_items(v, "first");
   return items.empty() ? Value::undefined("no first item, sequence was empty") : items.front();
 }
 
 Value last(Interpreter&, const Value& v, const CallArgs&) {
-  List items = as_list(v, "last");
+  List items = iteration_items(v, "last");
   return items.empty() ? Value::undefined("no last item, sequence was empty") : items.back();
 }
 
@@ -142,14 +119,14 @@ Value replace(Interpreter&, const Value& v, const CallArgs& a) { return string_m
 Value string(Interpreter&, const Value& v, const CallArgs&) { return v.is_string() ? v : Value(v.str()); }
 Value safe(Interpreter&, const Value& v, const CallArgs&) { return v; }
 
-Value list(Interpreter&, const Value& v, const CallArgs&) { return Value(as_list(v, "list")); }
+Value list(Interpreter&, const Value& v, const CallArgs&) { return Value(iteration_items(v, "list")); }
 
 Value reverse(Interpreter&, const Value& v, const CallArgs&) {
   if (v.is_string()) {
     Value backwards(int64_t{-1});
     return get_slice(v, nullptr, nullptr, &backwards);
   }
-  List items = as_list(v, "reverse");
+  List items = iteration_items(v, "reverse");
   std::reverse(items.begin(), items.end());
   return Value(std::move(items));
 }
@@ -238,7 +215,7 @@ Value filter_items(const Value& v, const CallArgs& args, bool by_attribute, bool
                               args.positional.end());
   if (!test.empty() && !has_test(test)) throw RenderError(fmt::format("{}: no test named '{}'", name, test));
   List out;
-  for (const Value& item : as_list(v, name)) {
+  for (const Value& item : iteration_items(v, name)) {
     Value subject = by_attribute ? lookup_path(item, attribute) : item;
     bool passed = test.empty() ? subject.truthy() : apply_test(test, subject, test_args);
     if (passed == keep) out.push_back(item);
@@ -254,7 +231,7 @@ Value map(Interpreter& in, const Value& v, const CallArgs& args) {
   List out;
   if (const Value* attribute = args.named("attribute")) {
     const Value* fallback = args.named("default");
-    for (const Value& item : as_list(v, "map")) {
+    for (const Value& item : iteration_items(v, "map")) {
       Value found = lookup_path(item, attribute->str());
       out.push_back(found.is_undefined() && fallback ? *fallback : found);
     }
@@ -266,13 +243,13 @@ Value map(Interpreter& in, const Value& v, const CallArgs& args) {
   CallArgs rest;
   rest.positional.assign(args.positional.begin() + 1, args.positional.end());
   rest.keyword = args.keyword;
-  for (const Value& item : as_list(v, "map")) out.push_back(apply_filter(in, filter, item, rest));
+  for (const Value& item : iteration_items(v, "map")) out.push_back(apply_filter(in, filter, item, rest));
   return Value(std::move(out));
 }
 
 Value unique(Interpreter&, const Value& v, const CallArgs&) {
   List out;
-  for (const Value& item : as_list(v, "unique"))
+  for (const Value& item : iteration_items(v, "unique"))
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
   return Value(std::move(out));
 }
@@ -280,7 +257,7 @@ Value unique(Interpreter&, const Value& v, const CallArgs&) {
 Value sort(Interpreter&, const Value& v, const CallArgs& args) {
   bool reverse_order = flag(args, 0, "reverse");
   const Value* attribute = args.get(2, "attribute");
-  List items = as_list(v, "sort");
+  List items = iteration_items(v, "sort");
   auto key = [&](const Value& item) { return attribute ? lookup_path(item, attribute->str()) : item; };
   std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
     return reverse_order ? less_than(key(b), key(a)) : less_than(key(a), key(b));
@@ -377,6 +354,31 @@ const std::unordered_map<std::string_view, TestFn>& tests() {
 }
 
 }  // namespace
+
+List iteration_items(const Value& v, std::string_view what) {
+  switch (v.type()) {
+    case Value::Type::Undefined: return {};
+    case Value::Type::List: return v.list();
+    case Value::Type::Dict: {
+      List keys;
+      for (const auto& entry : v.dict().entries()) keys.emplace_back(entry.first);
+      return keys;
+    }
+    case Value::Type::String: {
+      List chars;
+      const std::string& s = v.as_string();
+      for (size_t i = 0; i < s.size();) {
+        size_t j = i + 1;
+        while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
+        chars.emplace_back(s.substr(i, j - i));
+        i = j;
+      }
+      return chars;
+    }
+    default:
+      throw RenderError(fmt::format("{}{}'{}' object is not iterable", what, what.empty() ? "" : ": ", v.type_name()));
+  }
+}
 
 bool has_filter(std::string_view name) { return filters().count(name) != 0; }
 bool has_test(std::string_view name) { return tests().count(name) != 0; }

@@ -43,30 +43,6 @@ Value loop_info(size_t index, size_t length, const List& items) {
   return Value(std::move(info));
 }
 
-// What `for` walks: a list's items, a dict's keys, a string's characters.
-List iteration_items(const Value& v) {
-  switch (v.type()) {
-    case Value::Type::Undefined: return {};
-    case Value::Type::List: return v.list();
-    case Value::Type::Dict: {
-      List keys;
-      for (const auto& entry : v.dict().entries()) keys.emplace_back(entry.first);
-      return keys;
-    }
-    case Value::Type::String: {
-      List chars;
-      const std::string& s = v.as_string();
-      for (size_t i = 0; i < s.size();) {
-        size_t j = i + 1;
-        while (j < s.size() && (static_cast<unsigned char>(s[j]) & 0xC0) == 0x80) ++j;
-        chars.emplace_back(s.substr(i, j - i));
-        i = j;
-      }
-      return chars;
-    }
-    default: throw RenderError(fmt::format("'{}' object is not iterable", v.type_name()));
-  }
-}
 
 void assign_targets(Frame& frame, const std::vector<std::string>& targets, const Value& v) {
   if (targets.size() == 1) {
@@ -146,7 +122,7 @@ Interpreter::Flow Interpreter::exec(const Body& body, const std::shared_ptr<Fram
 }
 
 Interpreter::Flow Interpreter::exec_for(const Stmt& s, const std::shared_ptr<Frame>& frame, std::string& out) {
-  List items = iteration_items(eval(*s.expr, frame));
+  List items = iteration_items(eval(*s.expr, frame), {});
   if (s.condition) {  // the loop filter runs before `loop` exists, as in jinja2
     List kept;
     for (Value& item : items) {

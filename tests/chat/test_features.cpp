@@ -219,5 +219,21 @@ TEST(ChatErrors, RenderErrorsNameTheLine) {
   }
 }
 
+TEST(ChatErrors, WalkingANumberNamesTheFilterThatTried) {
+  auto message = [](const std::string& source) {
+    try {
+      render(source);
+    } catch (const RenderError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string in_for = message("{% for x in 5 %}{% endfor %}");
+  EXPECT_NE(in_for.find("line 1: 'int' object is not iterable"), std::string::npos) << in_for;
+  const std::string in_filter = message("{{ 5 | first }}");
+  EXPECT_NE(in_filter.find("first: 'int' object is not iterable"), std::string::npos) << in_filter;
+  EXPECT_EQ(render("{% for c in 'hé' %}[{{ c }}]{% endfor %}{{ {'k': 1} | list }}"), "[h][é]['k']");
+}
+
 }  // namespace
 }  // namespace shardlm::chat

@@ -25,7 +25,6 @@ bool flag(const CallArgs& args, size_t index, std::string_view name) {
   return v && v->truthy();
 }
 
-
 // `attribute` may be dotted ("function.name"), as in jinja2's attrgetter.
 Value lookup_path(const Value& item, const std::string& path) {
   Value v = item;

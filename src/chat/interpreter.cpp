@@ -43,7 +43,6 @@ Value loop_info(size_t index, size_t length, const List& items) {
   return Value(std::move(info));
 }
 
-
 void assign_targets(Frame& frame, const std::vector<std::string>& targets, const Value& v) {
   if (targets.size() == 1) {
     frame.set(targets[0], v);

@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF parser with libFuzzer + ASan + UBSan for N seconds (default 60).
-# Usage: scripts/fuzz.sh [seconds]. Crashes land in build-fuzz/crashes/.
+# Fuzzes what shardlm reads from untrusted sources with libFuzzer + ASan + UBSan,
+# N seconds a target (default 60): the GGUF parser; the chat template engine (a
+# GGUF's tokenizer.chat_template) parsing and rendering a conversation; and
+# the decoders of what cluster peers send (engine steps, sampled tokens, a
+# worker's kernel rates and token costs).
+# Usage: scripts/fuzz.sh [seconds] [gguf|chat|wire]... Crashes land in build-fuzz/crashes/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+shift || true
+targets=("${@:-gguf chat wire}")
+read -r -a targets <<< "${targets[*]}"
 out=build-fuzz
-mkdir -p "$out/corpus" "$out/crashes"
+mkdir -p "$out/crashes"
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc)
 
-clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -Isrc fuzz/gguf_fuzz.cpp src/gguf/*.cpp src/core/dtype.cpp -o "$out/gguf_fuzz"
-
-# Seeds: the first 64 KiB of every small model (whole headers of most of them).
-for dir in models; do
-  [[ -d $dir ]] || continue
-  while IFS= read -r -d '' f; do
-    head -c 65536 "$f" > "$out/corpus/seed-$(basename "$f")"
-  done < <(find "$dir" -name '*.gguf' -size -8M -print0)
+for target in "${targets[@]}"; do
+  corpus="$out/corpus-$target"
+  mkdir -p "$corpus"
+  case $target in
+    gguf)
+      clang++ "${flags[@]}" fuzz/gguf_fuzz.cpp src/gguf/*.cpp src/core/dtype.cpp -lfmt -o "$out/gguf_fuzz"
+      # Seeds: the first 64 KiB of every small model (whole headers of most of them).
+      while IFS= read -r -d '' f; do
+        head -c 65536 "$f" > "$corpus/seed-$(basename "$f")"
+      done < <(find models -name '*.gguf' -size -8M -print0)
+      cp fuzz/seeds/* "$corpus/"
+      max_len=65536 ;;
+    chat)
+      clang++ "${flags[@]}" fuzz/chat_fuzz.cpp \
+        src/chat/{template,parser,lexer,interpreter,filters,methods,operators,value,globals}.cpp \
+        src/tokenizer/unicode_text.cpp -lfmt -o "$out/chat_fuzz"
+      cp tests/chat/data/*.jinja "$corpus/"  # the real templates
+      max_len=16384 ;;
+    wire)
+      # The decoders are compiled here, instrumented; what they pull in besides
+      # (the kernel-rate measurement behind kernel_rates.cpp) comes from the
+      # Release build's libraries, unchecked.
+      scripts/build.sh build >/dev/null
+      clang++ "${flags[@]}" fuzz/wire_fuzz.cpp src/parallel/{step_message,kernel_rates,token_costs}.cpp \
+        build/src/core/libshardlm_core.a build/src/gguf/libshardlm_gguf.a build/src/core/libshardlm_core.a \
+        -lspdlog -lfmt -lpthread -o "$out/wire_fuzz"
+      printf '\x02{"Q4_0": [10, 20, 30, 40], "Q8_0": [5, 10, 20, 30]}' > "$corpus/seed-rates"
+      printf '\x03{"vector_ns": 0.2, "kv_store_ns": 3.5, "attention_ns": 0.03}' > "$corpus/seed-costs"
+      max_len=4096 ;;
+    *) echo "scripts/fuzz.sh: unknown target '$target' (gguf, chat, wire)" >&2; exit 2 ;;
+  esac
+  "$out/${target}_fuzz" "$corpus" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="$out/crashes/$target-" -print_final_stats=1
 done
-cp fuzz/seeds/* "$out/corpus/" 2>/dev/null || true
-
-"$out/gguf_fuzz" "$out/corpus" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 \
-  -artifact_prefix="$out/crashes/" -print_final_stats=1

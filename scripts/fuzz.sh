@@ -25,7 +25,7 @@ for target in "${targets[@]}"; do
       while IFS= read -r -d '' f; do
         head -c 65536 "$f" > "$corpus/seed-$(basename "$f")"
       done < <(find models -name '*.gguf' -size -8M -print0)
-      cp fuzz/seeds/* "$corpus/"
+      cp fuzz/seeds/gguf/* "$corpus/"
       max_len=65536 ;;
     chat)
       clang++ "${flags[@]}" fuzz/chat_fuzz.cpp \
@@ -41,8 +41,7 @@ for target in "${targets[@]}"; do
       clang++ "${flags[@]}" fuzz/wire_fuzz.cpp src/parallel/{step_message,kernel_rates,token_costs}.cpp \
         build/src/core/libshardlm_core.a build/src/gguf/libshardlm_gguf.a build/src/core/libshardlm_core.a \
         -lspdlog -lfmt -lpthread -o "$out/wire_fuzz"
-      printf '\x02{"Q4_0": [10, 20, 30, 40], "Q8_0": [5, 10, 20, 30]}' > "$corpus/seed-rates"
-      printf '\x03{"vector_ns": 0.2, "kv_store_ns": 3.5, "attention_ns": 0.03}' > "$corpus/seed-costs"
+      cp fuzz/seeds/wire/* "$corpus/"  # a step, sampled tokens, rates, costs: one of each
       max_len=4096 ;;
     *) echo "scripts/fuzz.sh: unknown target '$target' (gguf, chat, wire)" >&2; exit 2 ;;
   esac

@@ -1,13 +1,16 @@
-// libFuzzer entry: any template text (a GGUF's tokenizer.chat_template is
-// untrusted) must parse and render a conversation, or raise one of the
-// template errors; every other outcome (crash, sanitizer report, another
-// exception, a hang) is a bug.
+// libFuzzer entry for the chat templates' two untrusted inputs. Any text, as a
+// template (a GGUF's tokenizer.chat_template), must parse and render a fixed
+// conversation or raise a template error; and, where it is JSON, as the body
+// of a chat request (what `serve` gets over HTTP), it must become a template
+// context and render with a fixed template, or raise shardlm::Error. Every
+// other outcome (crash, sanitizer report, another exception, a hang) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/request_context.h"
 #include "chat/template.h"
 
 namespace {
@@ -38,6 +41,23 @@ const nlohmann::ordered_json& context() {
   return c;
 }
 
+// A ChatML-style template that reads what requests carry: a system message,
+// tools, text parts, tool calls and their results.
+const shardlm::chat::Template& request_template() {
+  static const shardlm::chat::Template t(R"({%- if tools %}<|im_start|>system
+{{ messages[0].content if messages and messages[0].role == 'system' else '' }}
+{% for tool in tools %}{{ tool | tojson }}
+{% endfor %}<|im_end|>
+{% endif -%}
+{%- for m in messages %}<|im_start|>{{ m.role }}
+{% if m.content is string %}{{ m.content }}{% elif m.content %}{% for part in m.content %}{% if part.type == 'text' %}{{ part.text }}{% endif %}{% endfor %}{% endif %}
+{%- for call in m.tool_calls or [] %}<tool_call>{{ call.function | tojson }}</tool_call>{% endfor %}<|im_end|>
+{% endfor -%}
+{% if add_generation_prompt %}<|im_start|>assistant
+{% if enable_thinking is false %}<think></think>{% endif %}{% endif %})");
+  return t;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -49,6 +69,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.today = calendar_date(2026, 12, 6);
     (void)t.render(context(), options);
   } catch (const TemplateError&) {
+  }
+  const auto body = nlohmann::ordered_json::parse(source, nullptr, false);
+  if (body.is_discarded()) return 0;
+  try {
+    (void)request_template().render(context_from_request(body));
+  } catch (const shardlm::Error&) {
   }
   return 0;
 }

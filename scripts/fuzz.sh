@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes what shardlm reads from untrusted sources with libFuzzer + ASan + UBSan,
 # N seconds a target (default 60): the GGUF parser; the chat template engine (a
-# GGUF's tokenizer.chat_template) parsing and rendering a conversation; and
+# GGUF's tokenizer.chat_template) parsing and rendering a conversation, and a
+# chat request's body becoming a template's context and rendered; and
 # the decoders of what cluster peers send (engine steps, sampled tokens, a
 # worker's kernel rates and token costs).
 # Usage: scripts/fuzz.sh [seconds] [gguf|chat|wire]... Crashes land in build-fuzz/crashes/.
@@ -29,9 +30,9 @@ for target in "${targets[@]}"; do
       max_len=65536 ;;
     chat)
       clang++ "${flags[@]}" fuzz/chat_fuzz.cpp \
-        src/chat/{template,parser,lexer,interpreter,filters,methods,operators,value,globals}.cpp \
+        src/chat/{template,parser,lexer,interpreter,filters,methods,operators,value,globals,request_context}.cpp \
         src/tokenizer/unicode_text.cpp -lfmt -o "$out/chat_fuzz"
-      cp tests/chat/data/*.jinja "$corpus/"  # the real templates
+      cp tests/chat/data/*.jinja fuzz/seeds/chat/* "$corpus/"  # the real templates, a request body
       max_len=16384 ;;
     wire)
       # The decoders are compiled here, instrumented; what they pull in besides

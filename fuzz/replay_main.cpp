@@ -12,6 +12,10 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s SEED_FILE...\n", argv[0]);
+    return 2;
+  }
   size_t runs = 0;
   for (int i = 1; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);
@@ -23,5 +27,5 @@ int main(int argc, char** argv) {
     for (size_t cut = 1; cut <= 64; ++cut, ++runs) LLVMFuzzerTestOneInput(bytes.data(), bytes.size() * cut / 64);
   }
   std::printf("fuzz replay: %zu inputs from %d files, no failure\n", runs, argc - 1);
-  return argc > 1 ? 0 : 2;
+  return 0;
 }

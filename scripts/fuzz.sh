@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
-targets=("${@:-gguf chat wire}")
-read -r -a targets <<< "${targets[*]}"
+targets=(gguf chat wire)
+(($#)) && targets=("$@")
 out=build-fuzz
 mkdir -p "$out/crashes"
 flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc)

@@ -12,6 +12,7 @@
 #include "chat/request_context.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
 
@@ -33,8 +34,11 @@ std::string read_text(const std::string& path) {
 
 void run_template(const TemplateOptions& o) {
   nlohmann::ordered_json body;
+  const std::string text = read_text(o.request);
+  if (json_nests_deeper_than(text))
+    throw Error(fmt::format("{}: arrays and objects nested more than {} deep", o.request, kMaxJsonNesting));
   try {
-    body = nlohmann::ordered_json::parse(read_text(o.request));
+    body = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw Error(fmt::format("{}: not JSON: {}", o.request, e.what()));
   }

@@ -10,6 +10,7 @@
 #include "cluster/job_wire.h"
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "net/errors.h"
 #include "parallel/wire_format.h"
 
@@ -89,6 +90,8 @@ void authenticate_control(int fd, net::Role role, const std::string& token, Dead
 }
 
 nlohmann::json Message::json() const {
+  if (json_nests_deeper_than({reinterpret_cast<const char*>(payload.data()), payload.size()}))
+    throw Error(fmt::format("{} message nests arrays and objects more than {} deep", type_name(type), kMaxJsonNesting));
   auto j = nlohmann::json::parse(payload.begin(), payload.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw Error(fmt::format("{} message is not a JSON object", type_name(type)));
   return j;

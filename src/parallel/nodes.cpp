@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -97,6 +98,8 @@ std::vector<NodeSpec> nodes_from_hostfile(const std::string& path) {
 
 std::vector<NodeSpec> nodes_from_json_text(const std::string& text, const std::string& where) {
   nlohmann::json j;
+  if (json_nests_deeper_than(text))
+    throw Error(fmt::format("{}: arrays and objects nested more than {} deep", where, kMaxJsonNesting));
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -8,7 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
+#include <string>
 
+#include "core/json_nesting.h"
+#include "serve/client_socket.h"
 #include "serve/api_request.h"
 #include "serve/chat_prompt.h"
 #include "serve/openai_format.h"
@@ -20,6 +24,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr auto kStreamPoll = std::chrono::milliseconds(100);
+// What the metrics count for a request whose client left before its answer (nginx's code).
+constexpr int kClientClosedRequest = 499;
 
 void send_json(httplib::Response& res, int status, const Json& j) {
   res.status = status;
@@ -36,9 +42,31 @@ int64_t unix_now() {
 
 std::atomic<uint64_t> g_next_id{1};
 
+// The body through the route's content reader, or nothing after an error
+// response: httplib 0.11 holds a Content-Length body to the payload limit
+// but read a chunked one whole (30 MB went to memory and the tokenizer).
+// Past the limit a chunked body is read on and dropped, as httplib skips a
+// Content-Length body over it, so the connection can carry the next request.
+std::optional<std::string> read_body(const httplib::ContentReader& reader, httplib::Response& res, size_t max_bytes) {
+  std::string body;
+  bool too_large = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    too_large = too_large || n > max_bytes - body.size();
+    if (!too_large) body.append(data, n);
+    return true;
+  });
+  if (read && !too_large) return body;
+  if (too_large || res.status == 413)
+    send_error(res, 413, fmt::format("the request body is larger than {} bytes (--max-body)", max_bytes));
+  else
+    send_error(res, 400, "the request body could not be read");
+  return std::nullopt;
+}
+
 // State a streamed response's content provider keeps between calls.
 struct StreamState {
   std::shared_ptr<RequestStream> stream;
+  ClientSocket client;
   ResponseHead head;
   bool include_usage = false;
   bool logprobs = false;    // the request asked for log-probabilities
@@ -60,8 +88,12 @@ HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metr
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
+  // Not httplib's default options: they add SO_REUSEPORT, with which a
+  // second server on the same port started without a word and took half of
+  // the connections.
   server_->set_socket_options([this](socket_t sock) {
-    httplib::default_socket_options(sock);
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     listen_fd_ = sock;
   });
   routes();
@@ -133,11 +165,18 @@ void HttpServer::routes() {
                              {"data", Json::array({Json{{"id", opt_.model_id}, {"object", "model"}, {"created", unix_now()},
                                                         {"owned_by", "shardlm"}, {"meta", {{"n_ctx", n_ctx_}}}}})}});
   });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, ApiKind::Chat); });
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, ApiKind::Completion); });
-  s.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res) {
+  const auto generating = [this](ApiKind kind) {
+    return [this, kind](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      if (const auto body = read_body(reader, res, opt_.max_body_bytes)) generate(req, *body, res, kind);
+    };
+  };
+  s.Post("/v1/chat/completions", generating(ApiKind::Chat));
+  s.Post("/v1/completions", generating(ApiKind::Completion));
+  s.Post("/apply-template", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
+    const auto body = read_body(reader, res, opt_.max_body_bytes);
+    if (!body) return;
     try {
-      const ApiRequest a = parse_chat_request(parse_body(req.body));
+      const ApiRequest a = parse_chat_request(parse_body(*body));
       send_json(res, 200, Json{{"prompt", render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools)}});
     } catch (const RequestError& e) {
       send_error(res, e.status(), e.what(), e.param());
@@ -146,6 +185,8 @@ void HttpServer::routes() {
 }
 
 nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {
+  if (json_nests_deeper_than(body))
+    throw RequestError(400, fmt::format("the request body nests arrays and objects more than {} deep", kMaxJsonNesting));
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw RequestError(400, "the request body is not valid JSON");
   return j;
@@ -169,11 +210,11 @@ std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind
   return tokens;
 }
 
-void HttpServer::generate(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+void HttpServer::generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind) {
   std::shared_ptr<StreamState> state = std::make_shared<StreamState>();
   ApiRequest a;
   try {
-    a = kind == ApiKind::Chat ? parse_chat_request(parse_body(req.body)) : parse_completion_request(parse_body(req.body));
+    a = kind == ApiKind::Chat ? parse_chat_request(parse_body(body)) : parse_completion_request(parse_body(body));
     if (a.model && *a.model != opt_.model_id)
       throw RequestError(400, fmt::format("model '{}' is not served here; this server serves '{}'", *a.model, opt_.model_id), "model");
     GenerationRequest g{prompt_tokens(a, kind), a.sampling, a.max_tokens, a.stop};
@@ -188,9 +229,17 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
   state->logprobs = a.sampling.logprobs >= 0;
+  state->client = ClientSocket::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
   if (!a.stream) {
-    const auto c = state->stream->wait_all();
+    std::optional<RequestStream::Chunk> done;
+    while (!(done = state->stream->wait_all(kStreamPoll)))
+      if (state->client.gone()) {
+        state->stream->cancel();
+        res.status = kClientClosedRequest;
+        return;
+      }
+    const RequestStream::Chunk& c = *done;
     if (c.finish == FinishReason::Error) return send_error(res, scheduler_.health().empty() ? 500 : 503, c.error);
     return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
   }
@@ -204,6 +253,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, A
             return false;
         }
         const auto c = state->stream->next(kStreamPoll);
+        // Nothing to write (queued, or reading the prompt): only a look tells whether the client is still there.
+        if (c.text.empty() && c.logprobs.empty() && !c.done && state->client.gone()) return false;
         if ((!c.text.empty() || !c.logprobs.empty()) &&
             !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None, false, chunk_logprobs(*state, c.logprobs)))))
           return false;

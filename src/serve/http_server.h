@@ -45,7 +45,7 @@ class HttpServer {
 
  private:
   void routes();
-  void generate(const httplib::Request& req, httplib::Response& res, ApiKind kind);
+  void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
   static nlohmann::ordered_json parse_body(const std::string& body);
   std::vector<TokenId> prompt_tokens(const ApiRequest& a, ApiKind kind) const;  // throws RequestError
   Scheduler& scheduler_;

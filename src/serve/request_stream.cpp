@@ -27,6 +27,12 @@ RequestStream::Chunk RequestStream::wait_all() {
   return Chunk{std::exchange(text_, {}), std::exchange(logprobs_, {}), true, finish_, error_};
 }
 
+std::optional<RequestStream::Chunk> RequestStream::wait_all(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) return std::nullopt;
+  return Chunk{std::exchange(text_, {}), std::exchange(logprobs_, {}), true, finish_, error_};
+}
+
 Usage RequestStream::usage() const {
   std::lock_guard lock(mu_);
   return usage_;

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ class RequestStream {
   Chunk next(std::chrono::milliseconds timeout);
   // Blocks until the end; all the text.
   Chunk wait_all();
+  // The same, or nothing when the end has not come within `timeout`.
+  std::optional<Chunk> wait_all(std::chrono::milliseconds timeout);
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
   Usage usage() const;

@@ -1,10 +1,13 @@
 // Starts `shardlm serve` on a free loopback port and drives it with the
 // official openai client and raw fetch: chat and completions, streamed and
 // whole, the models list, typed client errors, a table of malformed bodies
-// and headers, metrics, and a client that disconnects mid-stream.
+// and headers (JSON nested too deep among them), a chunked body over the size
+// limit, a second server on the port in use, metrics, and a client that
+// disconnects mid-stream.
 // Usage: node http_test.mjs SHARDLM_BINARY MODEL.gguf [tp2|pp2]
 // With a layout, `serve --nodes` runs on two local workers (started here);
-// then greedy outputs must equal a single-node server's, and last, a worker
+// then greedy outputs must equal a single-node server's, clients that leave
+// a whole answer or their place in the queue must free it, and last, a worker
 // killed with SIGKILL under four active streams ends each with an error
 // naming it within 2 s while the server stays up and says it is degraded;
 // the next request is served on the remaining worker (the job formed again
@@ -12,6 +15,7 @@
 // on the returned one, all without restarting the server.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, basename } from 'node:path';
@@ -62,14 +66,38 @@ const { child, base } = await startServer();
 const client = new OpenAI({ apiKey: KEY, baseURL: `${base}/v1`, maxRetries: 0, timeout: 20000 });
 const userMessages = [{ role: 'user', content: 'Once upon a time' }];
 
-async function raw(path, { method = 'POST', body, headers = {} } = {}) {
+async function raw(path, { method = 'POST', body, headers = {}, signal } = {}) {
   const res = await fetch(base + path, {
-    method, body,
+    method, body, signal,
     headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', ...headers },
   });
   const text = await res.text();
   return { status: res.status, text };
 }
+
+// A POST whose body goes in chunks (Transfer-Encoding: chunked), one per piece.
+function postChunked(path, pieces) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(base + path, { method: 'POST',
+      headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' } }, (res) => {
+      let text = '';
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, text }));
+    });
+    req.on('error', reject);
+    for (const p of pieces) req.write(p);
+    req.end();
+  });
+}
+
+// Polls `probe` every 50 ms until it holds, for at most `ms`; whether it did.
+async function within(ms, probe) {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50)))
+    if (await probe()) return true;
+  return probe();
+}
+const slotsBusy = async () => JSON.parse((await raw('/health', { method: 'GET' })).text).slots_processing;
+const requestsWaiting = async () => Number((await raw('/metrics', { method: 'GET' })).text.match(/^shardlm_requests_waiting (\d+)/m)[1]);
 
 async function streamText(stream) {
   let text = '';
@@ -247,6 +275,13 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
     const err = JSON.parse(r.text).error;
     assert.ok(err && typeof err.message === 'string', r.text.slice(0, 200));
   }
+  // Nested deeper than a copy of the value may recurse through (300 000 levels crashed the server).
+  for (const [path, body] of [[chat, `{"messages": ${msgs}, "tools": [${'['.repeat(30000)}${']'.repeat(30000)}]}`],
+    ['/apply-template', `{"messages": ${msgs}, "x": ${'{"a": '.repeat(129)}1${'}'.repeat(129)}}`]]) {
+    const r = await raw(path, { body });
+    assert.equal(r.status, 400, r.text.slice(0, 200));
+    assert.match(JSON.parse(r.text).error.message, /nests arrays and objects more than 128 deep/);
+  }
   const health = await raw('/health', { method: 'GET', headers: { Authorization: '' } });
   assert.equal(health.status, 200);
   const ok = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "unknown_field": {"a": 1}}` });
@@ -269,6 +304,27 @@ test('a client that disconnects mid-stream frees its slot', async () => {
     busy = JSON.parse((await raw('/health', { method: 'GET' })).text).slots_processing;
   }
   assert.equal(busy, 0, 'the slot is still busy 2 s after the client left');
+});
+
+test('a chunked body is held to --max-body too', async () => {
+  const big = await postChunked('/v1/completions', [`{"prompt": "${'x'.repeat(40000)}`, `${'x'.repeat(40000)}"}`]);
+  assert.equal(big.status, 413, big.text.slice(0, 200));
+  assert.match(JSON.parse(big.text).error.message, /larger than 65536 bytes/);
+  const small = await postChunked('/v1/completions', ['{"prompt": "Once upon', ' a time", "max_tokens": 3}']);
+  assert.equal(small.status, 200, small.text);
+  assert.equal(JSON.parse(small.text).usage.completion_tokens, 3);
+});
+
+test('a second server on a port in use exits with an error naming it', async () => {
+  const port = new URL(base).port;
+  const second = spawn(binary, ['serve', '-m', modelPath, '--port', port, '-t', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  second.stderr.on('data', (d) => { err += d; });
+  const timer = setTimeout(() => second.kill('SIGKILL'), 10000);
+  const code = await new Promise((resolve) => second.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  assert.equal(code, 1, `exit ${code}: ${err}`);
+  assert.ok(err.includes(`cannot listen on 127.0.0.1:${port}`), err);
 });
 
 test('apply-template renders the chat prompt', async () => {
@@ -320,6 +376,32 @@ if (layout) {
     } finally {
       single.child.kill('SIGTERM');
     }
+  });
+
+  // The workers take 10 ms a token here, so 200 tokens outlast each check below.
+  test('cluster: a client that leaves a whole answer, or its place in the queue, frees it', async () => {
+    const body = { model: MODEL, prompt: 'Once upon a time', max_tokens: 200, temperature: 0.8 };
+    const whole = new AbortController();
+    const abandoned = client.completions.create(body, { signal: whole.signal }).catch((e) => e);
+    assert.ok(await within(2000, async () => (await slotsBusy()) === 1), 'the request never started');
+    whole.abort();
+    assert.ok((await abandoned) instanceof Error);
+    assert.ok(await within(1000, async () => (await slotsBusy()) === 0), 'the slot is busy 1 s after the client left');
+
+    // Four streams take the four slots; a fifth request waits, and its client leaves.
+    const holders = [0, 1, 2, 3].map(() => new AbortController());
+    const streams = holders.map((h) => raw('/v1/completions', { body: JSON.stringify({ ...body, stream: true }) , signal: h.signal }).catch((e) => e));
+    assert.ok(await within(2000, async () => (await slotsBusy()) === 4), 'four streams did not start');
+    const waiter = new AbortController();
+    const queued = raw('/v1/completions', { body: JSON.stringify({ ...body, stream: true }), signal: waiter.signal }).catch((e) => e);
+    assert.ok(await within(1000, async () => (await requestsWaiting()) === 1), 'the fifth request is not waiting');
+    waiter.abort();
+    await queued;
+    assert.ok(await within(1000, async () => (await requestsWaiting()) === 0), 'the request still waits 1 s after its client left');
+    assert.equal(await slotsBusy(), 4);
+    for (const h of holders) h.abort();
+    await Promise.all(streams);
+    assert.ok(await within(1000, async () => (await slotsBusy()) === 0));
   });
 
   // A greedy completion once the server has formed its job again; 503 meanwhile.

@@ -41,5 +41,21 @@ TEST(WorkerInfo, AnotherProtocolIsRefusedNamingTheWorker) {
   EXPECT_NE(error_of(info("two")).find("malformed Info"), std::string::npos) << error_of(info("two"));
 }
 
+// A peer's message nested deeper than a copy of it may recurse through is
+// refused before it is parsed.
+TEST(WorkerInfo, AMessageNestedTooDeepIsRefused) {
+  const std::string deep = "{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
+  const Message m{MsgType::Info, std::vector<uint8_t>(deep.begin(), deep.end())};
+  std::string what;
+  try {
+    (void)m.json();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("Info message nests arrays and objects more than 128 deep"), std::string::npos) << what;
+  const std::string fine = "{\"a\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_EQ(Message({MsgType::Info, std::vector<uint8_t>(fine.begin(), fine.end())}).json().size(), 1u);
+}
+
 }  // namespace
 }  // namespace shardlm::cluster

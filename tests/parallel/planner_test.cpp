@@ -335,6 +335,9 @@ TEST(Nodes, ListHostfileAndJson) {
   EXPECT_NE(error_of([] { nodes_from_json_text(R"([{"memory_gb": -1}])", "t.json"); }).find("node 0: 'memory_gb'"),
             std::string::npos);
   EXPECT_NE(error_of([] { nodes_from_json_text("{", "t.json"); }).find("t.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([] { nodes_from_json_text(std::string(100000, '[') + std::string(100000, ']'), "t.json"); })
+                .find("t.json: arrays and objects nested more than 128 deep"),
+            std::string::npos);
 }
 
 }  // namespace

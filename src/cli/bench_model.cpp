@@ -197,6 +197,7 @@ void add_bench_model(CLI::App& bench) {
   auto* threads = bench.get_option("--threads");
   add_cluster_run_options(bench, o->cluster);
   bench.callback([o, &bench, threads] {
+    if (!o->model.empty()) reject_cluster_flags_alone(bench, o->cluster);
     if (!o->model.empty() && o->cluster.enabled()) {
       int per_worker = 0;  // all its cores
       if (threads->count()) {

@@ -261,7 +261,7 @@ void add_bench_serve(CLI::App& bench) {
   cmd->add_option("--requests", o->requests, "requests in all (default: 2 per client)")->check(integer_in(1, 1 << 24));
   cmd->add_option("--duration", o->duration,
                   "seconds: clients send requests until then (instead of --requests)")
-      ->check(CLI::Range(0.1, 7 * 24 * 3600.0))
+      ->check(finite_in(0.1, 7 * 24 * 3600.0))
       ->excludes("--requests");
   cmd->add_option("--long-prompt", o->long_prompt,
                   "words of one extra request (1 token generated) sent once every client streams; the clients go "

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -65,6 +66,8 @@ std::string prompt_text(const RunOptions& o, bool prompt_given) {
   if (prompt_given == !o.prompt_file.empty())
     throw UsageError("-p/-f: give the prompt as -p TEXT, -p - (standard input) or -f FILE");
   if (!o.prompt_file.empty()) {
+    // (An ifstream opens a directory and reads nothing from it: an empty prompt.)
+    if (std::filesystem::is_directory(o.prompt_file)) throw UsageError(fmt::format("-f: {} is a directory", o.prompt_file));
     std::ifstream in(o.prompt_file, std::ios::binary);
     if (!in) throw UsageError(fmt::format("-f: cannot read {}: {}", o.prompt_file, std::strerror(errno)));
     return read_all(in);
@@ -74,6 +77,7 @@ std::string prompt_text(const RunOptions& o, bool prompt_given) {
 }
 
 void run(RunOptions o, const CLI::App& cmd) {
+  reject_cluster_flags_alone(cmd, o.cluster);
   if (o.chat) {
     if (o.cluster.enabled()) throw UsageError("--chat: only on this machine (without --nodes)");
     o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
@@ -82,10 +86,6 @@ void run(RunOptions o, const CLI::App& cmd) {
                     std::cin);
   }
   o.prompt = prompt_text(o, cmd.count("--prompt") > 0);
-  if (!o.cluster.enabled())
-    for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--peer-timeout", "--comm-port",
-                             "--distribute-weights", "--cache-dir"})
-      if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
   if (o.cluster.enabled()) {
     if (o.cluster.mpi() && (!o.cluster.nodes.empty() || !o.cluster.hostfile.empty()))
       throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
@@ -126,9 +126,8 @@ void run(RunOptions o, const CLI::App& cmd) {
   const double load_s = seconds_since(t_load);
 
   const auto prompt = tokenizer->encode(o.prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (prompt.empty()) throw Error("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
-  if (int64_t(prompt.size()) >= o.ctx)
-    throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), o.ctx));
+  if (const std::string problem = prompt_fit_problem(prompt.size(), o.ctx); !problem.empty())
+    throw Error(fmt::format("{}: {}", o.prompt_file.empty() ? "-p" : "-f", problem));
 
   o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
   g_interrupted.store(false);

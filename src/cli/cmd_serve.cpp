@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -186,9 +187,11 @@ void add_serve(CLI::App& app) {
                   "beside running streams, a step reading prompt tokens lasts at most this many times a decode-only "
                   "step (<= 1: only --prefill-budget limits it)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(finite_in(0, 1000));
   cmd->add_option("--queue", o->max_waiting, "requests that may wait for a slot; more get 429")->capture_default_str()->check(CLI::Range(0, 100000));
-  cmd->add_option("--max-body", o->max_body, "largest request body in bytes; larger get 413")->capture_default_str();
+  cmd->add_option("--max-body", o->max_body, "largest request body in bytes; larger get 413")
+      ->capture_default_str()
+      ->check(integer_in(1, std::numeric_limits<long long>::max()));
   cmd->add_option("--api-key-file", o->api_key_file, "file of accepted API keys, one per line (Authorization: Bearer KEY)");
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
@@ -199,9 +202,7 @@ void add_serve(CLI::App& app) {
   cmd->callback([o, cmd] {
     if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))
       throw UsageError("--backend mpi: the ranks come from mpirun/srun, not from --nodes or --hostfile");
-    if (!o->cluster.enabled())
-      for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--peer-timeout", "--wire-type"})
-        if (cmd->count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
+    reject_cluster_flags_alone(*cmd, o->cluster);
     serve(*o);
   });
 }

@@ -7,13 +7,16 @@
 #include <csignal>
 
 #include <cstdlib>
+#include <limits>
 
 #include "cli/cluster_token.h"
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/worker.h"
 #include "cluster/worker_job.h"
 #include "comm/transport.h"
+#include "net/socket.h"
 
 namespace shardlm::cli {
 
@@ -27,7 +30,8 @@ void add_worker(CLI::App& app) {
   cmd->add_option("--cache-dir", o->cache_dir, "keep received slices here, keyed by content hash");
   cmd->add_option("--cache-max-bytes", o->cache_max_bytes,
                   "most bytes of slices kept in --cache-dir; least recently used go first (0 = no limit)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, std::numeric_limits<long long>::max()));
   cmd->add_option("--port-file", o->port_file, "write the port listened on to this file (for --listen ...:0)");
   cmd->add_option("--probe-mib", *probe_mib, "memory-bandwidth probe size at start; 0 = skip")
       ->capture_default_str()
@@ -35,6 +39,11 @@ void add_worker(CLI::App& app) {
   cmd->add_option("--max-jobs", o->max_jobs, "exit after this many jobs; default: serve forever")
       ->check(CLI::Range(1, 1 << 30));
   cmd->callback([o, token_file, probe_mib] {
+    try {
+      (void)net::parse_host_port(o->listen, "--listen");
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
     cluster::log_to_stderr();
     o->token = cluster_token(*token_file);
     o->probe_bytes = size_t(*probe_mib) << 20;

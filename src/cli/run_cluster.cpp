@@ -55,12 +55,13 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--worker-model", o.worker_model, "workers map their own copy of the model at this path");
   cmd.add_option("--token-file", o.token_file, "cluster token file (wins over $SHARDLM_TOKEN)");
   cmd.add_option("--wire-type", o.wire_type,
-                 "activations on the wire (all-reduces, stage hand-offs): f32|f16|bf16|q8_0; default: by link speed");
+                 "activations on the wire (all-reduces, stage hand-offs): f32|f16|bf16|q8_0; default: by link speed")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
   cmd.add_option("--peer-timeout", o.peer_timeout,
                  "seconds of silence after which a worker is declared dead (heartbeats; a long step is not silence)")
       ->capture_default_str()
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(finite_in(0.1, 3600));
   cmd.add_option("--comm-port", o.comm_port,
                  "PORT or LO-HI: where the job's links listen, here and on every worker (the first free port of the range)")
       ->check(CLI::Validator(
@@ -73,6 +74,13 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
             return "";
           },
           "PORT|LO-HI"));
+}
+
+void reject_cluster_flags_alone(const CLI::App& cmd, const ClusterRunOptions& o) {
+  if (o.enabled()) return;
+  for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--token-file", "--wire-type", "--force",
+                           "--peer-timeout", "--comm-port", "--distribute-weights", "--cache-dir"})
+    if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
 }
 
 parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DType kv_type) {
@@ -110,9 +118,7 @@ void run_on_cluster(const ClusterRunOptions& c, const ClusterRunRequest& r) {
   auto file = gguf::File::open(r.model);
   auto tokenizer = Tokenizer::from_gguf(*file);
   const auto prompt = tokenizer->encode(r.prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (prompt.empty()) throw Error("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
-  if (int64_t(prompt.size()) >= r.ctx)
-    throw Error(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
+  if (const std::string problem = prompt_fit_problem(prompt.size(), r.ctx); !problem.empty()) throw Error(problem);
 
   warn_if_beyond_training(ModelConfig::from_gguf(*file), r.ctx);
 

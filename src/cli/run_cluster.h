@@ -43,6 +43,9 @@ struct ClusterRunOptions {
 };
 
 void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o);
+// A UsageError naming the first of those flags given on `cmd` although no
+// cluster is (no --nodes, --hostfile or --backend mpi): it would do nothing.
+void reject_cluster_flags_alone(const CLI::App& cmd, const ClusterRunOptions& o);
 // The coordinator's options: the nodes (list or hostfile), token and layout
 // from `c`, the rest as given. Throws Error for a bad node entry or KV type.
 // The layout request --tp/--ep/--pp/--layers/--force/--wire-type ask for, on workers and under MPI alike.

@@ -56,9 +56,7 @@ void run_on_mpi(const ClusterRunOptions& c, const ClusterRunRequest& r) {
     job.finish();
     throw Error(why);
   };
-  if (prompt.empty()) fail("-p: the prompt has no tokens (and the vocabulary adds no BOS)");
-  if (int64_t(prompt.size()) >= r.ctx)
-    fail(fmt::format("-p: the prompt has {} tokens, more than --ctx {} allows", prompt.size(), r.ctx));
+  if (const std::string problem = prompt_fit_problem(prompt.size(), r.ctx); !problem.empty()) fail(problem);
   warn_if_beyond_training(job.session().model().config(), r.ctx);
 
   serve::SessionEngine engine(job.session());

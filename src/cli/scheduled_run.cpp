@@ -1,5 +1,7 @@
 #include "cli/scheduled_run.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 
@@ -13,6 +15,13 @@ void print_now(const std::string& text) {
   if (text.empty()) return;
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
+}
+
+std::string prompt_fit_problem(size_t tokens, int64_t ctx) {
+  if (tokens == 0) return "the prompt has no tokens (and the vocabulary adds no BOS)";
+  if (int64_t(tokens) >= ctx)
+    return fmt::format("the prompt has {} tokens; --ctx {} must be larger (the prompt and the tokens generated)", tokens, ctx);
+  return {};
 }
 
 ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, const ScheduledRunRequest& r) {

@@ -39,4 +39,9 @@ void print_now(const std::string& text);
 // Throws Error when the engine failed (its message names the node on a cluster).
 ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, const ScheduledRunRequest& r);
 
+// Why a prompt of `tokens` cannot run in a context of `ctx` positions (none
+// or all of them: the prompt must leave one for the first generated token);
+// empty when it can.
+std::string prompt_fit_problem(size_t tokens, int64_t ctx);
+
 }  // namespace shardlm::cli

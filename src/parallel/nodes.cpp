@@ -70,6 +70,9 @@ std::vector<NodeSpec> nodes_from_list(const std::string& list) {
   std::stringstream in(list);
   std::string item;
   for (int i = 0; std::getline(in, item, ','); ++i) {
+    // "a:1, b:2" as written by hand: the spaces around an entry are not part of it.
+    const size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
+    item = first == std::string::npos ? std::string() : item.substr(first, last - first + 1);
     if (item.empty()) throw Error(fmt::format("--nodes: entry {} is empty", i + 1));
     nodes.push_back(default_node(item));
   }

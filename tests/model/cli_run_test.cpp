@@ -129,6 +129,8 @@ TEST(CliRun, BadInputIsOneErrorLine) {
       {{"run", "-m", "/nonexistent.gguf", "-p", "x"}, 1, "/nonexistent.gguf"},
       {{"run", "-m", model_path("vocab/ggml-vocab-gpt-2.gguf"), "-p", "x"}, 1, "unsupported architecture 'gpt2'"},
       {{"run", "-m", m, "-p", "Once upon a time", "--ctx", "3"}, 1, "--ctx"},
+      // A prompt that fills the context exactly leaves no room for the first token.
+      {{"run", "-m", m, "-p", "Once", "--ctx", "2"}, 1, "-p: the prompt has 2 tokens; --ctx 2 must be larger"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
 }
@@ -205,6 +207,21 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"bench", "dist", "-m", m, "--ep", "2", "--tp", "2"}, 2, "--tp excludes --ep"},
       {{"bench", "dist", "-m", m, "--ep", "2"}, 1, "--ep 2: this llama model has no experts"},
       {with(run, {"--ep", "2"}), 2, "--ep: only with --nodes"},
+      // NaN passes every range comparison: it reached the workers as null and hung the coordinator.
+      {with(run, {"--nodes", "127.0.0.1:1", "--peer-timeout", "nan"}), 2, "--peer-timeout: nan is not in [0.1, 3600]"},
+      {with(run, {"--nodes", "127.0.0.1:1", "--wire-type", "f64"}), 2, "--wire-type: f64 not in"},
+      {with(run, {"--token-file", "/nonexistent"}), 2, "--token-file: only with --nodes"},
+      {with(run, {"--wire-type", "f16"}), 2, "--wire-type: only with --nodes"},
+      {with(run, {"--chat", "--tp", "2"}), 2, "--tp: only with --nodes"},
+      {{"run", "-m", m, "-f", "/tmp"}, 2, "-f: /tmp is a directory"},
+      {{"bench", "-m", m, "--tp", "4"}, 2, "--tp: only with --nodes"},
+      {{"bench", "-m", m, "--peer-timeout", "nan"}, 2, "--peer-timeout: nan is not in"},
+      {{"serve", "-m", m, "--max-body", "-5"}, 2, "--max-body: -5 is not in"},
+      {{"serve", "-m", m, "--prefill-step-ratio", "nan"}, 2, "--prefill-step-ratio: nan is not in"},
+      {{"serve", "-m", m, "--tp", "2"}, 2, "--tp: only with --nodes"},
+      {{"worker", "--cache-max-bytes", "-5"}, 2, "--cache-max-bytes: -5 is not in"},
+      {{"worker", "--listen", "127.0.0.1"}, 2, "--listen: '127.0.0.1' is not host:port"},
+      {{"worker", "--listen", "localhost:70000"}, 2, "--listen: bad port"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
 }

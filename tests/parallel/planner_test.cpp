@@ -322,6 +322,10 @@ TEST(Nodes, ListHostfileAndJson) {
   ASSERT_EQ(l.size(), 2u);
   EXPECT_LT(l[0].link_latency_us, l[1].link_latency_us);  // loopback
   EXPECT_NE(error_of([] { nodes_from_list("a:1,,b:2"); }).find("entry 2 is empty"), std::string::npos);
+  EXPECT_NE(error_of([] { nodes_from_list("a:1, ,b:2"); }).find("entry 2 is empty"), std::string::npos);
+  const auto spaced = nodes_from_list("127.0.0.1:7001, 10.1.1.1:7002 ");
+  ASSERT_EQ(spaced.size(), 2u);
+  EXPECT_EQ(spaced[1].name, "10.1.1.1:7002");
   const auto j = nodes_from_json_text(
       R"({"defaults": {"link_latency_us": 20}, "nodes": [{"name": "big", "memory_gb": 64, "bandwidth_gbs": 80},
           {"name": "small", "memory_gb": 8, "count": 2}]})",

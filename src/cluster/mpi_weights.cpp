@@ -96,7 +96,10 @@ std::unique_ptr<gguf::File> distribute_slices(comm::Communicator& world, const g
       !std::all_of(key.begin(), key.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
     throw Error("mpi: rank 0 sent a malformed slice key");
   const fs::path path = store.dir / (key + ".gguf");
-  const uint8_t have = store.keep && fs::exists(path) && fs::file_size(path) == file.file_size();
+  const uint8_t have = store.keep && cached_shard_intact(path, file.file_size());
+  if (store.keep && !have && fs::exists(path))
+    spdlog::warn("mpi: rank {}: cached slices {} have changed since they were stored; fetching them again", world.rank(),
+                 path.string());
   world.send(0, kHaveTag, &have, 1);
   if (have) {
     spdlog::info("mpi: rank {}: slices {} are cached, nothing sent", world.rank(), path.string());
@@ -116,6 +119,7 @@ std::unique_ptr<gguf::File> distribute_slices(comm::Communicator& world, const g
       }
   }
   fs::rename(part, path);
+  if (store.keep) seal_cached_shard(path);
   return open_copy(path, store);
 }
 

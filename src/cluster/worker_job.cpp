@@ -158,12 +158,14 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
                                             fmt::format("shardlm-worker-{}-{}", ::getpid(), ctx.daemon_port));
   fs::create_directories(dir);
   const fs::path shard_path = dir / (job.key + ".gguf");
-  if (cached && fs::exists(shard_path) && fs::file_size(shard_path) == job.file_size) {
+  if (cached && cached_shard_intact(shard_path, job.file_size)) {
     spdlog::info("worker: shard {} is cached, no transfer", shard_path.string());
     touch_cached_shard(shard_path);
     ch.send_json(MsgType::Status, {{"status", "have"}}, after_seconds(10));
     return shard_path;
   }
+  if (cached && fs::exists(shard_path))
+    spdlog::warn("worker: cached shard {} has changed since it was stored; fetching it again", shard_path.string());
   ch.send_json(MsgType::Status, {{"status", "need"}}, after_seconds(10));
   part = shard_path.string() + ".part";
   ShardWriter w(part, job.file_size);
@@ -180,6 +182,7 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   w.close();
   fs::rename(part, shard_path);
   part.clear();
+  if (cached) seal_cached_shard(shard_path);
   spdlog::info("worker: received {:.1f} MiB of slices", double(w.received()) / (1 << 20));
   if (cached && ctx.cache_max_bytes > 0) evict_cached_shards(dir, ctx.cache_max_bytes, shard_path);
   return shard_path;

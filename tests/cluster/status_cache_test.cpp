@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
 #include <regex>
 
 #include "cluster/cluster_fixture.h"
@@ -104,11 +105,41 @@ TEST_F(StatusAndCache, CacheOverItsLimitRemovesTheLeastRecentlyUsedShard) {
   EXPECT_EQ(hits(), 2u);  // q4 was sent again
   uint64_t bytes = 0;
   for (const auto& e : fs::directory_iterator(cache)) {
+    if (e.path().extension() != ".gguf") continue;  // the seals beside them are a few bytes
     struct stat st{};
     ASSERT_EQ(::stat(e.path().c_str(), &st), 0);
     bytes += uint64_t(st.st_blocks) * 512;
   }
   EXPECT_LE(bytes, 1700000u);
+}
+
+// A cached shard changed in place (its weights zeroed, the size kept) is not
+// used as it is: the worker notices, fetches it again, and the text is right.
+TEST_F(StatusAndCache, ACachedShardChangedInPlaceIsFetchedAgain) {
+  const std::string model = std::string(shardlm::test_paths::models_dir()) + "/stories260K.gguf";
+  const fs::path cache = dir_ / "cache";
+  const std::string node = start_worker({"--cache-dir", cache.string()});
+  const Result first = run_model(model, node);
+  ASSERT_EQ(first.status, 0) << first.err;
+  fs::path shard;
+  for (const auto& e : fs::directory_iterator(cache))
+    if (e.path().extension() == ".gguf") shard = e.path();
+  ASSERT_FALSE(shard.empty());
+  const Result hit = run_model(model, node);
+  ASSERT_EQ(hit.status, 0) << hit.err;
+  EXPECT_EQ(hit.out, first.out);
+  EXPECT_EQ(count_of(workers_[0]->err(), "is cached, no transfer"), 1u);
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(fs::file_size(shard) / 2));
+    const std::string zeros(100000, '\0');
+    f.write(zeros.data(), std::streamsize(zeros.size()));
+  }
+  const Result again = run_model(model, node);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(again.out, first.out);
+  EXPECT_EQ(count_of(workers_[0]->err(), "is cached, no transfer"), 1u);
+  EXPECT_EQ(count_of(workers_[0]->err(), "has changed since it was stored; fetching it again"), 1u);
 }
 
 }  // namespace

@@ -56,7 +56,10 @@ void parse_common(const Json& body, ApiRequest& r) {
   r.stream = boolean(body, "stream").value_or(false);
   if (const Json* so = field(body, "stream_options")) {
     if (!so->is_object()) wrong("stream_options", "must be an object");
-    r.include_usage = boolean(*so, "include_usage").value_or(false);
+    if (const Json* u = field(*so, "include_usage")) {
+      if (!u->is_boolean()) wrong("stream_options.include_usage", "must be a boolean");
+      r.include_usage = u->get<bool>();
+    }
   }
   if (const auto n = integer(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
     wrong("n", "must be 1: one choice per request is supported");

@@ -80,6 +80,13 @@ Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
+// The method a route takes (what a 405 offers instead), null for no route.
+const char* method_of_route(const std::string& path) {
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/apply-template") return "POST";
+  if (path == "/v1/models" || path.starts_with("/v1/models/") || path == "/health" || path == "/metrics") return "GET";
+  return nullptr;
+}
+
 }  // namespace
 
 HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options)
@@ -127,6 +134,12 @@ void HttpServer::routes() {
   // Errors the library answers itself (404, 413, 400 for a broken request line) get an OpenAI error object too.
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (const char* allowed = method_of_route(req.path); res.status == 404 && allowed) {
+      res.status = 405;
+      res.set_header("Allow", allowed);
+      send_error(res, 405, fmt::format("{} {}: this route takes {}", req.method, req.path, allowed));
+      return httplib::Server::HandlerResponse::Handled;
+    }
     const std::string message = res.status == 404   ? fmt::format("no route for {} {}", req.method, req.path)
                                 : res.status == 413 ? "the request body is too large"
                                                     : fmt::format("HTTP {}", res.status);
@@ -160,10 +173,17 @@ void HttpServer::routes() {
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(scheduler_.gauges()), "text/plain; version=0.0.4");
   });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, Json{{"object", "list"},
-                             {"data", Json::array({Json{{"id", opt_.model_id}, {"object", "model"}, {"created", unix_now()},
-                                                        {"owned_by", "shardlm"}, {"meta", {{"n_ctx", n_ctx_}}}}})}});
+  const auto model_object = [this] {
+    return Json{{"id", opt_.model_id}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "shardlm"},
+                {"meta", {{"n_ctx", n_ctx_}}}};
+  };
+  s.Get("/v1/models", [model_object](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_object()})}});
+  });
+  s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != opt_.model_id)
+      return send_error(res, 404, fmt::format("model '{}' is not served here; this server serves '{}'", req.matches[1].str(), opt_.model_id), "model");
+    send_json(res, 200, model_object());
   });
   const auto generating = [this](ApiKind kind) {
     return [this, kind](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {

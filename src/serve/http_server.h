@@ -1,4 +1,4 @@
-// The OpenAI-compatible HTTP front of a Scheduler (cpp-httplib): /v1/models,
+// The OpenAI-compatible HTTP front of a Scheduler (cpp-httplib): /v1/models (and /v1/models/ID),
 // /v1/chat/completions, /v1/completions, /apply-template, /health, /metrics.
 // Handlers parse and tokenize on the connection's thread and wait on their
 // RequestStream; only the scheduler's thread touches the engine.

@@ -116,6 +116,8 @@ async function streamText(stream) {
 test('models list', async () => {
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), [MODEL]);
+  assert.equal((await client.models.retrieve(MODEL)).id, MODEL);
+  await assert.rejects(client.models.retrieve('other-model'), (e) => e instanceof OpenAI.NotFoundError && e.message.includes('other-model'));
 });
 
 test('chat: whole and streamed agree, usage and cached tokens', async () => {
@@ -268,6 +270,8 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
     [chat, `{"messages": ${msgs}}`, { Authorization: 'Basic abc' }, 401],
     [chat, `{"messages": ${msgs}}`, { Authorization: 'Bearer nope' }, 401],
     ['/v1/nothing', '{}', {}, 404],
+    ['/v1/models', '{}', {}, 405],
+    [chat, `{"messages": ${msgs}, "stream": true, "stream_options": {"include_usage": 1}}`, {}, 400],
   ];
   for (const [path, body, headers, status] of table) {
     const r = await raw(path, { body, headers });
@@ -282,6 +286,11 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
     assert.equal(r.status, 400, r.text.slice(0, 200));
     assert.match(JSON.parse(r.text).error.message, /nests arrays and objects more than 128 deep/);
   }
+  const wrongMethod = await fetch(base + chat, { headers: { Authorization: `Bearer ${KEY}` } });
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.headers.get('allow'), 'POST');
+  const usageOption = await raw(chat, { body: `{"messages": ${msgs}, "stream_options": {"include_usage": "yes"}}` });
+  assert.equal(JSON.parse(usageOption.text).error.param, 'stream_options.include_usage');
   const health = await raw('/health', { method: 'GET', headers: { Authorization: '' } });
   assert.equal(health.status, 200);
   const ok = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "unknown_field": {"a": 1}}` });

@@ -10,11 +10,13 @@
 
 #include "chat/model_template.h"
 #include "chat/request_context.h"
+#include "cli/chat_template_file.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "gguf/gguf.h"
-#include "tokenizer/vocab.h"
+#include "serve/api_request.h"
+#include "serve/chat_prompt.h"
 
 namespace shardlm::cli {
 namespace {
@@ -43,18 +45,22 @@ void run_template(const TemplateOptions& o) {
     throw Error(fmt::format("{}: not JSON: {}", o.request, e.what()));
   }
   nlohmann::ordered_json context = chat::context_from_request(body);
-  std::optional<std::string> source;
-  if (!o.template_file.empty()) source = read_text(o.template_file);
   std::string prompt;
   if (!o.model.empty()) {
+    // What serve renders: the model's template (or the file's), ChatML when it has none.
     auto file = gguf::File::open(o.model);
-    tok::Vocabulary vocab = tok::Vocabulary::load(*file);
-    prompt = chat::ModelTemplate(*file, vocab, source).apply(context);
+    if (const auto tmpl = load_chat_template(*file, o.template_file)) {
+      prompt = tmpl->apply(context);
+    } else {
+      const serve::ApiRequest a = serve::parse_chat_request(body);
+      prompt = serve::render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, nullptr, a.tools);
+    }
   } else {
-    if (!source) throw Error("template: give -m MODEL.gguf or --template-file FILE");
+    if (o.template_file.empty()) throw Error("template: give -m MODEL.gguf or --template-file FILE");
+    const std::string source = read_text(o.template_file);
     context.emplace("bos_token", "");
     context.emplace("eos_token", "");
-    prompt = chat::Template(*source).render(context);
+    prompt = chat::Template(source).render(context);
   }
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
 }

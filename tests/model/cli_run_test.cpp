@@ -377,6 +377,25 @@ TEST(CliRun, ChatReplyEndsBeforeAStopString) {
   EXPECT_EQ(stopped.out, full.out.substr(0, full.out.find(stop)) + "\n");
 }
 
+// `template` renders what serve would: the model's template, or ChatML (with a
+// warning) for a model without one, as serve and run --chat do.
+TEST(CliTemplate, RendersWhatServeWould) {
+  const std::string request = R"({"messages": [{"role": "user", "content": "hi"}]})";
+  const auto chatml = run_cli({"template", "-m", model_path("stories260K.gguf"), "-"}, 0, request);
+  EXPECT_EQ(chatml.exit_code, 0) << chatml.err;
+  EXPECT_EQ(chatml.out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_NE(chatml.err.find("no tokenizer.chat_template; chats are rendered as ChatML"), std::string::npos) << chatml.err;
+  const std::string tmpl = ::testing::TempDir() + "cli_template." + std::to_string(getpid()) + ".jinja";
+  {
+    std::ofstream out(tmpl);
+    out << "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}";
+  }
+  const auto own = run_cli({"template", "-m", model_path("stories260K.gguf"), "--template-file", tmpl, "-"}, 0, request);
+  std::remove(tmpl.c_str());
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_EQ(own.out, "[user] hi\n");
+}
+
 TEST(CliRun, ChatWithoutInputSaysNothing) {
   const auto r = run_cli({"run", "-m", model_path("stories260K.gguf"), "--chat", "-t", "1"}, 0, "");
   EXPECT_EQ(r.exit_code, 0) << r.err;

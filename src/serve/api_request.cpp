@@ -47,8 +47,24 @@ std::optional<bool> boolean(const Json& body, const char* name) {
   return v->get<bool>();
 }
 
+// Fields whose meaning shardlm cannot honour are refused rather than
+// ignored: an answer that silently is not JSON, or ignores a bias, is worse
+// than a 400 saying so. Their neutral values pass.
+void refuse_what_cannot_be_honoured(const Json& body) {
+  if (const Json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
+    wrong("response_format", "only {\"type\": \"text\"} is supported: decoding is not constrained to JSON");
+  if (const Json* f = field(body, "logit_bias"); f && !(f->is_object() && f->empty()))
+    wrong("logit_bias", "is not supported");
+  if (const Json* f = field(body, "tool_choice"); f && !(f->is_string() && (*f == "auto" || *f == "none")))
+    wrong("tool_choice", "only \"auto\" and \"none\" are supported: a tool call cannot be forced");
+  if (const Json* f = field(body, "echo"); f && *f != false) wrong("echo", "is not supported");
+  if (const Json* f = field(body, "best_of"); f && *f != 1) wrong("best_of", "must be 1");
+  if (const Json* f = field(body, "suffix"); f && *f != "") wrong("suffix", "is not supported");
+}
+
 void parse_common(const Json& body, ApiRequest& r) {
   if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object");
+  refuse_what_cannot_be_honoured(body);
   if (const Json* m = field(body, "model")) {
     if (!m->is_string()) wrong("model", "must be a string");
     r.model = m->get<std::string>();

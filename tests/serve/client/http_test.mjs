@@ -238,6 +238,10 @@ test('typed client errors', async () => {
     [{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
     [{ temperature: 'hot' }, 'temperature'],
     [{ messages: [{ role: 'user', content: 'dog '.repeat(400) }] }, 'messages'],
+    // What cannot be honoured is refused, not ignored.
+    [{ response_format: { type: 'json_object' } }, 'response_format'],
+    [{ logit_bias: { 42: 5 } }, 'logit_bias'],
+    [{ tool_choice: 'required' }, 'tool_choice'],
   ];
   for (const [override, field] of cases) {
     await assert.rejects(client.chat.completions.create({ model: MODEL, messages: userMessages, max_tokens: 2, ...override }),
@@ -295,6 +299,14 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
   assert.equal(health.status, 200);
   const ok = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "unknown_field": {"a": 1}}` });
   assert.equal(ok.status, 200, ok.text);
+  // Their neutral values pass.
+  const neutral = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "response_format": {"type": "text"}, `
+    + '"logit_bias": {}, "tool_choice": "auto"}' });
+  assert.equal(neutral.status, 200, neutral.text);
+  for (const extra of ['"echo": true', '"best_of": 2', '"suffix": "end"']) {
+    const r = await raw('/v1/completions', { body: `{"prompt": "Once", "max_tokens": 2, ${extra}}` });
+    assert.equal(r.status, 400, `${extra}: ${r.text}`);
+  }
 });
 
 test('a client that disconnects mid-stream frees its slot', async () => {

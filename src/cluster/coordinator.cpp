@@ -122,8 +122,12 @@ nlohmann::json ClusterJob::job_message(size_t i, const gguf::File& file, const s
   const bool stream = opt_.worker_model.empty();
   nlohmann::json model = {
       {"mode", stream ? "stream" : "local"}, {"file_size", file.file_size()}, {"shard_bytes", total_bytes(ranges)}};
-  if (stream) model["key"] = shard_key(file, ranges);
-  else model["path"] = opt_.worker_model;
+  if (stream) {
+    model["key"] = shard_key(file, ranges);
+  } else {
+    model["path"] = opt_.worker_model;
+    model["fingerprint"] = model_fingerprint(file);
+  }
   return {{"rank", int(i) + 1},
           {"size", plan_.size() + 1},
           {"comm_address", with_port(net::local_ip(workers_[i]->fd()), comm_port)},

@@ -120,7 +120,10 @@ uint64_t total_bytes(const std::vector<ByteRange>& ranges) {
   return n;
 }
 
-std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges) {
+namespace {
+
+// SHA-256 (hex) of the file size, the ranges' descriptions and their bytes.
+std::string digest_of_ranges(const gguf::File& file, const std::vector<ByteRange>& ranges) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("OpenSSL: SHA-256 unavailable");
   const uint64_t size = file.file_size();
@@ -134,6 +137,23 @@ std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& rang
   std::string hex;
   for (unsigned i = 0; i < n; ++i) hex += fmt::format("{:02x}", md[i]);
   return hex;
+}
+
+}  // namespace
+
+std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges) {
+  return digest_of_ranges(file, ranges);
+}
+
+std::string model_fingerprint(const gguf::File& file) {
+  constexpr uint64_t kPieces = 16, kPieceBytes = 4096;
+  const uint64_t data = std::min(file.data_offset(), file.file_size()), data_bytes = file.file_size() - data;
+  std::vector<ByteRange> ranges{{0, data}};
+  for (uint64_t i = 0; i < kPieces && data_bytes > 0; ++i) {
+    const uint64_t at = data + data_bytes / kPieces * i;
+    ranges.push_back({at, std::min(kPieceBytes, file.file_size() - at)});
+  }
+  return digest_of_ranges(file, ranges);
 }
 
 ShardWriter::ShardWriter(std::filesystem::path path, uint64_t file_size) : path_(std::move(path)), size_(file_size) {

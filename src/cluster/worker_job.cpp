@@ -65,6 +65,7 @@ struct JobSpec {
   parallel::DistributedSessionOptions runtime;
   double peer_timeout_s = kDefaultPeerTimeoutSeconds;
   std::string mode, local_path, key;
+  std::string fingerprint;  // of the coordinator's model, for a local copy (older coordinators send none)
   uint64_t file_size = 0, shard_bytes = 0;
   int64_t memory_needed = 0;
 };
@@ -90,6 +91,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     s.mode = m.at("mode").get<std::string>();
     s.local_path = m.value("path", "");
     s.key = m.value("key", "");
+    s.fingerprint = m.value("fingerprint", "");
     s.file_size = m.at("file_size").get<uint64_t>();
     s.shard_bytes = m.at("shard_bytes").get<uint64_t>();
     s.memory_needed = j.at("memory_needed").get<int64_t>();
@@ -208,6 +210,9 @@ std::unique_ptr<gguf::File> load_shard(Channel& ch, const JobSpec& job, const Jo
   if (file->file_size() != job.file_size)
     throw Error(fmt::format("worker {}: {} has {} bytes, the coordinator's model {}", host, shard_path.string(),
                             file->file_size(), job.file_size));
+  if (job.mode == "local" && !job.fingerprint.empty() && model_fingerprint(*file) != job.fingerprint)
+    throw Error(fmt::format("worker {}: {} is not the coordinator's model: the same size, other bytes", host,
+                            shard_path.string()));
   return file;
 }
 

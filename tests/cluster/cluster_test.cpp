@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -84,6 +85,26 @@ TEST_F(ClusterTest, WorkerModelMapsItsOwnCopy) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, single_node());
   EXPECT_NE(r.err.find("slices sent 0.0 MiB"), std::string::npos) << r.err;
+}
+
+// A worker's copy of another model of the same size (here the same file with
+// the last half of its weights changed, as a fine-tune changes all of them)
+// is refused, naming the file.
+TEST_F(ClusterTest, WorkerModelOfOtherBytesIsRefused) {
+  const fs::path copy = dir_ / "other.gguf";
+  fs::copy_file(kModel, copy);
+  {
+    const auto size = fs::file_size(copy);
+    std::fstream f(copy, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(size / 2));
+    const std::string other(size - size / 2, '\x11');
+    f.write(other.data(), std::streamsize(other.size()));
+  }
+  const std::string nodes = start_worker();
+  auto r = run({"-n", "8", "--nodes", nodes, "--worker-model", copy.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(copy.string() + " is not the coordinator's model: the same size, other bytes"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(ClusterTest, CacheHitSkipsTheTransfer) {

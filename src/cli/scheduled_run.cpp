@@ -28,6 +28,7 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
   serve::SchedulerOptions so;
   so.max_waiting = 1;
   so.prefill_budget = r.prefill_budget;
+  so.log_failed_steps = false;  // the error ends the run with one line of its own
   serve::Scheduler scheduler(engine, tok, so);
   if (r.display_prompt) print_now(r.prompt_text);
   ScheduledRunResult out;

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "core/json_nesting.h"
-#include "serve/client_socket.h"
 #include "serve/api_request.h"
 #include "serve/chat_prompt.h"
+#include "serve/client_socket.h"
 #include "serve/openai_format.h"
 #include "serve/request_error.h"
 
@@ -135,7 +135,6 @@ void HttpServer::routes() {
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     if (const char* allowed = method_of_route(req.path); res.status == 404 && allowed) {
-      res.status = 405;
       res.set_header("Allow", allowed);
       send_error(res, 405, fmt::format("{} {}: this route takes {}", req.method, req.path, allowed));
       return httplib::Server::HandlerResponse::Handled;

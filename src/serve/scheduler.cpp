@@ -169,7 +169,7 @@ bool Scheduler::step() {
                   n_decode, seconds * 1e3);
     pacer_.observe(last_step_.first, n_decode, seconds);
   } catch (const std::exception& e) {
-    spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
+    if (opt_.log_failed_steps) spdlog::error("serve: step of {} entries failed: {}", entries_.size(), e.what());
     for (auto& r : running_) end(*r, FinishReason::Error, e.what());
     running_.clear();
     std::lock_guard lock(mu_);

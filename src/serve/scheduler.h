@@ -62,6 +62,9 @@ struct SchedulerOptions {
   // burst_gap (at most burst_max), so a burst of requests starts as one
   // cohort instead of its first one decoding beside the others' prompts.
   std::chrono::microseconds burst_gap{std::chrono::milliseconds(5)}, burst_max{std::chrono::milliseconds(30)};
+  // A failed step is logged as an error (a server's operator sees it; its
+  // clients get it in their responses). `run` prints it once itself.
+  bool log_failed_steps = true;
 };
 
 class QueueFull : public Error {

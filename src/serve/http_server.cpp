@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
@@ -80,6 +81,17 @@ Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
+// A prompt text longer than this cannot fit in n_ctx tokens, and is refused
+// before it is tokenized (an 8 MB prompt took ~270 MB to tokenize): no token
+// covers more bytes than the longest piece of the vocabulary, and the margin
+// of 4 covers whatever a tokenizer folds into one token (an unknown
+// character, say).
+size_t prompt_bytes_limit(const Tokenizer& tok, int64_t n_ctx) {
+  size_t longest = 4;
+  for (TokenId id = 0; id < tok.n_vocab(); ++id) longest = std::max(longest, tok.token_to_piece(id, true).size());
+  return 4 * longest * size_t(std::max<int64_t>(n_ctx, 1));
+}
+
 // The method a route takes (what a 405 offers instead), null for no route.
 const char* method_of_route(const std::string& path) {
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/apply-template") return "POST";
@@ -91,7 +103,7 @@ const char* method_of_route(const std::string& path) {
 
 HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options)
     : scheduler_(scheduler), tok_(tok), metrics_(metrics), n_ctx_(n_ctx), opt_(std::move(options)),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::make_unique<httplib::Server>()), max_prompt_bytes_(prompt_bytes_limit(tok, n_ctx)) {
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
@@ -214,13 +226,20 @@ nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {
 std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind) const {
   std::vector<TokenId> tokens;
   const char* field = kind == ApiKind::Chat ? "messages" : "prompt";
+  const auto check_length = [&](const std::string& text) {
+    if (text.size() > max_prompt_bytes_)
+      throw RequestError(400, fmt::format("'{}': the prompt has {} bytes, more than the context of {} tokens can hold", field, text.size(), n_ctx_), field);
+  };
   if (kind == ApiKind::Chat) {
-    tokens = tokenize_chat_prompt(tok_, render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools), a.messages);
+    const std::string rendered = render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools);
+    check_length(rendered);
+    tokens = tokenize_chat_prompt(tok_, rendered, a.messages);
   } else if (a.prompt_ids) {
     tokens = *a.prompt_ids;
     for (const TokenId t : tokens)
       if (t >= tok_.n_vocab()) throw RequestError(400, fmt::format("'{}': token id {} is outside the vocabulary of {}", field, t, tok_.n_vocab()), field);
   } else {
+    check_length(a.prompt_text);
     tokens = tok_.encode(a.prompt_text, true, true);
   }
   if (tokens.empty()) throw RequestError(400, fmt::format("'{}': the prompt is empty", field), field);

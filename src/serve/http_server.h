@@ -54,6 +54,7 @@ class HttpServer {
   int64_t n_ctx_;
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> server_;
+  size_t max_prompt_bytes_ = 0;  // see prompt_bytes_limit()
   int listen_fd_ = -1;  // the listening socket, once bound
 };
 

@@ -290,6 +290,13 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
     assert.equal(r.status, 400, r.text.slice(0, 200));
     assert.match(JSON.parse(r.text).error.message, /nests arrays and objects more than 128 deep/);
   }
+  // A prompt text too long for the context in any tokenization is refused before it is tokenized.
+  for (const [path, body] of [['/v1/completions', `{"prompt": "${'Once upon a time '.repeat(3000)}"}`],
+    [chat, `{"messages": [{"role": "user", "content": "${'Once upon a time '.repeat(3000)}"}]}`]]) {
+    const r = await raw(path, { body });
+    assert.equal(r.status, 400, r.text.slice(0, 200));
+    assert.match(JSON.parse(r.text).error.message, /the prompt has 5\d{4} bytes, more than the context of 256 tokens can hold/);
+  }
   const wrongMethod = await fetch(base + chat, { headers: { Authorization: `Bearer ${KEY}` } });
   assert.equal(wrongMethod.status, 405);
   assert.equal(wrongMethod.headers.get('allow'), 'POST');

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cluster/mpi_weights.h"
+#include "cluster/shard.h"
 #include "cluster/worker.h"
 #include "core/cpu.h"
 #include "core/error.h"
@@ -90,6 +91,33 @@ std::vector<nlohmann::json> all_gather_json(comm::Communicator& world, const nlo
   return out;
 }
 
+// What every rank must have been started with alike: each computes the plan
+// and takes part in the weights' distribution on its own, so ranks started
+// with other flags waited for one another forever (or printed another
+// layout's text).
+nlohmann::json settings_of(const MpiJobOptions& o) {
+  const parallel::PlanRequest& p = o.plan;
+  return {{"--tp", p.tp},
+          {"--ep", p.ep},
+          {"--pp", p.pp},
+          {"--layers", p.layers},
+          {"--ctx", p.n_ctx},
+          {"sequences", p.n_seq},
+          {"--kv-type", std::string(dtype_name(p.kv_type))},
+          {"--wire-type", p.wire_type ? std::string(dtype_name(*p.wire_type)) : "by link speed"},
+          {"--distribute-weights", o.distribute_weights}};
+}
+
+// Throws, on every rank alike, naming the first rank whose settings differ from rank 0's.
+void check_same_settings(comm::Communicator& world, const MpiJobOptions& o) {
+  const auto all = all_gather_json(world, settings_of(o));
+  for (size_t r = 1; r < all.size(); ++r)
+    for (const auto& [flag, value] : all[0].items())
+      if (all[r].value(flag, nlohmann::json()) != value)
+        throw Error(fmt::format("mpi rank {} was started with {} {}, rank 0 with {}: every rank needs the same flags", r,
+                                flag, all[r].value(flag, nlohmann::json()).dump(), value.dump()));
+}
+
 // The planner's nodes: one per rank, named by rank and host. Ranks on one
 // host split its memory and cores, reach each other over local links, and
 // are described by the host's first rank (the same hardware: one noisy
@@ -138,6 +166,7 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   world_ = comm::Communicator::connect(c);
   world_rank_ = world_->rank();
 
+  check_same_settings(*world_, options);
   std::string error;
   SliceStore store;
   if (options.distribute_weights) {
@@ -151,12 +180,19 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
       error = e.what();
     }
   }
-  const auto described = all_gather_json(*world_, describe_self(file_.get(), error));
+  nlohmann::json self = describe_self(file_.get(), error);
+  // Each rank opened its own copy: they must be one model (distributed weights come from rank 0's).
+  if (file_ && !options.distribute_weights) self["model"] = model_fingerprint(*file_), self["model_path"] = model_path;
+  const auto described = all_gather_json(*world_, self);
   for (size_t r = 0; r < described.size(); ++r) {
     hosts_.push_back(described[r].at("host").get<std::string>());
     if (described[r].contains("error"))
       throw Error(fmt::format("mpi rank {} on {}: {}", r, hosts_.back(), described[r].at("error").get<std::string>()));
   }
+  for (size_t r = 1; r < described.size(); ++r)
+    if (described[r].value("model", "") != described[0].value("model", ""))
+      throw Error(fmt::format("mpi rank {} on {}: its model {} is not rank 0's {} (other bytes)", r, hosts_[r],
+                              described[r].value("model_path", ""), described[0].value("model_path", "")));
   plan_ = parallel::make_plan(*file_, nodes_of(described), options.plan);
   if (options.distribute_weights)
     if (auto slices = distribute_slices(*world_, *file_, plan_, store)) file_ = std::move(slices);

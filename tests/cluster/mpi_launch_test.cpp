@@ -181,6 +181,28 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
   }
 }
 
+// Ranks started with another model or other layout flags than rank 0 fail at
+// once, naming the rank and what differs (they waited for one another forever).
+TEST_F(MpiLaunchTest, RanksStartedDifferentlyAreNamed) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {run_args(kEndlessModel, {"-n", "8", "--backend", "mpi", "--tp", "2"}),
+       "its model " + kEndlessModel + " is not rank 0's " + kStoriesModel},
+      {run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--pp", "2"}), "mpi rank 1 was started with --pp 2"},
+      {run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2", "--distribute-weights"}),
+       "mpi rank 1 was started with --distribute-weights true"},
+  };
+  for (const auto& [second, expected] : cases) {
+    std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", "1"};
+    const auto first = run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2"});
+    argv.insert(argv.end(), first.begin(), first.end());
+    argv.insert(argv.end(), {":", "-np", "1"});
+    argv.insert(argv.end(), second.begin(), second.end());
+    auto p = start(argv);
+    EXPECT_NE(p->wait(std::chrono::seconds(60)), 0) << expected;
+    EXPECT_NE(p->err().find(expected), std::string::npos) << p->err();
+  }
+}
+
 // `serve` over MPI: rank 0 serves HTTP, both ranks compute every step.
 TEST_F(MpiLaunchTest, ServeAnswersAChatOverTwoRanks) {
   auto server = start({shardlm::test_paths::shardlm_binary(), "serve", "-m", kStoriesModel, "--backend", "mpi", "--tp", "2", "--port", "0", "-t", "1",

@@ -111,8 +111,12 @@ void run_chat(const ChatRequest& r, std::istream& in) {
   if (terminal) std::fprintf(stderr, "chat: one message per line; /exit or end of input (Ctrl-D) ends it\n");
   for (std::string line;;) {
     if (terminal) std::fputs("> ", stderr);
-    if (!std::getline(in, line) || line == "/exit") break;
-    if (line.empty()) continue;
+    if (!std::getline(in, line)) break;
+    if (line.ends_with('\r')) line.pop_back();  // a line ended CRLF (input from Windows)
+    // A line of blanks is no message, and "/exit " still ends the chat.
+    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");
+    if (first == std::string::npos) continue;
+    if (line.substr(first, last - first + 1) == "/exit") break;
     messages.push_back({{"role", "user"}, {"content", line}});
     const std::string rendered = serve::render_chat_prompt(messages, /*add_generation_prompt=*/true, nullptr,
                                                            tmpl ? &*tmpl : nullptr);

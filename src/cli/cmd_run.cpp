@@ -79,7 +79,7 @@ std::string prompt_text(const RunOptions& o, bool prompt_given) {
 void run(RunOptions o, const CLI::App& cmd) {
   reject_cluster_flags_alone(cmd, o.cluster);
   if (o.chat) {
-    if (o.cluster.enabled()) throw UsageError("--chat: only on this machine (without --nodes)");
+    if (o.cluster.enabled()) throw UsageError("--chat: only on this machine (not with --nodes, --hostfile or --backend mpi)");
     o.sampling.seed = o.seed >= 0 ? uint64_t(o.seed) : uint64_t(std::chrono::system_clock::now().time_since_epoch().count());
     return run_chat({o.model, o.prompt, o.n_predict, o.sampling, o.threads, o.ctx, o.batch, o.kv_type, o.stops,
                      o.chat_template_file},

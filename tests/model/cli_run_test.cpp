@@ -358,6 +358,11 @@ TEST(CliRun, ChatRendersTheConversationAndReusesTheCache) {
   const auto again = run_cli(args, 0, "Hello there\nTell me a story\n");
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(again.out, chat.out);
+  // CRLF line ends, lines of blanks (no message) and "/exit " are read as a user means them.
+  const auto crlf = run_cli(args, 0, "Hello there\r\n  \t\r\nTell me a story\r\n/exit \r\nnever read\r\n");
+  ASSERT_EQ(crlf.exit_code, 0) << crlf.err;
+  EXPECT_EQ(crlf.out, chat.out);
+  EXPECT_EQ(occurrences(crlf.err, "prompt tokens"), 2u) << crlf.err;
 }
 
 // A --stop string ends a chat reply right before it, like a run's output.

@@ -16,6 +16,7 @@
 #include "cli/usage.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "serve/chat_prompt.h"
@@ -114,9 +115,9 @@ void run_chat(const ChatRequest& r, std::istream& in) {
     if (!std::getline(in, line)) break;
     if (line.ends_with('\r')) line.pop_back();  // a line ended CRLF (input from Windows)
     // A line of blanks is no message, and "/exit " still ends the chat.
-    const size_t first = line.find_first_not_of(" \t"), last = line.find_last_not_of(" \t");
-    if (first == std::string::npos) continue;
-    if (line.substr(first, last - first + 1) == "/exit") break;
+    const std::string_view said = strip_blanks(line);
+    if (said.empty()) continue;
+    if (said == "/exit") break;
     messages.push_back({{"role", "user"}, {"content", line}});
     const std::string rendered = serve::render_chat_prompt(messages, /*add_generation_prompt=*/true, nullptr,
                                                            tmpl ? &*tmpl : nullptr);

@@ -23,6 +23,7 @@
 #include "cluster/mpi_job.h"
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "serve/cluster_engine.h"
@@ -59,8 +60,7 @@ std::set<std::string> read_api_keys(const std::string& path) {
   std::set<std::string> keys;
   std::string line;
   while (std::getline(in, line)) {
-    line.erase(0, line.find_first_not_of(" \t\r"));
-    line.erase(line.find_last_not_of(" \t\r") + 1);
+    line = std::string(strip_blanks(line));
     if (!line.empty() && line[0] != '#') keys.insert(line);
   }
   if (keys.empty()) throw Error(fmt::format("--api-key-file {}: no keys (one per line)", path));

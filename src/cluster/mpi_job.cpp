@@ -182,7 +182,10 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   }
   nlohmann::json self = describe_self(file_.get(), error);
   // Each rank opened its own copy: they must be one model (distributed weights come from rank 0's).
-  if (file_ && !options.distribute_weights) self["model"] = model_fingerprint(*file_), self["model_path"] = model_path;
+  if (file_ && !options.distribute_weights) {
+    self["model"] = model_fingerprint(*file_);
+    self["model_path"] = model_path;
+  }
   const auto described = all_gather_json(*world_, self);
   for (size_t r = 0; r < described.size(); ++r) {
     hosts_.push_back(described[r].at("host").get<std::string>());

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json_nesting.h"
+#include "core/text.h"
 
 namespace shardlm::parallel {
 namespace {
@@ -71,8 +72,7 @@ std::vector<NodeSpec> nodes_from_list(const std::string& list) {
   std::string item;
   for (int i = 0; std::getline(in, item, ','); ++i) {
     // "a:1, b:2" as written by hand: the spaces around an entry are not part of it.
-    const size_t first = item.find_first_not_of(" \t"), last = item.find_last_not_of(" \t");
-    item = first == std::string::npos ? std::string() : item.substr(first, last - first + 1);
+    item = std::string(strip_blanks(item));
     if (item.empty()) throw Error(fmt::format("--nodes: entry {} is empty", i + 1));
     nodes.push_back(default_node(item));
   }
@@ -87,10 +87,8 @@ std::vector<NodeSpec> nodes_from_hostfile(const std::string& path) {
   std::vector<NodeSpec> nodes;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
-    line = line.substr(0, line.find('#'));
-    const size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    line = std::string(strip_blanks(line.substr(0, line.find('#'))));
+    if (line.empty()) continue;
     if (line.find_first_of(" \t") != std::string::npos)
       throw Error(fmt::format("hostfile {}:{}: expected one host[:port] per line", path, n));
     nodes.push_back(default_node(line));

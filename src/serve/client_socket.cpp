@@ -28,27 +28,28 @@ bool end_of(int fd, bool peer, std::string& address, int& port) {
 
 }  // namespace
 
-ClientSocket ClientSocket::find(const std::string& local, int local_port, const std::string& remote, int remote_port) {
+bool ClientSocket::found() {
+  if (searched_) return fd_ >= 0;
+  searched_ = true;
   DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return {};
-  int found = -1;
+  if (!dir) return false;
   std::string address;
   int port = 0;
   while (const dirent* e = readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
-    if (!end_of(int(fd), true, address, port) || port != remote_port || address != remote) continue;
-    if (!end_of(int(fd), false, address, port) || port != local_port || address != local) continue;
-    found = int(fd);
+    if (!end_of(int(fd), true, address, port) || port != remote_port_ || address != remote_) continue;
+    if (!end_of(int(fd), false, address, port) || port != local_port_ || address != local_) continue;
+    fd_ = int(fd);
     break;
   }
   closedir(dir);
-  return ClientSocket(found);
+  return fd_ >= 0;
 }
 
-bool ClientSocket::gone() const {
-  if (fd_ < 0) return false;
+bool ClientSocket::gone() {
+  if (!found()) return false;
   pollfd p{fd_, POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) <= 0) return false;
   if (p.revents & (POLLHUP | POLLERR | POLLNVAL | POLLRDHUP)) return true;

@@ -6,24 +6,30 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 namespace shardlm::serve {
 
 class ClientSocket {
  public:
   ClientSocket() = default;
-  // This process's socket whose ends are local:local_port and
-  // remote:remote_port (numeric addresses, as httplib's Request has them);
-  // none (gone() is always false) when no descriptor matches.
-  static ClientSocket find(const std::string& local, int local_port, const std::string& remote, int remote_port);
+  // The socket whose ends are local:local_port and remote:remote_port
+  // (numeric addresses, as httplib's Request has them). It is looked for
+  // among this process's descriptors at the first look, not here: a request
+  // answered within its first wait never pays for the search.
+  ClientSocket(std::string local, int local_port, std::string remote, int remote_port)
+      : local_(std::move(local)), remote_(std::move(remote)), local_port_(local_port), remote_port_(remote_port) {}
 
   // The client closed its end (or the connection broke). Bytes it sent
-  // ahead, such as a pipelined request, do not count.
-  bool gone() const;
-  bool found() const { return fd_ >= 0; }
+  // ahead, such as a pipelined request, do not count. Always false when no
+  // descriptor matches.
+  bool gone();
+  bool found();
 
  private:
-  explicit ClientSocket(int fd) : fd_(fd) {}
+  std::string local_, remote_;
+  int local_port_ = 0, remote_port_ = 0;
+  bool searched_ = false;
   int fd_ = -1;  // not owned: httplib closes it after the response
 };
 

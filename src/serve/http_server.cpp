@@ -267,7 +267,7 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
   state->logprobs = a.sampling.logprobs >= 0;
-  state->client = ClientSocket::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  state->client = ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
   if (!a.stream) {
     std::optional<RequestStream::Chunk> done;

@@ -38,22 +38,20 @@ struct Connection {
     if (client >= 0) close(client);
     close(server);
   }
-  ClientSocket find() const {
-    return ClientSocket::find("127.0.0.1", port_of(server, false), "127.0.0.1", port_of(server, true));
-  }
+  ClientSocket find() const { return ClientSocket("127.0.0.1", port_of(server, false), "127.0.0.1", port_of(server, true)); }
 };
 
 TEST(ClientSocket, FindsTheConnectionByItsEnds) {
   Connection c;
   EXPECT_TRUE(c.find().found());
-  EXPECT_FALSE(ClientSocket::find("127.0.0.1", port_of(c.server, false), "127.0.0.1", 1).found());
-  EXPECT_FALSE(ClientSocket::find("127.0.0.2", port_of(c.server, false), "127.0.0.1", port_of(c.server, true)).found());
+  EXPECT_FALSE(ClientSocket("127.0.0.1", port_of(c.server, false), "127.0.0.1", 1).found());
+  EXPECT_FALSE(ClientSocket("127.0.0.2", port_of(c.server, false), "127.0.0.1", port_of(c.server, true)).found());
   EXPECT_FALSE(ClientSocket().gone());
 }
 
 TEST(ClientSocket, GoneOnlyOnceTheClientHasClosed) {
   Connection c;
-  const ClientSocket s = c.find();
+  ClientSocket s = c.find();
   EXPECT_FALSE(s.gone());
   ASSERT_EQ(write(c.client, "GET", 3), 3);  // a pipelined request is not a goodbye
   EXPECT_FALSE(s.gone());
@@ -64,7 +62,7 @@ TEST(ClientSocket, GoneOnlyOnceTheClientHasClosed) {
 
 TEST(ClientSocket, AHalfCloseIsAGoodbye) {
   Connection c;
-  const ClientSocket s = c.find();
+  ClientSocket s = c.find();
   shutdown(c.client, SHUT_WR);
   EXPECT_TRUE(s.gone());
 }

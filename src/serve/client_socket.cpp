@@ -57,4 +57,8 @@ bool ClientSocket::gone() {
   return (p.revents & POLLIN) && recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+void ClientSocket::shut_down() {
+  if (found()) shutdown(fd_, SHUT_RDWR);
+}
+
 }  // namespace shardlm::serve

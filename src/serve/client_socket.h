@@ -25,6 +25,10 @@ class ClientSocket {
   // descriptor matches.
   bool gone();
   bool found();
+  // Ends the connection both ways. httplib 0.11 keeps a connection open
+  // after a response that says "Connection: close" when the request did not,
+  // and would read a refused request's unread body as the next request.
+  void shut_down();
 
  private:
   std::string local_, remote_;

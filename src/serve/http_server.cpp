@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/json_nesting.h"
 #include "serve/api_request.h"
@@ -92,6 +93,31 @@ size_t prompt_bytes_limit(const Tokenizer& tok, int64_t n_ctx) {
   return 4 * longest * size_t(std::max<int64_t>(n_ctx, 1));
 }
 
+// Why a request's body framing is refused before any of the body is read
+// (RFC 9112 §6), or nothing. httplib 0.11 reads Content-Length with strtoull,
+// which takes "-5" as 2^64 - 5, and then waited for that many bytes to skip;
+// a length over the limit is refused at once rather than read and dropped.
+std::optional<std::pair<int, std::string>> framing_problem(const httplib::Request& req, size_t max_bytes) {
+  const auto lengths = req.headers.equal_range("Content-Length");
+  const bool has_length = lengths.first != lengths.second;
+  std::optional<std::string> length;
+  for (auto it = lengths.first; it != lengths.second; ++it) {
+    const std::string& v = it->second;
+    if (v.empty() || v.size() > 19 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::pair{400, fmt::format("Content-Length '{}' is not a byte count", v)};
+    if (length && *length != v) return std::pair{400, std::string("the request has two different Content-Length headers")};
+    length = v;
+  }
+  if (req.has_header("Transfer-Encoding")) {
+    if (has_length) return std::pair{400, std::string("the request has both Content-Length and Transfer-Encoding")};
+    if (req.get_header_value("Transfer-Encoding") != "chunked")
+      return std::pair{501, fmt::format("Transfer-Encoding '{}' is not supported (only chunked)", req.get_header_value("Transfer-Encoding"))};
+  }
+  if (length && std::stoull(*length) > max_bytes)
+    return std::pair{413, fmt::format("the request body is larger than {} bytes (--max-body)", max_bytes)};
+  return std::nullopt;
+}
+
 // The method a route takes (what a 405 offers instead), null for no route.
 const char* method_of_route(const std::string& path) {
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/apply-template") return "POST";
@@ -136,6 +162,11 @@ void HttpServer::stop() { server_->stop(); }
 void HttpServer::routes() {
   auto& s = *server_;
   s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (const auto problem = framing_problem(req, opt_.max_body_bytes)) {
+      res.set_header("Connection", "close");  // the unread body must not be taken for the next request
+      send_error(res, problem->first, problem->second);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
@@ -158,6 +189,9 @@ void HttpServer::routes() {
     return httplib::Server::HandlerResponse::Handled;
   }));
   s.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // Called once the response is written.
+    if (res.get_header_value("Connection") == "close" && req.get_header_value("Connection") != "close")
+      ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port).shut_down();
     metrics_.count_request(res.status);
     spdlog::debug("serve: {} {} → {}", req.method, req.path, res.status);
   });

@@ -16,6 +16,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, basename } from 'node:path';
@@ -341,6 +342,37 @@ test('a chunked body is held to --max-body too', async () => {
   const small = await postChunked('/v1/completions', ['{"prompt": "Once upon', ' a time", "max_tokens": 3}']);
   assert.equal(small.status, 200, small.text);
   assert.equal(JSON.parse(small.text).usage.completion_tokens, 3);
+});
+
+// What a raw request gets back, and whether the server then closed the connection.
+function rawSocket(request) {
+  return new Promise((resolve, reject) => {
+    const url = new URL(base);
+    const sock = net.connect(Number(url.port), url.hostname, () => sock.write(request));
+    let text = '';
+    const timer = setTimeout(() => { sock.destroy(); resolve({ text, closed: false }); }, 5000);
+    sock.on('data', (d) => { text += d; });
+    sock.on('end', () => { clearTimeout(timer); resolve({ text, closed: true }); });
+    sock.on('error', (e) => { clearTimeout(timer); reject(e); });
+  });
+}
+
+test('a body framed badly is refused at once and its connection closed', async () => {
+  const head = (framing) => `POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
+    `Content-Type: application/json\r\n${framing}\r\n\r\n{"prompt": "Once"}GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n`;
+  for (const [framing, status, message] of [
+    ['Content-Length: -5', 400, /Content-Length '-5' is not a byte count/],
+    ['Content-Length: 18\r\nContent-Length: 19', 400, /two different Content-Length/],
+    ['Content-Length: 18\r\nTransfer-Encoding: chunked', 400, /both Content-Length and Transfer-Encoding/],
+    ['Transfer-Encoding: gzip', 501, /only chunked/],
+    ['Content-Length: 99999999999', 413, /larger than 65536 bytes/],
+  ]) {
+    const r = await rawSocket(head(framing));
+    assert.ok(r.text.startsWith(`HTTP/1.1 ${status} `), `${framing}: ${r.text.slice(0, 200)}`);
+    assert.match(r.text, message, framing);
+    assert.ok(r.closed, `${framing}: the connection stayed open`);
+    assert.equal(r.text.match(/HTTP\/1\.1 /g).length, 1, `${framing}: the body was read as a request`);
+  }
 });
 
 test('a second server on a port in use exits with an error naming it', async () => {

@@ -8,6 +8,8 @@
 #include "cli/usage.h"
 #include "cluster/logging.h"
 #include "cluster/protocol.h"
+#include "core/error.h"
+#include "parallel/planner.h"
 
 int main(int argc, char** argv) {
   shardlm::cluster::log_to_stderr();
@@ -41,7 +43,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "shardlm: error: %s\n", e.what());
     return 2;
+  } catch (const shardlm::ReportedElsewhere& e) {
+    return e.exit_status();
   } catch (const shardlm::cli::UsageError& e) {
+    std::fprintf(stderr, "shardlm: error: %s\n", e.what());
+    return 2;
+  } catch (const shardlm::parallel::PlanRequestError& e) {
     std::fprintf(stderr, "shardlm: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

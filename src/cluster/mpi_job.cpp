@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -149,6 +150,21 @@ std::vector<parallel::NodeSpec> nodes_of(const std::vector<nlohmann::json>& desc
   return nodes;
 }
 
+// Runs `step`, whose errors every rank reaches alike (their inputs were
+// all-gathered or compared first): rank 0 prints the one line, the other
+// ranks exit with the same status quietly (mpirun showed it once per rank).
+void agreed(int rank, const std::function<void()>& step) {
+  try {
+    step();
+  } catch (const parallel::PlanRequestError& e) {
+    if (rank != 0) throw ReportedElsewhere(e.what(), 2);
+    throw;
+  } catch (const Error& e) {
+    if (rank != 0) throw ReportedElsewhere(e.what(), 1);
+    throw;
+  }
+}
+
 }  // namespace
 
 bool started_by_mpi_launcher() {
@@ -166,7 +182,7 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
   world_ = comm::Communicator::connect(c);
   world_rank_ = world_->rank();
 
-  check_same_settings(*world_, options);
+  agreed(world_rank_, [&] { check_same_settings(*world_, options); });
   std::string error;
   SliceStore store;
   if (options.distribute_weights) {
@@ -187,16 +203,18 @@ MpiJob::MpiJob(const std::string& model_path, MpiJobOptions options) {
     self["model_path"] = model_path;
   }
   const auto described = all_gather_json(*world_, self);
-  for (size_t r = 0; r < described.size(); ++r) {
-    hosts_.push_back(described[r].at("host").get<std::string>());
-    if (described[r].contains("error"))
-      throw Error(fmt::format("mpi rank {} on {}: {}", r, hosts_.back(), described[r].at("error").get<std::string>()));
-  }
-  for (size_t r = 1; r < described.size(); ++r)
-    if (described[r].value("model", "") != described[0].value("model", ""))
-      throw Error(fmt::format("mpi rank {} on {}: its model {} is not rank 0's {} (other bytes)", r, hosts_[r],
-                              described[r].value("model_path", ""), described[0].value("model_path", "")));
-  plan_ = parallel::make_plan(*file_, nodes_of(described), options.plan);
+  agreed(world_rank_, [&] {
+    for (size_t r = 0; r < described.size(); ++r) {
+      hosts_.push_back(described[r].at("host").get<std::string>());
+      if (described[r].contains("error"))
+        throw Error(fmt::format("mpi rank {} on {}: {}", r, hosts_.back(), described[r].at("error").get<std::string>()));
+    }
+    for (size_t r = 1; r < described.size(); ++r)
+      if (described[r].value("model", "") != described[0].value("model", ""))
+        throw Error(fmt::format("mpi rank {} on {}: its model {} is not rank 0's {} (other bytes)", r, hosts_[r],
+                                described[r].value("model_path", ""), described[0].value("model_path", "")));
+    plan_ = parallel::make_plan(*file_, nodes_of(described), options.plan);
+  });
   if (options.distribute_weights)
     if (auto slices = distribute_slices(*world_, *file_, plan_, store)) file_ = std::move(slices);
   const bool mine = world_rank_ < plan_.size();

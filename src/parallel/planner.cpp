@@ -445,14 +445,14 @@ namespace {
 int requested_stages(const PlanRequest& req, const ModelConfig& c) {
   if (req.layers.empty()) return req.pp;
   if (req.pp != 0 && size_t(req.pp) != req.layers.size())
-    throw Error(fmt::format("plan: --layers gives {} stages but --pp is {}", req.layers.size(), req.pp));
+    throw PlanRequestError(fmt::format("plan: --layers gives {} stages but --pp is {}", req.layers.size(), req.pp));
   int64_t sum = 0;
   for (int64_t l : req.layers) {
-    if (l < 1) throw Error("plan: --layers: every stage needs at least one layer");
+    if (l < 1) throw PlanRequestError("plan: --layers: every stage needs at least one layer");
     sum += l;
   }
   if (sum != c.n_layer)
-    throw Error(fmt::format("plan: --layers add up to {} but the model has {} layers", sum, c.n_layer));
+    throw PlanRequestError(fmt::format("plan: --layers add up to {} but the model has {} layers", sum, c.n_layer));
   return int(req.layers.size());
 }
 
@@ -481,19 +481,19 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
   const ModelConfig c = ModelConfig::from_gguf(file);
   const int n = int(nodes.size());
   if (n < 1) throw Error("plan: no nodes");
-  if (req.tp < 0 || req.pp < 0 || req.ep < 0) throw Error("plan: --tp, --ep and --pp must be positive");
+  if (req.tp < 0 || req.pp < 0 || req.ep < 0) throw PlanRequestError("plan: --tp, --ep and --pp must be positive");
   if (req.ep > 0 && req.tp > 0)
-    throw Error("plan: give --tp (experts split by rows) or --ep (whole experts), not both");
+    throw PlanRequestError("plan: give --tp (experts split by rows) or --ep (whole experts), not both");
   if (req.ep > 0 && !c.has_experts())
-    throw Error(fmt::format("plan: --ep {}: this {} model has no experts (use --tp)", req.ep, c.arch_name));
-  if (req.n_ctx < 1 || req.n_seq < 1) throw Error("plan: --ctx and the sequence count must be positive");
+    throw PlanRequestError(fmt::format("plan: --ep {}: this {} model has no experts (use --tp)", req.ep, c.arch_name));
+  if (req.n_ctx < 1 || req.n_seq < 1) throw PlanRequestError("plan: --ctx and the sequence count must be positive");
   const int pp_req = requested_stages(req, c);
   const Builder b{file, c, split_units(file, c), req};
   auto check_shape = [&](int tp, int pp) {
-    if (pp > c.n_layer) throw Error(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
-    if (tp * pp > n) throw Error(fmt::format("plan: tp {} × pp {} needs {} nodes, {} given", tp, pp, tp * pp, n));
+    if (pp > c.n_layer) throw PlanRequestError(fmt::format("plan: {} stages for a model of {} layers", pp, c.n_layer));
+    if (tp * pp > n) throw PlanRequestError(fmt::format("plan: tp {} × pp {} needs {} nodes, {} given", tp, pp, tp * pp, n));
     if (const std::string why = b.why_not_tp(tp); !why.empty())
-      throw Error(fmt::format("plan: cannot use {} {}: {}", req.ep > 0 ? "ep" : "tp", tp, why));
+      throw PlanRequestError(fmt::format("plan: cannot use {} {}: {}", req.ep > 0 ? "ep" : "tp", tp, why));
   };
   auto finish = [&](Plan p, const std::string& why) {
     if (!p.fits && !req.force)

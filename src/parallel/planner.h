@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "model/config.h"
 #include "model/plan.h"
 #include "parallel/nodes.h"
@@ -121,8 +122,16 @@ SplitUnits split_units(const gguf::File& file, const ModelConfig& c);
 std::vector<Range> weighted_split(int64_t n_units, int64_t unit, const std::vector<double>& weights,
                                   const std::string& what);
 
-// The chosen (or requested) layout. Throws Error with the reason when the
-// request is impossible (shapes, node count) or, without `force`, when it does
+// A layout the flags ask for that no nodes could give (a shape the model
+// cannot be split into, more ranks than nodes): a usage error, where a plan
+// that does not fit the nodes' memory is an Error.
+class PlanRequestError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The chosen (or requested) layout. Throws PlanRequestError when the request
+// is impossible (shapes, node count) and Error, without `force`, when it does
 // not fit in the nodes' memory.
 Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const PlanRequest& request);
 

@@ -35,6 +35,12 @@ const std::string kEndlessModel = std::string(shardlm::test_paths::models_dir())
 const std::vector<std::string> kMpiEnv = {"OMPI_MCA_btl_vader_single_copy_mechanism=none",
                                           "OMPI_MCA_rmaps_base_oversubscribe=1", "ASAN_OPTIONS=detect_leaks=0"};
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 class MpiLaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -200,7 +206,16 @@ TEST_F(MpiLaunchTest, RanksStartedDifferentlyAreNamed) {
     auto p = start(argv);
     EXPECT_NE(p->wait(std::chrono::seconds(60)), 0) << expected;
     EXPECT_NE(p->err().find(expected), std::string::npos) << p->err();
+    EXPECT_EQ(occurrences(p->err(), "shardlm: error:"), 1u) << "rank 0 alone reports it: " << p->err();
   }
+}
+
+// A layout the ranks cannot give is a usage error (exit 2), reported once.
+TEST_F(MpiLaunchTest, ImpossibleLayoutIsOneUsageError) {
+  auto p = start(run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "5"}), 2);
+  EXPECT_EQ(p->wait(std::chrono::seconds(60)), 2) << p->err();
+  EXPECT_NE(p->err().find("shardlm: error: plan: tp 5 × pp 1 needs 5 nodes, 2 given"), std::string::npos) << p->err();
+  EXPECT_EQ(occurrences(p->err(), "shardlm: error:"), 1u) << p->err();
 }
 
 // `serve` over MPI: rank 0 serves HTTP, both ranks compute every step.

@@ -28,6 +28,10 @@ std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_
                                const nlohmann::ordered_json& tools) {
   if (!messages.is_array()) throw RequestError(400, "messages must be an array", "messages");
   if (messages.empty()) throw RequestError(400, "messages must not be empty", "messages");
+  // What templates are written for: content as one string (a list of text
+  // parts became the list's Python text, or an error, in most of them), and
+  // OpenAI's "developer" role as the "system" role it replaces.
+  nlohmann::ordered_json plain_messages = nlohmann::ordered_json::array();
   std::string chatml;
   for (size_t i = 0; i < messages.size(); ++i) {
     const auto& m = messages[i];
@@ -35,12 +39,15 @@ std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_
     if (!m.is_object()) throw RequestError(400, fmt::format("{} must be an object", field), field);
     if (!m.contains("role") || !m["role"].is_string())
       throw RequestError(400, fmt::format("{}.role must be a string", field), field + ".role");
-    chatml += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", m["role"].get<std::string>(), message_text(m, i));
+    auto& plain = plain_messages.emplace_back(m);
+    if (plain["role"] == "developer") plain["role"] = "system";
+    if (plain.contains("content") && plain["content"].is_array()) plain["content"] = message_text(m, i);
+    chatml += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", plain["role"].get<std::string>(), message_text(m, i));
   }
   if (!tmpl) return add_generation_prompt ? chatml + "<|im_start|>assistant\n" : chatml;
   // Template kwargs first, so the request's own fields win on a clash.
   nlohmann::ordered_json context = template_kwargs.is_object() ? template_kwargs : nlohmann::ordered_json::object();
-  context["messages"] = messages;
+  context["messages"] = std::move(plain_messages);
   if (!tools.is_null()) context["tools"] = tools;
   context["add_generation_prompt"] = add_generation_prompt;
   try {
@@ -52,24 +59,19 @@ std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_
 
 std::vector<TokenId> tokenize_chat_prompt(const Tokenizer& tok, const std::string& rendered,
                                           const nlohmann::ordered_json& messages) {
-  std::vector<TokenId> out;
-  const auto append = [&](std::string_view text, bool parse_special) {
-    const auto ids = tok.encode(text, false, parse_special);
-    out.insert(out.end(), ids.begin(), ids.end());
-  };
-  // Each message's content, found in order in the rendered text, is tokenized
-  // as plain text; what lies between is the template's and may hold special tokens.
+  // Each message's content, found in order in the rendered text, is plain
+  // text; what lies between is the template's and may hold special tokens.
+  std::vector<std::pair<size_t, size_t>> plain;
   size_t at = 0;
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string content = message_text(messages[i], i);
     if (content.empty()) continue;
     const size_t found = rendered.find(content, at);
     if (found == std::string::npos) continue;  // the template changed it; it stays within the template's text
-    append(std::string_view(rendered).substr(at, found - at), true);
-    append(content, false);
+    plain.emplace_back(found, found + content.size());
     at = found + content.size();
   }
-  append(std::string_view(rendered).substr(at), true);
+  std::vector<TokenId> out = tok.encode_with_plain(rendered, plain);
   if (tok.adds_bos() && tok.bos() >= 0 && (out.empty() || out.front() != tok.bos())) out.insert(out.begin(), tok.bos());
   return out;
 }

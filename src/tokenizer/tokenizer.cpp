@@ -128,9 +128,29 @@ class VocabTokenizer final : public Tokenizer {
   }
 
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const override {
+    return encode_fragments(text, specials_.split(text, parse_special), add_special);
+  }
+
+  std::vector<TokenId> encode_with_plain(std::string_view text,
+                                         const std::vector<std::pair<size_t, size_t>>& plain) const override {
+    std::vector<tok::Fragment> fragments;
+    for (tok::Fragment f : specials_.split(text, true)) {
+      const bool in_plain = f.token >= 0 && vocab_.has_attr(f.token, tok::kAttrControl | tok::kAttrUnknown) &&
+                            std::any_of(plain.begin(), plain.end(), [&](const auto& r) { return f.begin < r.second && r.first < f.end; });
+      if (in_plain) f.token = -1;
+      if (f.token < 0 && !fragments.empty() && fragments.back().token < 0)
+        fragments.back().end = f.end;  // one run of text with its neighbours
+      else
+        fragments.push_back(f);
+    }
+    return encode_fragments(text, fragments, false);
+  }
+
+ private:
+  std::vector<TokenId> encode_fragments(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                                        bool add_special) const {
     std::vector<TokenId> out;
     out.reserve(text.size() / 3 + 4);
-    const auto fragments = specials_.split(text, parse_special);
     if (add_special && vocab_.add_bos && vocab_.bos >= 0) out.push_back(vocab_.bos);
     bool after_special = true;  // the text start counts as following a special token
     for (const auto& f : fragments) {
@@ -159,6 +179,7 @@ class VocabTokenizer final : public Tokenizer {
     return out;
   }
 
+ public:
   std::string token_to_piece(TokenId id, bool special) const override {
     check(id);
     if (!special && vocab_.has_attr(id, tok::kAttrUnknown | tok::kAttrControl)) return {};

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace shardlm::gguf { class File; }
@@ -28,6 +29,13 @@ class Tokenizer {
   // add_special: add BOS (and EOS) as the vocabulary asks; parse_special: turn
   // the text of special/control tokens in `text` into those tokens.
   virtual std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
+  // encode(text, false, true) except that special-token text lying in any of
+  // the byte ranges `plain` (user text inside a rendered chat prompt) stays
+  // text. The text is tokenized whole, so pieces merge across the ranges'
+  // edges as in the rest of the text (a prompt's token count then matches
+  // other engines').
+  virtual std::vector<TokenId> encode_with_plain(std::string_view text,
+                                                 const std::vector<std::pair<size_t, size_t>>& plain) const = 0;
   // Bytes of one token (special tokens rendered as their text when special=true).
   virtual std::string token_to_piece(TokenId id, bool special = true) const = 0;
   std::string decode(const std::vector<TokenId>& ids, bool special = false) const;

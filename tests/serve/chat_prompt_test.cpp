@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <string>
 
+#include "chat/model_template.h"
 #include "gguf/gguf.h"
 #include "serve/api_request.h"
 #include "serve/chat_prompt.h"
 #include "serve/request_error.h"
 #include "test_paths.h"
+#include "tokenizer/vocab.h"
 
 namespace shardlm::serve {
 namespace {
@@ -38,6 +40,36 @@ TEST(ChatPrompt, UserTextCannotInjectSpecialTokens) {
       << "only the template's own <|endoftext|> (and BOS, the same id) are special";
   EXPECT_EQ(ids.back(), eot[0]);
   EXPECT_NE(tok->decode(ids, true).find(text), std::string::npos);
+}
+
+// The whole rendered prompt is tokenized at once, so pieces merge across the
+// edges of a message's content as they do when the same text is a
+// completion's prompt (other engines count a chat prompt's tokens so).
+TEST(ChatPrompt, TokensAreThoseOfTheWholeRenderedText) {
+  const Json messages = Json::parse(R"([{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": "Once upon a time"}])");
+  const std::string text = render_chat_prompt(messages, true, Json::object());
+  for (const char* name : {"/stories260K.gguf", "/tiny-random-llama-bpe.gguf", "/vocab/ggml-vocab-llama-spm.gguf"}) {
+    auto file = gguf::File::open(std::string(shardlm::test_paths::models_dir()) + name);
+    auto tok = Tokenizer::from_gguf(*file);
+    auto whole = tok->encode(text, false, true);
+    if (tok->adds_bos()) whole.insert(whole.begin(), tok->bos());
+    EXPECT_EQ(tokenize_chat_prompt(*tok, text, messages), whole) << name;
+  }
+}
+
+// Templates get content as one string and OpenAI's "developer" role as "system".
+TEST(ChatPrompt, TemplatesGetPlainMessages) {
+  auto file = gguf::File::open(std::string(shardlm::test_paths::models_dir()) + "/vocab/ggml-vocab-llama-spm.gguf");
+  const tok::Vocabulary vocab = tok::Vocabulary::load(*file);
+  // Qwen's way: string concatenation, which a list of parts fails.
+  const chat::ModelTemplate tmpl(*file, vocab, std::string(
+      "{% for m in messages %}{{ '<' + m.role + '>' + m.content + '\\n' }}{% endfor %}"));
+  const Json messages = Json::parse(R"([{"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Once "}, {"type": "text", "text": "upon"}]}])");
+  EXPECT_EQ(render_chat_prompt(messages, true, Json::object(), &tmpl), "<system>Be brief.\n<user>Once upon\n");
+  EXPECT_EQ(render_chat_prompt(messages, true, Json::object()),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nOnce upon<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ApiRequest, WrongTypesNameTheField) {

@@ -60,6 +60,10 @@ void refuse_what_cannot_be_honoured(const Json& body) {
   if (const Json* f = field(body, "echo"); f && *f != false) wrong("echo", "is not supported");
   if (const Json* f = field(body, "best_of"); f && *f != 1) wrong("best_of", "must be 1");
   if (const Json* f = field(body, "suffix"); f && *f != "") wrong("suffix", "is not supported");
+  // llama-server's other samplers, at anything but their "off" values.
+  if (const Json* f = field(body, "typical_p"); f && *f != 1 && *f != 1.0) wrong("typical_p", "is not supported (1: off)");
+  for (const char* name : {"mirostat", "dry_multiplier", "xtc_probability"})
+    if (const Json* f = field(body, name); f && *f != 0 && *f != 0.0) wrong(name, "is not supported (0: off)");
 }
 
 void parse_common(const Json& body, ApiRequest& r) {
@@ -87,6 +91,11 @@ void parse_common(const Json& body, ApiRequest& r) {
   s.min_p = float(number(body, "min_p", 0, 1).value_or(0.0));
   s.presence_penalty = float(number(body, "presence_penalty", -2, 2).value_or(0.0));
   s.frequency_penalty = float(number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  // llama-server's names: repeat_last_n -1 is the whole context (the server caps it there).
+  s.repeat_penalty = float(number(body, "repeat_penalty", 0, 10).value_or(1.0));
+  if (s.repeat_penalty == 0) wrong("repeat_penalty", "must be more than 0 (1: off)");
+  if (const auto n = integer(body, "repeat_last_n", -1, std::numeric_limits<int32_t>::max()))
+    s.penalty_window = *n < 0 ? std::numeric_limits<int32_t>::max() : int32_t(*n);
   if (const Json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) wrong("seed", "must be an integer");
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
@@ -95,9 +104,9 @@ void parse_common(const Json& body, ApiRequest& r) {
   }
 
   const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
-  if (const auto m = integer(body, "max_completion_tokens", 0, kMaxTokens)) r.max_tokens = *m;
-  else if (const auto m2 = integer(body, "max_tokens", 0, kMaxTokens)) r.max_tokens = *m2;
-  if (r.max_tokens == 0) r.max_tokens = -1;  // llama-server's reading of 0: no limit
+  // At least 1, as OpenAI has it; absent: until the end of text or of the context.
+  if (const auto m = integer(body, "max_completion_tokens", 1, kMaxTokens)) r.max_tokens = *m;
+  else if (const auto m2 = integer(body, "max_tokens", 1, kMaxTokens)) r.max_tokens = *m2;
 
   if (const Json* stop = field(body, "stop")) {
     if (stop->is_string()) {

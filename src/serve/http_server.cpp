@@ -34,8 +34,15 @@ void send_json(httplib::Response& res, int status, const Json& j) {
   res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {}) {
-  send_json(res, status, error_json(message, status, param));
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
+                const std::string& code = {}) {
+  send_json(res, status, error_json(message, status, param, code));
+}
+
+// OpenAI's answer to a model it does not have.
+void send_model_not_found(httplib::Response& res, const std::string& asked, const std::string& served) {
+  send_error(res, 404, fmt::format("model '{}' is not served here; this server serves '{}'", asked, served), "model",
+             "model_not_found");
 }
 
 int64_t unix_now() {
@@ -226,8 +233,7 @@ void HttpServer::routes() {
     send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({model_object()})}});
   });
   s.Get(R"(/v1/models/(.+))", [this, model_object](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != opt_.model_id)
-      return send_error(res, 404, fmt::format("model '{}' is not served here; this server serves '{}'", req.matches[1].str(), opt_.model_id), "model");
+    if (req.matches[1] != opt_.model_id) return send_model_not_found(res, req.matches[1].str(), opt_.model_id);
     send_json(res, 200, model_object());
   });
   const auto generating = [this](ApiKind kind) {
@@ -287,8 +293,8 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   ApiRequest a;
   try {
     a = kind == ApiKind::Chat ? parse_chat_request(parse_body(body)) : parse_completion_request(parse_body(body));
-    if (a.model && *a.model != opt_.model_id)
-      throw RequestError(400, fmt::format("model '{}' is not served here; this server serves '{}'", *a.model, opt_.model_id), "model");
+    if (a.model && *a.model != opt_.model_id) return send_model_not_found(res, *a.model, opt_.model_id);
+    a.sampling.penalty_window = int32_t(std::min<int64_t>(a.sampling.penalty_window, n_ctx_));
     GenerationRequest g{prompt_tokens(a, kind), a.sampling, a.max_tokens, a.stop};
     state->stream = scheduler_.submit(std::move(g));
   } catch (const RequestError& e) {

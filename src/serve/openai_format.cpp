@@ -93,13 +93,13 @@ Json usage_chunk_json(const ResponseHead& h, const Usage& u) {
   return j;
 }
 
-Json error_json(const std::string& message, int status, const std::string& param) {
+Json error_json(const std::string& message, int status, const std::string& param, const std::string& code) {
   const char* type = status == 401   ? "authentication_error"
                      : status == 429 ? "rate_limit_error"
                      : status >= 500 ? "server_error"
                                      : "invalid_request_error";
   return Json{{"error", {{"message", message}, {"type", type}, {"param", param.empty() ? Json(nullptr) : Json(param)},
-                         {"code", nullptr}}}};
+                         {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
 }
 
 std::string sse(const Json& j) {

@@ -36,7 +36,8 @@ nlohmann::ordered_json chunk_json(const ResponseHead& h, const std::string& text
                                   const nlohmann::ordered_json& logprobs = nullptr);
 // The chunk after the last one when stream_options.include_usage is set: no choices, usage.
 nlohmann::ordered_json usage_chunk_json(const ResponseHead& h, const Usage& u);
-nlohmann::ordered_json error_json(const std::string& message, int status, const std::string& param = {});
+nlohmann::ordered_json error_json(const std::string& message, int status, const std::string& param = {},
+                                  const std::string& code = {});
 std::string sse(const nlohmann::ordered_json& j);  // "data: {...}\n\n"
 
 }  // namespace shardlm::serve

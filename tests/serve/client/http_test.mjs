@@ -232,9 +232,14 @@ test('concurrent greedy streams equal the same requests one at a time', async ()
 test('typed client errors', async () => {
   const bad = new OpenAI({ apiKey: 'wrong', baseURL: `${base}/v1`, maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
+  await assert.rejects(client.chat.completions.create({ model: 'no-such-model', messages: userMessages, max_tokens: 2 }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found' && e.param === 'model');
   const cases = [
-    [{ model: 'no-such-model' }, 'model'],
     [{ n: 2 }, 'n'],
+    [{ max_tokens: 0 }, 'max_tokens'],
+    [{ repeat_penalty: 0 }, 'repeat_penalty'],
+    [{ typical_p: 0.5 }, 'typical_p'],
+    [{ mirostat: 2 }, 'mirostat'],
     [{ top_logprobs: 2 }, 'top_logprobs'],
     [{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
     [{ temperature: 'hot' }, 'temperature'],
@@ -311,6 +316,12 @@ test('malformed bodies and headers get the right 4xx, the server keeps serving',
   const neutral = await raw(chat, { body: `{"messages": ${msgs}, "max_tokens": 3, "response_format": {"type": "text"}, `
     + '"logit_bias": {}, "tool_choice": "auto"}' });
   assert.equal(neutral.status, 200, neutral.text);
+  // llama-server's repetition penalty is honoured: greedy text changes under a strong one.
+  const story = { prompt: 'Once upon a time', max_tokens: 24, temperature: 0 };
+  const plainText = JSON.parse((await raw('/v1/completions', { body: JSON.stringify(story) })).text).choices[0].text;
+  const penalised = await raw('/v1/completions', { body: JSON.stringify({ ...story, repeat_penalty: 5, repeat_last_n: -1 }) });
+  assert.equal(penalised.status, 200, penalised.text);
+  assert.notEqual(JSON.parse(penalised.text).choices[0].text, plainText);
   for (const extra of ['"echo": true', '"best_of": 2', '"suffix": "end"']) {
     const r = await raw('/v1/completions', { body: `{"prompt": "Once", "max_tokens": 2, ${extra}}` });
     assert.equal(r.status, 400, `${extra}: ${r.text}`);

@@ -277,6 +277,8 @@ void Worker::run_job(Fd conn, const std::string& peer) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (WIFSIGNALED(status)) spdlog::warn("worker: job process {} was killed by signal {}", pid, WTERMSIG(status));
+    std::error_code ignored;
+    std::filesystem::remove_all(job_temp_dir(int(pid), port_), ignored);
   }
   std::lock_guard lock(mu_);
   busy_.reset();

@@ -156,8 +156,7 @@ fs::path obtain_shard(Channel& ch, const JobSpec& job, const JobContext& ctx, fs
   if (job.mode == "local") return job.local_path;
   const bool cached = !ctx.cache_dir.empty();
   const fs::path dir = cached ? fs::path(ctx.cache_dir)
-                              : (temp_dir = fs::temp_directory_path() /
-                                            fmt::format("shardlm-worker-{}-{}", ::getpid(), ctx.daemon_port));
+                              : (temp_dir = job_temp_dir(::getpid(), ctx.daemon_port));
   fs::create_directories(dir);
   const fs::path shard_path = dir / (job.key + ".gguf");
   if (cached && cached_shard_intact(shard_path, job.file_size)) {
@@ -244,6 +243,10 @@ std::shared_ptr<comm::Communicator> join_world(const JobSpec& job, const JobCont
 }
 
 }  // namespace
+
+fs::path job_temp_dir(int job_pid, int daemon_port) {
+  return fs::temp_directory_path() / fmt::format("shardlm-worker-{}-{}", job_pid, daemon_port);
+}
 
 int serve_job(int raw_fd, const JobContext& ctx) {
   const std::string host = host_name();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 namespace shardlm::cluster {
@@ -22,6 +23,10 @@ struct JobContext {
 };
 
 std::string job_context_to_text(const JobContext& c);
+// Where a job process without a cache directory keeps its slices. The daemon
+// removes it when the process ends, however it ended (a job given up exits
+// at once, a killed one cannot clean up).
+std::filesystem::path job_temp_dir(int job_pid, int daemon_port);
 JobContext job_context_from_text(const std::string& text);
 
 // Serves the job whose Job message comes next on `fd` (authenticated, Info

@@ -77,10 +77,6 @@ std::string utc_time_text(std::chrono::system_clock::time_point t) {
   return buf;
 }
 
-Deadline after_seconds(double s) {
-  return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
-}
-
 void authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
                           const std::string& who) {
   net::HandshakeParams hp;
@@ -97,15 +93,10 @@ nlohmann::json Message::json() const {
   return j;
 }
 
-namespace {
-// Progress of a live peer is checked per piece of a long frame.
-constexpr size_t kPieceBytes = size_t(256) << 10;
-}  // namespace
-
 Deadline Channel::Pace::next() const { return silence_s > 0 ? after_seconds(silence_s) : whole; }
 
 void Channel::throw_silent(const Pace& pace) const {
-  // A deadline per piece passed: the peer made no progress for silence_s.
+  // No byte moved for silence_s.
   if (pace.silence_s > 0)
     throw net::TimeoutError(fmt::format("{}: not responding for {:g} s (--peer-timeout)", peer_, pace.silence_s));
   throw;
@@ -117,13 +108,8 @@ void Channel::send_paced(MsgType type, const void* data, size_t bytes, const Pac
   h.type = uint32_t(type);
   h.length = bytes;
   try {
-    net::write_all(fd_.get(), &h, sizeof h, pace.next(), peer_);
-    const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t done = 0; done < bytes;) {
-      const size_t n = pace.silence_s > 0 ? std::min(kPieceBytes, bytes - done) : bytes - done;
-      net::write_all(fd_.get(), p + done, n, pace.next(), peer_);
-      done += n;
-    }
+    net::write_all(fd_.get(), &h, sizeof h, pace.next(), peer_, pace.silence_s);
+    net::write_all(fd_.get(), data, bytes, pace.next(), peer_, pace.silence_s);
   } catch (const net::TimeoutError&) {
     throw_silent(pace);
   }
@@ -133,7 +119,7 @@ Message Channel::recv_paced(const Pace& pace) {
   Header h;
   Message m;
   try {
-    net::read_all(fd_.get(), &h, sizeof h, pace.next(), peer_);
+    net::read_all(fd_.get(), &h, sizeof h, pace.next(), peer_, pace.silence_s);
     if (h.magic != kMagic) throw Error(fmt::format("{}: bad control frame magic 0x{:08x}", peer_, h.magic));
     if (!known_type(h.type)) throw Error(fmt::format("{}: unknown control frame type {}", peer_, h.type));
     m.type = MsgType(h.type);
@@ -141,11 +127,7 @@ Message Channel::recv_paced(const Pace& pace) {
       throw Error(fmt::format("{}: {} frame of {} bytes exceeds the limit of {}", peer_, type_name(m.type), h.length,
                               max_length(m.type)));
     m.payload.resize(size_t(h.length));
-    for (size_t done = 0; done < m.payload.size();) {
-      const size_t n = pace.silence_s > 0 ? std::min(kPieceBytes, m.payload.size() - done) : m.payload.size() - done;
-      net::read_all(fd_.get(), m.payload.data() + done, n, pace.next(), peer_);
-      done += n;
-    }
+    net::read_all(fd_.get(), m.payload.data(), m.payload.size(), pace.next(), peer_, pace.silence_s);
   } catch (const net::TimeoutError&) {
     throw_silent(pace);
   }

@@ -22,7 +22,7 @@
 //       ends the job (cluster/job_wire.h). From the Job message on (so
 //       through the transfer and loading too) both sides send a Heartbeat
 //       every peer_timeout / 6; a side that hears nothing for peer_timeout
-//       (no frame, nor progress within a long one) declares the other dead. The
+//       (no frame, nor a byte of a long one) declares the other dead. The
 //       coordinator relays a worker's death to the others with Abort ...
 //   worker → Status done {requests: [RequestStats per request]} | error
 //            (then closes; the worker is idle again)
@@ -98,14 +98,15 @@ class Channel {
   // The same without a deadline for the whole: however long the peer takes
   // (a worker loading its slices, a transfer over a slow link), it must show
   // it is alive at least every `silence_s` (any frame, Heartbeats included,
-  // or the next piece of a long frame). A silent peer is an Error
+  // or any bytes of a long frame). A silent peer is an Error
   // "<peer>: not responding for S s (--peer-timeout)".
   void send_live(MsgType type, const void* data, size_t bytes, double silence_s);
   Message recv_live(double silence_s);  // skips Heartbeats
   nlohmann::json expect_json_live(MsgType type, double silence_s);
 
  private:
-  // A frame read or written piece by piece, each piece by `pace`'s next deadline.
+  // A frame read or written by `pace`: a deadline for the whole, or silence_s
+  // from the last bytes that moved.
   struct Pace {
     Deadline whole;  // used when silence_s == 0
     double silence_s = 0;
@@ -122,7 +123,6 @@ class Channel {
   std::string peer_;
 };
 
-Deadline after_seconds(double s);
 // The HMAC handshake that opens a control connection (cluster id kClusterId),
 // from either end; throws Error naming `who`.
 void authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,

@@ -12,5 +12,8 @@ using Deadline = SteadyClock::time_point;
 
 inline double seconds_of(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 inline double seconds_since(SteadyClock::time_point t) { return seconds_of(SteadyClock::now() - t); }
+inline Deadline after_seconds(double s) {
+  return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(s));
+}
 
 }  // namespace shardlm

@@ -289,13 +289,14 @@ Fd accept_until(int listen_fd, Deadline deadline) {
   }
 }
 
-void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who) {
+void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who, double silence_s) {
   auto* p = static_cast<const char*>(data);
   while (n > 0) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w > 0) {
       p += w;
       n -= size_t(w);
+      if (silence_s > 0) deadline = after_seconds(silence_s);
     } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
       if (!wait_fd(fd, POLLOUT, deadline)) throw TimeoutError(fmt::format("{}: send timed out", who));
     } else {
@@ -304,7 +305,7 @@ void write_all(int fd, const void* data, size_t n, Deadline deadline, const std:
   }
 }
 
-void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& who) {
+void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& who, double silence_s) {
   auto* p = static_cast<char*>(data);
   size_t want = n;
   while (n > 0) {
@@ -312,6 +313,7 @@ void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string
     if (r > 0) {
       p += r;
       n -= size_t(r);
+      if (silence_s > 0) deadline = after_seconds(silence_s);
     } else if (r == 0) {
       throw PeerClosedError(fmt::format("{}: connection closed by peer (after {} of {} bytes)", who,
                               want - n, want));

@@ -65,9 +65,11 @@ Fd accept_until(int listen_fd, Deadline deadline);
 void set_nonblocking(int fd);
 void tune_stream(int fd);  // TCP_NODELAY
 
-// Blocking-with-deadline transfers on a non-blocking socket.
-void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who);
-void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& who);
+// Blocking-with-deadline transfers on a non-blocking socket. With
+// silence_s > 0 the deadline moves to silence_s after every call that moved
+// bytes: a slow link that keeps moving is not a silent peer.
+void write_all(int fd, const void* data, size_t n, Deadline deadline, const std::string& who, double silence_s = 0);
+void read_all(int fd, void* data, size_t n, Deadline deadline, const std::string& who, double silence_s = 0);
 
 std::string errno_text(int err);
 

@@ -62,7 +62,7 @@ void plan(PlanOptions o) {
     const auto addresses = node_addresses(o.nodes, o.hostfile);
     const std::string token = cluster_token(o.token_file);
     for (const auto& address : addresses)
-      nodes.push_back(cluster::node_from_info(address, cluster::ask_worker(address, token)));
+      nodes.push_back(cluster::node_from_info(address, cluster::ask_worker(address, token, cluster::kDefaultPeerTimeoutSeconds)));
   }
   o.request.layers = o.layers;
   o.request.kv_type = kv_type_of(o.kv_type);

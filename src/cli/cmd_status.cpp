@@ -28,7 +28,7 @@ void status(const StatusOptions& o) {
   for (const auto& address : addresses) {
     nlohmann::json info;
     try {
-      info = cluster::ask_worker(address, token);
+      info = cluster::ask_worker(address, token, cluster::kDefaultPeerTimeoutSeconds);
       info["address"] = address;
     } catch (const Error& e) {
       ++failed;

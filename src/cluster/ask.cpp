@@ -9,8 +9,9 @@
 
 namespace shardlm::cluster {
 
-nlohmann::json ask_worker(const std::string& address, const std::string& token) {
-  return open_worker_channel(address, token)->expect_json(MsgType::Info, after_seconds(10));
+nlohmann::json ask_worker(const std::string& address, const std::string& token, double timeout_s) {
+  return open_worker_channel(address, token, timeout_s)
+      ->expect_json(MsgType::Info, after_seconds(timeout_s + kInfoGraceSeconds));
 }
 
 parallel::NodeSpec node_from_info(const std::string& address, const nlohmann::json& info) {

@@ -172,11 +172,11 @@ void ClusterJob::connect_workers(std::vector<parallel::NodeSpec>& nodes) {
       throw Error(fmt::format("--nodes: '{}' and '{}' are the same worker ({})", at->second, address, resolved));
   }
   for (const auto& address : opt_.nodes) {
-    workers_.push_back(open_worker_channel(address, opt_.token));
+    workers_.push_back(open_worker_channel(address, opt_.token, opt_.peer_timeout));
     const std::string& who = workers_.back()->peer();
-    const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(30));
+    const auto info = workers_.back()->expect_json(MsgType::Info, after_seconds(opt_.peer_timeout + kInfoGraceSeconds));
     // A busy worker follows its Info with a Status error saying whose job it serves.
-    if (info.value("state", "idle") == "busy") workers_.back()->expect_json(MsgType::Status, after_seconds(10));
+    if (info.value("state", "idle") == "busy") workers_.back()->expect_json(MsgType::Status, after_seconds(opt_.peer_timeout));
     const parallel::NodeSpec n = node_from_info(address, info);
     spdlog::info("{}: {} cores, {:.0f} MiB available, {:.1f} GB/s", who, n.cores, double(n.memory_bytes) / (1 << 20),
                  n.memory_bandwidth_gbs);

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "net/errors.h"
 
 namespace shardlm::cluster {
 
@@ -23,10 +24,14 @@ net::Fd dial(const std::string& address, double timeout_s, const std::string& wh
   return fd;
 }
 
-std::unique_ptr<Channel> open_worker_channel(const std::string& address, const std::string& token) {
+std::unique_ptr<Channel> open_worker_channel(const std::string& address, const std::string& token, double timeout_s) {
   const std::string who = "worker " + address;
-  net::Fd fd = dial(address, 5, who);
-  authenticate_control(fd.get(), net::Role::Connector, token, after_seconds(10), who);
+  net::Fd fd = dial(address, timeout_s, who);
+  try {
+    authenticate_control(fd.get(), net::Role::Connector, token, after_seconds(timeout_s), who);
+  } catch (const net::TimeoutError&) {
+    throw Error(fmt::format("{}: not responding for {:g} s (the handshake; --peer-timeout)", who, timeout_s));
+  }
   return std::make_unique<Channel>(std::move(fd), who);
 }
 

@@ -118,6 +118,21 @@ TEST_F(ClusterTest, IdleAndGarbageConnectionsNeverDelayAJob) {
   EXPECT_TRUE(workers_[0]->running());
 }
 
+// A worker frozen before the job (its port still accepts) is named within
+// the peer timeout, not a fixed handshake time (10 s before).
+TEST_F(ClusterTest, FrozenWorkerIsNamedAtConnectWithinThePeerTimeout) {
+  const std::string a = start_worker();
+  const std::string b = start_worker();
+  workers_[1]->signal_group(SIGSTOP);
+  const auto t0 = SteadyClock::now();
+  const auto r = run({"-n", "8", "--nodes", a + "," + b, "--tp", "2", "--peer-timeout", "2"});
+  const double took = seconds_since(t0);
+  workers_[1]->signal_group(SIGCONT);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("worker " + b + ": not responding for 2 s (the handshake; --peer-timeout)"), std::string::npos) << r.err;
+  EXPECT_LT(took, 6.0);
+}
+
 // A worker that freezes while it sets the job up (receiving or loading its
 // slices can take minutes) is named within the peer timeout; one that is
 // merely slow beats all along and is not.

@@ -146,13 +146,12 @@ std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& rang
 }
 
 std::string model_fingerprint(const gguf::File& file) {
-  constexpr uint64_t kPieces = 16, kPieceBytes = 4096;
-  const uint64_t data = std::min(file.data_offset(), file.file_size()), data_bytes = file.file_size() - data;
+  constexpr uint64_t kPieces = 1024, kPieceBytes = 4096, kWhole = 4 * kPieces * kPieceBytes;
+  const uint64_t size = file.file_size(), data = std::min(file.data_offset(), size), data_bytes = size - data;
+  if (data_bytes <= kWhole) return digest_of_ranges(file, {{0, size}});
   std::vector<ByteRange> ranges{{0, data}};
-  for (uint64_t i = 0; i < kPieces && data_bytes > 0; ++i) {
-    const uint64_t at = data + data_bytes / kPieces * i;
-    ranges.push_back({at, std::min(kPieceBytes, file.file_size() - at)});
-  }
+  for (uint64_t i = 0; i < kPieces; ++i) ranges.push_back({data + data_bytes / kPieces * i, kPieceBytes});
+  ranges.push_back({size - kPieceBytes, kPieceBytes});  // the very end: a download cut short and zero-filled
   return digest_of_ranges(file, ranges);
 }
 

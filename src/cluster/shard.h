@@ -30,10 +30,13 @@ uint64_t total_bytes(const std::vector<ByteRange>& ranges);
 
 // SHA-256 (hex) of the file size, the ranges and their bytes: the cache key.
 std::string shard_key(const gguf::File& file, const std::vector<ByteRange>& ranges);
-// SHA-256 (hex) of the file size, its header and metadata, and 16 pieces of
-// 4 KiB spread over its tensor data: what tells a worker's own copy
-// (--worker-model) of another model of the same size (a fine-tune, another
-// quantization mix) from the coordinator's, reading ~1 MB instead of all.
+// SHA-256 (hex) of the file size, its header and metadata, and 1024 pieces
+// of 4 KiB spread evenly over its tensor data and its last 4 KiB (all of it
+// up to 16 MiB of tensor data): what tells a worker's own copy
+// (--worker-model) from the coordinator's when it is another model of the
+// same size (a fine-tune, another quantization mix) or a damaged one (a
+// download cut short and zero-filled, a region overwritten: caught when it
+// spans a 1024th of the data), reading ~4 MB instead of all of it.
 std::string model_fingerprint(const gguf::File& file);
 
 // A shard being received: a sparse file of the model's size, written at the

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <unistd.h>
 
 #include "cluster/shard.h"
 #include "gguf/gguf.h"
@@ -67,6 +69,45 @@ TEST(Shard, HoldsEveryByteOfItsRank) {
       std::filesystem::remove(path);
     }
   }
+}
+
+}  // namespace
+}  // namespace shardlm::cluster
+
+namespace shardlm::cluster {
+namespace {
+
+// A model of one f32 tensor of `floats` ones, and a copy of it damaged by `damage`.
+std::string fingerprint_of(const std::filesystem::path& path, size_t floats,
+                           const std::function<void(std::vector<float>&)>& damage = {}) {
+  std::vector<float> data(floats, 1.0f);
+  if (damage) damage(data);
+  {
+    gguf::Writer w(path.string());
+    w.set("general.architecture", gguf::Value(std::string("llama")));
+    w.add_tensor("t.weight", DType::F32, {int64_t(floats)});
+    w.begin_data();
+    w.write_tensor_data("t.weight", data.data(), data.size() * sizeof(float));
+    w.finish();
+  }
+  return model_fingerprint(*gguf::File::open(path.string()));
+}
+
+// What a --worker-model copy damaged in place (same size) must not pass for:
+// a download cut short and zero-filled, in a small file a single value.
+TEST(ModelFingerprint, DamagedCopiesDiffer) {
+  const auto dir = std::filesystem::temp_directory_path() / ("shardlm-fingerprint-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const size_t large = size_t(12) << 20, small = size_t(100) << 10;  // 48 MiB (sampled), 400 KiB (hashed whole)
+  const std::string whole = fingerprint_of(dir / "a.gguf", large);
+  EXPECT_EQ(fingerprint_of(dir / "b.gguf", large), whole);
+  EXPECT_NE(fingerprint_of(dir / "b.gguf", large, [](auto& d) { std::fill(d.end() - d.size() / 500, d.end(), 0.0f); }), whole)
+      << "the last 0.2 % zeroed";
+  EXPECT_NE(fingerprint_of(dir / "b.gguf", large, [](auto& d) { std::fill(d.begin() + d.size() / 3, d.begin() + d.size() / 3 + d.size() / 500, 0.0f); }), whole)
+      << "0.2 % zeroed in the middle";
+  const std::string small_whole = fingerprint_of(dir / "c.gguf", small);
+  EXPECT_NE(fingerprint_of(dir / "d.gguf", small, [](auto& d) { d[12345] = 2.0f; }), small_whole) << "one value of a small file";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -96,11 +96,13 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
     const auto br = step_breakdown(all[r], steps_r, all[r].bytes_sent * share(all[r]) / double(s0.tokens), 0);
     compute_ms[r] = br.compute_ms;
     // The all-reduces poll, so their CPU time is taken as their wall time
-    // (less only where a wait slept or lost its core).
+    // (less only where a wait slept or lost its core: then, as with steps
+    // of a tiny model whose waits sleep, the difference means nothing).
     const double cpu_ms = (all[r].forward_cpu_seconds - all[r].all_reduce_seconds) * 1e3 / steps_r;
-    std::printf("(rank %zu per step: compute %.2f ms (CPU %.2f ms), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
+    const std::string cpu = cpu_ms >= 0 ? fmt::format("{:.2f} ms", cpu_ms) : "unknown: the waits slept";
+    std::printf("(rank %zu per step: compute %.2f ms (CPU %s), collective %.2f ms, p2p wait %.2f ms, other %.2f ms; "
                 "sent %.0f B per token)\n",
-                r, br.compute_ms, cpu_ms, br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
+                r, br.compute_ms, cpu.c_str(), br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
     if (all[r].all_reduces > 0) std::printf("(rank %zu %s)\n", r, wait_histogram(all[r], steps_r).c_str());
   }
   // Tensor-parallel ranks meet in every all-reduce, so the faster ones wait

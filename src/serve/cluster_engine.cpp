@@ -76,7 +76,7 @@ void ClusterEngine::set_failure(const std::string& what) {
 
 std::string ClusterEngine::failure() const {
   std::lock_guard lock(state_mu_);
-  return failure_;
+  return recovery_failure_.empty() ? failure_ : fmt::format("{}; forming the job again failed: {}", failure_, recovery_failure_);
 }
 
 std::string ClusterEngine::health() const { return failure(); }
@@ -107,6 +107,7 @@ bool ClusterEngine::recover() {
   std::vector<std::vector<std::string>> tries{{}};
   for (auto left_out : {lost, joined(lost, left_out_)})
     if (std::find(tries.begin(), tries.end(), left_out) == tries.end()) tries.push_back(std::move(left_out));
+  std::string why;
   for (auto& left_out : tries) {
     try {
       auto job = make_job_(left_out);
@@ -115,8 +116,13 @@ bool ClusterEngine::recover() {
     } catch (const Error& e) {
       spdlog::warn("serve: forming the cluster job again{} failed: {}",
                    left_out.empty() ? "" : fmt::format(" without {}", fmt::join(left_out, ", ")), e.what());
+      why = e.what();
     }
   }
+  // What the last try met (a node still down, one busy with another job, none
+  // left) is what the requests and /health say next, after the first failure.
+  std::lock_guard state_lock(state_mu_);
+  recovery_failure_ = why;
   return false;
 }
 
@@ -127,6 +133,7 @@ void ClusterEngine::take_job(std::unique_ptr<cluster::ClusterJob> job, std::vect
   {
     std::lock_guard lock(state_mu_);
     failure_.clear();
+    recovery_failure_.clear();
     job_nodes_ = job_->nodes();
   }
   spdlog::info("serve: the cluster job is formed again (tp {} × pp {} on {}{})", job_->plan().tp, job_->plan().pp,

@@ -77,6 +77,7 @@ class ClusterEngine final : public Engine {
   std::mutex mu_;                  // the job: one step or idle check at a time
   mutable std::mutex state_mu_;    // health() and nodes() must not wait for a step
   std::string failure_;            // guarded by state_mu_
+  std::string recovery_failure_;   // the last recover()'s reason; guarded by state_mu_
   std::vector<std::string> job_nodes_;  // guarded by state_mu_
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by mu_

@@ -548,6 +548,18 @@ if (layout) {
     assert.deepEqual(h2.nodes, [victim.address]);
     const healthy = await raw('/health', { method: 'GET' });
     assert.equal(healthy.status, 200, healthy.text);
+
+    // Every node dead: after a try at forming the job again, /health and the
+    // requests say why that failed too, not only the first failure.
+    process.kill(-back.pid, 'SIGKILL');
+    let why = '';
+    for (let i = 0; i < 40 && !why.includes('forming the job again failed'); ++i) {
+      const r = await raw('/v1/completions', { body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }) });
+      assert.equal(r.status, 503, r.text);
+      why = JSON.parse((await raw('/health', { method: 'GET' })).text).error ?? '';
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.match(why, /forming the job again failed: .*(no worker left|cannot connect)/, why);
   });
 }
 

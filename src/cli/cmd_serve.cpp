@@ -48,6 +48,7 @@ struct ServeOptions {
   int max_waiting = 64;
   size_t max_body = 8 << 20;
   std::string api_key_file;
+  std::vector<std::string> cors_origins;
   std::string alias;
   std::string chat_template_file;
   bool mmap = false;
@@ -91,6 +92,7 @@ void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& 
   http.model_id = o.alias.empty() ? std::filesystem::path(o.model).filename().string() : o.alias;
   http.api_keys = std::move(keys);
   http.max_body_bytes = o.max_body;
+  http.cors_origins = {o.cors_origins.begin(), o.cors_origins.end()};
   http.connection_threads = o.parallel + o.max_waiting + 8;
   serve::HttpServer server(scheduler, tok, metrics, o.ctx, http);
   const int port = server.bind();
@@ -193,6 +195,10 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(1, std::numeric_limits<long long>::max()));
   cmd->add_option("--api-key-file", o->api_key_file, "file of accepted API keys, one per line (Authorization: Bearer KEY)");
+  cmd->add_option("--cors", o->cors_origins,
+                  "web origins whose pages may call the API from a browser (comma-separated, e.g. "
+                  "https://chat.example.org; '*': any); default none")
+      ->delimiter(',');
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);

@@ -174,6 +174,21 @@ void HttpServer::routes() {
       send_error(res, problem->first, problem->second);
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Browsers let a page of another origin read an answer only with these
+    // headers, and ask first (OPTIONS, no credentials) before a POST with JSON.
+    const std::string origin = req.get_header_value("Origin");
+    const bool any_origin = opt_.cors_origins.count("*") > 0;
+    if (!origin.empty() && (any_origin || opt_.cors_origins.count(origin))) {
+      res.set_header("Access-Control-Allow-Origin", any_origin ? "*" : origin);
+      if (!any_origin) res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "86400");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     if (opt_.api_keys.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";

@@ -30,6 +30,7 @@ struct ServerOptions {
   std::string model_id;            // what /v1/models lists and requests may name
   std::set<std::string> api_keys;  // empty: no authentication
   size_t max_body_bytes = 8 << 20;
+  std::set<std::string> cors_origins;  // origins answered with CORS headers; "*": any; empty: none
   int connection_threads = 32;
 };
 

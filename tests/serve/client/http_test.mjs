@@ -45,9 +45,11 @@ const layoutArgs = { tp2: ['--tp', '2', '--pp', '1'], pp2: ['--tp', '1', '--pp',
 if (layout && !layoutArgs[layout]) throw new Error(`unknown layout ${layout}: tp2 or pp2`);
 const clusterArgs = layout ? ['--nodes', workers.map((w) => w.address).join(','), ...layoutArgs[layout]] : [];
 
+const PAGE_ORIGIN = 'https://chat.example.org';  // the one origin --cors lets in
+
 function startServer(extra = clusterArgs) {
   const child = spawn(binary, ['serve', '-m', modelPath, '--port', '0', '--parallel', '4', '-c', '256', '-t', '1',
-    '--api-key-file', keyFile, '--max-body', '65536', '--prefill-budget', '32', ...extra],
+    '--api-key-file', keyFile, '--max-body', '65536', '--prefill-budget', '32', '--cors', PAGE_ORIGIN, ...extra],
     { stdio: ['ignore', 'pipe', 'inherit'], env: TOKEN_ENV });
   return new Promise((resolve, reject) => {
     let out = '';
@@ -384,6 +386,25 @@ test('a body framed badly is refused at once and its connection closed', async (
     assert.ok(r.closed, `${framing}: the connection stayed open`);
     assert.equal(r.text.match(/HTTP\/1\.1 /g).length, 1, `${framing}: the body was read as a request`);
   }
+});
+
+test('CORS: the --cors origin is answered with its headers and may ask first; other origins are not', async () => {
+  const ask = (origin) => fetch(base + '/v1/chat/completions', { method: 'OPTIONS',
+    headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'authorization,content-type' } });
+  const pre = await ask(PAGE_ORIGIN);
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers.get('access-control-allow-origin'), PAGE_ORIGIN);
+  assert.match(pre.headers.get('access-control-allow-headers'), /Authorization/);
+  assert.match(pre.headers.get('access-control-allow-methods'), /POST/);
+  const post = await fetch(base + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: 'Once', max_tokens: 2 }),
+    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json', Origin: PAGE_ORIGIN } });
+  assert.equal(post.status, 200);
+  assert.equal(post.headers.get('access-control-allow-origin'), PAGE_ORIGIN);
+  await post.text();
+  const other = await ask('https://elsewhere.example');
+  assert.notEqual(other.status, 204);
+  assert.equal(other.headers.get('access-control-allow-origin'), null);
+  await other.text();
 });
 
 test('a second server on a port in use exits with an error naming it', async () => {

@@ -154,18 +154,20 @@ ApiRequest parse_completion_request(const Json& body) {
   if (const auto n = integer(body, "logprobs", 0, kMaxTopLogprobs)) r.sampling.logprobs = int32_t(*n);
   const Json* prompt = field(body, "prompt");
   if (!prompt) throw RequestError(400, "'prompt' is required", "prompt");
-  if (prompt->is_string()) {
-    r.prompt_text = prompt->get<std::string>();
-  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+  // One prompt per request: a string, token ids, or either alone in a list.
+  const Json& one = prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())
+                        ? (*prompt)[0]
+                        : *prompt;
+  if (one.is_string()) {
+    r.prompt_text = one.get<std::string>();
+  } else if (one.is_array() && !one.empty() && one[0].is_number()) {
     std::vector<TokenId> ids;
-    for (const auto& t : *prompt) {
+    for (const auto& t : one) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<TokenId>::max())
         wrong("prompt", "must be a string or an array of token ids");
       ids.push_back(TokenId(t.get<int64_t>()));
     }
     r.prompt_ids = std::move(ids);
-  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-    r.prompt_text = (*prompt)[0].get<std::string>();
   } else {
     wrong("prompt", "must be a string or an array of token ids (one prompt per request)");
   }

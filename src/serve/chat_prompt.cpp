@@ -44,7 +44,13 @@ std::string render_chat_prompt(const nlohmann::ordered_json& messages, bool add_
     if (plain.contains("content") && plain["content"].is_array()) plain["content"] = message_text(m, i);
     chatml += fmt::format("<|im_start|>{}\n{}<|im_end|>\n", plain["role"].get<std::string>(), message_text(m, i));
   }
-  if (!tmpl) return add_generation_prompt ? chatml + "<|im_start|>assistant\n" : chatml;
+  if (!tmpl) {
+    // ChatML has no way of its own to show tools; leaving them out silently
+    // would let the client believe the model saw them.
+    if (tools.is_array() && !tools.empty())
+      throw RequestError(400, "'tools' needs the model's chat template, and this model has none (--chat-template-file)", "tools");
+    return add_generation_prompt ? chatml + "<|im_start|>assistant\n" : chatml;
+  }
   // Template kwargs first, so the request's own fields win on a clash.
   nlohmann::ordered_json context = template_kwargs.is_object() ? template_kwargs : nlohmann::ordered_json::object();
   context["messages"] = std::move(plain_messages);

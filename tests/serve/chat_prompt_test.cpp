@@ -24,6 +24,10 @@ TEST(ChatPrompt, BuiltInChatMl) {
   EXPECT_EQ(render_chat_prompt(messages, true, Json::object()),
             "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_THROW(render_chat_prompt(Json::parse(R"([{"content": "x"}])"), true, Json::object()), RequestError);
+  // ChatML cannot show tools: a request with some is refused rather than rendered without them.
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {}}}])");
+  EXPECT_THROW(render_chat_prompt(messages, true, Json::object(), nullptr, tools), RequestError);
+  EXPECT_NO_THROW(render_chat_prompt(messages, true, Json::object(), nullptr, Json::array()));
 }
 
 // tokenize_chat_prompt does not depend on the template: a hand-rendered prompt

@@ -154,6 +154,11 @@ test('completions: text and token-id prompts, streamed, stop strings', async () 
   const ids = await client.completions.create({ model: MODEL, prompt: [1, 100, 200], max_tokens: 4, temperature: 0 });
   assert.equal(ids.usage.prompt_tokens, 3);
   assert.equal(ids.usage.completion_tokens, 4);
+  // One prompt alone in a list, as the OpenAI clients' batch form has it.
+  const listed = await client.completions.create({ model: MODEL, prompt: [[1, 100, 200]], max_tokens: 4, temperature: 0 });
+  assert.equal(listed.choices[0].text, ids.choices[0].text);
+  await assert.rejects(client.completions.create({ model: MODEL, prompt: [[1, 100], [1, 200]], max_tokens: 4 }),
+    (e) => e.status === 400 && e.message.includes('one prompt per request'));
 });
 
 // Checks one chat logprobs entry: bytes are the token's UTF-8, top list sorted, greedy pick first.

@@ -27,7 +27,8 @@ std::string token_text(const tok::Vocabulary& vocab, TokenId id) {
 
 ModelTemplate::ModelTemplate(const gguf::File& file, const tok::Vocabulary& vocab,
                              std::optional<std::string> source_override)
-    : template_(template_source(file, std::move(source_override))),
+    : source_(template_source(file, std::move(source_override))),
+      template_(source_),
       bos_token_(token_text(vocab, vocab.bos)),
       eos_token_(token_text(vocab, vocab.eos)) {}
 

@@ -27,10 +27,12 @@ class ModelTemplate {
   // bos_token and eos_token are added unless the context sets them.
   std::string apply(nlohmann::ordered_json context, const RenderOptions& options = {}) const;
 
+  const std::string& source() const { return source_; }  // the template's text
   const std::string& bos_token() const { return bos_token_; }
   const std::string& eos_token() const { return eos_token_; }
 
  private:
+  std::string source_;
   Template template_;
   std::string bos_token_, eos_token_;
 };

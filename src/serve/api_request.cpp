@@ -140,6 +140,7 @@ ApiRequest parse_chat_request(const Json& body) {
     if (!tools->is_array()) wrong("tools", "must be an array");
     r.tools = *tools;
   }
+  if (const Json* choice = field(body, "tool_choice")) r.tool_choice_none = *choice == "none";
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong("chat_template_kwargs", "must be an object");
     r.template_kwargs = *kw;

@@ -25,6 +25,7 @@ struct ApiRequest {
   bool add_generation_prompt = true;
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   nlohmann::ordered_json tools;  // null, or the request's array of tool definitions
+  bool tool_choice_none = false;  // "tool_choice": "none": the reply is never read for tool calls
   // Completions: text, or token ids when prompt_ids is set.
   std::string prompt_text;
   std::optional<std::vector<TokenId>> prompt_ids;

@@ -81,6 +81,12 @@ struct StreamState {
   bool logprobs = false;    // the request asked for log-probabilities
   int64_t text_offset = 0;  // completions' logprobs.text_offset of the next token
   bool started = false;
+  // A chat request with tools on a template that shows how to call them: the
+  // reply is read for calls, and text that may begin one is held back.
+  ToolCallSyntax tool_syntax = ToolCallSyntax::None;
+  std::string reply;  // the whole reply so far (with tool_syntax)
+  size_t streamed = 0;  // bytes of `reply` sent as content
+  std::vector<LogprobEntry> held_logprobs;  // of the bytes held back
 };
 
 Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
@@ -88,6 +94,25 @@ Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
 }
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+// With tools: takes the chunk's text into the reply and leaves in `c` only
+// what is surely content (the rest waits, logprobs too); at the end, true when
+// the reply called tools (the caller sends them), else `c` carries all that waited.
+bool hold_tool_calls(StreamState& s, RequestStream::Chunk& c) {
+  s.reply += c.text;
+  s.held_logprobs.insert(s.held_logprobs.end(), c.logprobs.begin(), c.logprobs.end());
+  c.text.clear();
+  c.logprobs.clear();
+  if (c.done && c.finish != FinishReason::Error && !split_tool_calls(s.tool_syntax, s.reply).calls.empty()) return true;
+  const size_t sure = c.done ? s.reply.size() : surely_content(s.tool_syntax, s.reply);
+  if (sure > s.streamed) {
+    c.text = s.reply.substr(s.streamed, sure - s.streamed);
+    c.logprobs = std::move(s.held_logprobs);
+    s.held_logprobs.clear();
+    s.streamed = sure;
+  }
+  return false;
+}
 
 // A prompt text longer than this cannot fit in n_ctx tokens, and is refused
 // before it is tokenized (an 8 MB prompt took ~270 MB to tokenize): no token
@@ -136,7 +161,8 @@ const char* method_of_route(const std::string& path) {
 
 HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options)
     : scheduler_(scheduler), tok_(tok), metrics_(metrics), n_ctx_(n_ctx), opt_(std::move(options)),
-      server_(std::make_unique<httplib::Server>()), max_prompt_bytes_(prompt_bytes_limit(tok, n_ctx)) {
+      server_(std::make_unique<httplib::Server>()), max_prompt_bytes_(prompt_bytes_limit(tok, n_ctx)),
+      tool_syntax_(opt_.chat_template ? tool_call_syntax(opt_.chat_template->source()) : ToolCallSyntax::None) {
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
@@ -321,6 +347,7 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   }
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
+  if (kind == ApiKind::Chat && a.tools.is_array() && !a.tools.empty() && !a.tool_choice_none) state->tool_syntax = tool_syntax_;
   state->logprobs = a.sampling.logprobs >= 0;
   state->client = ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
@@ -334,6 +361,8 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
       }
     const RequestStream::Chunk& c = *done;
     if (c.finish == FinishReason::Error) return send_error(res, scheduler_.health().empty() ? 500 : 503, c.error);
+    if (const SplitReply r = split_tool_calls(state->tool_syntax, c.text); !r.calls.empty())
+      return send_json(res, 200, tool_call_response_json(state->head, r, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
     return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
   }
   res.set_header("Cache-Control", "no-cache");
@@ -345,9 +374,25 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
           if (state->head.kind == ApiKind::Chat && !write(sink, sse(chunk_json(state->head, "", FinishReason::None, true))))
             return false;
         }
-        const auto c = state->stream->next(kStreamPoll);
+        auto c = state->stream->next(kStreamPoll);
         // Nothing to write (queued, or reading the prompt): only a look tells whether the client is still there.
         if (c.text.empty() && c.logprobs.empty() && !c.done && state->client.gone()) return false;
+        if (state->tool_syntax != ToolCallSyntax::None) {
+          if (hold_tool_calls(*state, c)) {
+            const SplitReply r = split_tool_calls(state->tool_syntax, state->reply);
+            const std::string rest = r.content.substr(std::min(state->streamed, r.content.size()));
+            if (rest.find_first_not_of(" \t\r\n") != std::string::npos &&
+                !write(sink, sse(chunk_json(state->head, rest, FinishReason::None))))
+              return false;
+            Json calls = tool_call_chunk_json(state->head, r.calls);
+            calls["choices"][0]["logprobs"] = chunk_logprobs(*state, state->held_logprobs);
+            if (!write(sink, sse(calls)) || !write(sink, sse(tool_call_finish_chunk_json(state->head)))) return false;
+            if (state->include_usage && !write(sink, sse(usage_chunk_json(state->head, state->stream->usage())))) return false;
+            if (!write(sink, "data: [DONE]\n\n")) return false;
+            sink.done();
+            return true;
+          }
+        }
         if ((!c.text.empty() || !c.logprobs.empty()) &&
             !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None, false, chunk_logprobs(*state, c.logprobs)))))
           return false;

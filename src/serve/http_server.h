@@ -11,6 +11,7 @@
 #include "serve/api_request.h"
 #include "serve/metrics.h"
 #include "serve/openai_format.h"
+#include "serve/tool_calls.h"
 #include "serve/scheduler.h"
 
 namespace httplib {
@@ -56,6 +57,7 @@ class HttpServer {
   ServerOptions opt_;
   std::unique_ptr<httplib::Server> server_;
   size_t max_prompt_bytes_ = 0;  // see prompt_bytes_limit()
+  ToolCallSyntax tool_syntax_ = ToolCallSyntax::None;  // the chat template's way of calling tools
   int listen_fd_ = -1;  // the listening socket, once bound
 };
 

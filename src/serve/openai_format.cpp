@@ -1,5 +1,7 @@
 #include "serve/openai_format.h"
 
+#include <fmt/format.h>
+
 namespace shardlm::serve {
 
 using Json = nlohmann::ordered_json;
@@ -83,6 +85,48 @@ Json chunk_json(const ResponseHead& h, const std::string& text, FinishReason fin
   choice["logprobs"] = logprobs;
   choice["finish_reason"] = finish_json(finish);
   j["choices"] = Json::array({choice});
+  return j;
+}
+
+namespace {
+
+Json tool_calls_json(const ResponseHead& h, const std::vector<ToolCall>& calls, bool with_index) {
+  Json out = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json c;
+    if (with_index) c["index"] = i;
+    c["id"] = fmt::format("call_{}_{}", h.id, i);
+    c["type"] = "function";
+    c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool only_blanks(const std::string& s) {
+  return s.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+}  // namespace
+
+Json tool_call_response_json(const ResponseHead& h, const SplitReply& reply, const Usage& u, const Json& logprobs) {
+  Json j = response_json(h, reply.content, FinishReason::Stop, u, logprobs);
+  Json& choice = j["choices"][0];
+  if (only_blanks(reply.content)) choice["message"]["content"] = nullptr;
+  choice["message"]["tool_calls"] = tool_calls_json(h, reply.calls, false);
+  choice["finish_reason"] = "tool_calls";
+  return j;
+}
+
+Json tool_call_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls) {
+  Json j = chunk_json(h, "", FinishReason::None);
+  j["choices"][0]["delta"] = {{"tool_calls", tool_calls_json(h, calls, true)}};
+  return j;
+}
+
+Json tool_call_finish_chunk_json(const ResponseHead& h) {
+  Json j = chunk_json(h, "", FinishReason::Stop);
+  j["choices"][0]["finish_reason"] = "tool_calls";
   return j;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "serve/request_stream.h"
+#include "serve/tool_calls.h"
 
 namespace shardlm::serve {
 
@@ -34,6 +35,15 @@ nlohmann::ordered_json response_json(const ResponseHead& h, const std::string& t
 // asked); otherwise the closing chunk with its finish_reason.
 nlohmann::ordered_json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only = false,
                                   const nlohmann::ordered_json& logprobs = nullptr);
+// A chat reply that called tools: the message's content (null when only
+// blanks), its tool_calls with ids "call_<response id>_<i>", finish_reason
+// "tool_calls".
+nlohmann::ordered_json tool_call_response_json(const ResponseHead& h, const SplitReply& reply, const Usage& u,
+                                               const nlohmann::ordered_json& logprobs = nullptr);
+// The streamed form: a delta with the calls (each with its index), then the
+// closing chunk with finish_reason "tool_calls".
+nlohmann::ordered_json tool_call_chunk_json(const ResponseHead& h, const std::vector<ToolCall>& calls);
+nlohmann::ordered_json tool_call_finish_chunk_json(const ResponseHead& h);
 // The chunk after the last one when stream_options.include_usage is set: no choices, usage.
 nlohmann::ordered_json usage_chunk_json(const ResponseHead& h, const Usage& u);
 nlohmann::ordered_json error_json(const std::string& message, int status, const std::string& param = {},

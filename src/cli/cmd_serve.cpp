@@ -4,7 +4,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "chat/errors.h"
 #include "chat/model_template.h"
@@ -68,7 +74,55 @@ std::set<std::string> read_api_keys(const std::string& path) {
   return keys;
 }
 
-serve::HttpServer* g_server = nullptr;
+// SIGINT and SIGTERM land on whichever of serve's threads the kernel picks.
+// The handler only writes a byte to a pipe, errno kept (it had called
+// stop() itself, racing the server's destruction, and its errno clobbered
+// the interrupted thread's); a thread of its own reads the pipe: the first
+// signal stops the server, a second ends the process at once.
+int g_signal_pipe[2] = {-1, -1};  // never closed: a handler may still be writing
+extern "C" void on_stop_signal(int) {
+  const int saved = errno;
+  const char byte = 's';
+  [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+class StopOnSignal {
+ public:
+  explicit StopOnSignal(serve::HttpServer& server) {
+    if (g_signal_pipe[0] < 0 && ::pipe2(g_signal_pipe, O_CLOEXEC) != 0)
+      throw Error(fmt::format("serve: pipe: {}", std::strerror(errno)));
+    watcher_ = std::thread([&server] {
+      int signals = 0;
+      for (;;) {
+        char byte = 0;
+        const ssize_t n = ::read(g_signal_pipe[0], &byte, 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n != 1 || byte == 'q') return;
+        if (++signals == 1) {
+          spdlog::info("serve: stopping (a second interrupt ends the process at once)");
+          server.stop();
+        } else {
+          std::fprintf(stderr, "shardlm serve: interrupted again, exiting\n");
+          std::_Exit(130);
+        }
+      }
+    });
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  }
+  // Signals act as by default again (a Ctrl-C while cluster workers are let go ends the process).
+  ~StopOnSignal() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    const char quit = 'q';
+    [[maybe_unused]] const ssize_t n = ::write(g_signal_pipe[1], &quit, 1);
+    watcher_.join();
+  }
+
+ private:
+  std::thread watcher_;
+};
 
 // Under MPI the other ranks wait for rank 0's next step as long as the server
 // idles; a dead rank is mpirun's to report (it ends the job).
@@ -97,14 +151,11 @@ void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& 
   serve::HttpServer server(scheduler, tok, metrics, o.ctx, http);
   const int port = server.bind();
   scheduler.start();
-  g_server = &server;
-  std::signal(SIGINT, [](int) { if (g_server) g_server->stop(); });
-  std::signal(SIGTERM, [](int) { if (g_server) g_server->stop(); });
+  StopOnSignal stop_on_signal(server);
   std::printf("shardlm serve: model %s on http://%s:%d (%d slots × %lld positions)\n", http.model_id.c_str(),
               o.host.c_str(), port, o.parallel, static_cast<long long>(o.ctx));
   std::fflush(stdout);
   server.listen();
-  g_server = nullptr;
 }
 
 void serve(const ServeOptions& o) {

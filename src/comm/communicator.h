@@ -17,9 +17,10 @@
 // table (comm/tuning.h), so the bits are reproducible for one table, group
 // size and message size.
 //
-// A Communicator is safe to use from several threads (one call at a time
-// reaches the transport), but the order of calls must still match across
-// ranks.
+// Point-to-point calls may come from several threads (one call at a time
+// reaches the transport). Collectives and split() take one call at a time
+// per communicator: their sequence numbers, like their order, must match
+// across ranks, which concurrent callers could not keep anyway.
 #pragma once
 
 #include <cstddef>

@@ -600,7 +600,24 @@ for (const t of tests) {
     console.log(`FAIL ${t.name}: ${e.stack || e}`);
   }
 }
-child.kill('SIGTERM');
+// SIGTERM stops the server: it exits 0 within a few seconds, also with a stream running.
+{
+  const running = fetch(`${base}/v1/completions`, { method: 'POST', headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'Once', max_tokens: 200, stream: true }) }).then((r) => r.text()).catch(() => '');
+  await new Promise((r) => setTimeout(r, 200));
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10000);
+  const { code, signal } = await exited;
+  clearTimeout(timer);
+  await running;
+  if (code !== 0) {
+    ++failed;
+    console.log(`FAIL SIGTERM: the server exited with ${code} (signal ${signal})`);
+  } else {
+    console.log('ok   SIGTERM stops the server, exit 0');
+  }
+}
 for (const w of workers) {
   try {
     process.kill(-w.child.pid, 'SIGKILL');

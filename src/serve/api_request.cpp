@@ -81,8 +81,7 @@ void parse_common(const Json& body, ApiRequest& r) {
       r.include_usage = u->get<bool>();
     }
   }
-  if (const auto n = integer(body, "n", 1, std::numeric_limits<int32_t>::max()); n && *n != 1)
-    wrong("n", "must be 1: one choice per request is supported");
+  r.n = int(integer(body, "n", 1, kMaxChoices).value_or(1));
 
   SamplerParams& s = r.sampling;
   s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));

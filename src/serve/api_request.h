@@ -13,12 +13,16 @@
 
 namespace shardlm::serve {
 
+// OpenAI's limit for a request's `n`; each choice takes a KV slot (or waits in the queue).
+constexpr int kMaxChoices = 128;
+
 struct ApiRequest {
   std::optional<std::string> model;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   SamplerParams sampling;
   int64_t max_tokens = -1;     // -1: until the context is full
+  int n = 1;                   // choices: sequences of the one prompt, seeds seed, seed + 1, ...
   std::vector<std::string> stop;
   // Chat.
   nlohmann::ordered_json messages;

@@ -72,25 +72,48 @@ std::optional<std::string> read_body(const httplib::ContentReader& reader, httpl
   return std::nullopt;
 }
 
-// State a streamed response's content provider keeps between calls.
-struct StreamState {
+// One choice of a response (the request's `n`): its sequence, and what its
+// stream keeps between the content provider's calls.
+struct ChoiceState {
   std::shared_ptr<RequestStream> stream;
+  int64_t text_offset = 0;  // completions' logprobs.text_offset of the next token
+  std::string reply;        // the whole reply so far, when it is read for tool calls
+  size_t streamed = 0;      // bytes of `reply` sent as content
+  std::vector<LogprobEntry> held_logprobs;  // of the bytes held back
+  bool done = false;
+};
+
+// A response's state, shared by its handler and its content provider.
+struct StreamState {
+  std::vector<ChoiceState> choices;
   ClientSocket client;
   ResponseHead head;
   bool include_usage = false;
-  bool logprobs = false;    // the request asked for log-probabilities
-  int64_t text_offset = 0;  // completions' logprobs.text_offset of the next token
+  bool logprobs = false;  // the request asked for log-probabilities
   bool started = false;
   // A chat request with tools on a template that shows how to call them: the
   // reply is read for calls, and text that may begin one is held back.
   ToolCallSyntax tool_syntax = ToolCallSyntax::None;
-  std::string reply;  // the whole reply so far (with tool_syntax)
-  size_t streamed = 0;  // bytes of `reply` sent as content
-  std::vector<LogprobEntry> held_logprobs;  // of the bytes held back
+
+  // The prompt counts once, as OpenAI counts it for n choices.
+  Usage usage() const {
+    Usage u = choices.front().stream->usage();
+    for (size_t i = 1; i < choices.size(); ++i) u.completion_tokens += choices[i].stream->usage().completion_tokens;
+    return u;
+  }
+  void cancel() {
+    for (auto& c : choices) c.stream->cancel();  // a no-op for a sequence that ended
+  }
 };
 
-Json chunk_logprobs(StreamState& s, const std::vector<LogprobEntry>& entries) {
-  return s.logprobs ? logprobs_json(s.head.kind, entries, s.text_offset) : Json(nullptr);
+Json chunk_logprobs(const StreamState& s, ChoiceState& c, const std::vector<LogprobEntry>& entries) {
+  return s.logprobs ? logprobs_json(s.head.kind, entries, c.text_offset) : Json(nullptr);
+}
+
+// `j` (a response or chunk of one choice) as choice `index`.
+Json as_choice(Json j, size_t index) {
+  j["choices"][0]["index"] = index;
+  return j;
 }
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
@@ -98,13 +121,13 @@ bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.
 // With tools: takes the chunk's text into the reply and leaves in `c` only
 // what is surely content (the rest waits, logprobs too); at the end, true when
 // the reply called tools (the caller sends them), else `c` carries all that waited.
-bool hold_tool_calls(StreamState& s, RequestStream::Chunk& c) {
+bool hold_tool_calls(ToolCallSyntax syntax, ChoiceState& s, RequestStream::Chunk& c) {
   s.reply += c.text;
   s.held_logprobs.insert(s.held_logprobs.end(), c.logprobs.begin(), c.logprobs.end());
   c.text.clear();
   c.logprobs.clear();
-  if (c.done && c.finish != FinishReason::Error && !split_tool_calls(s.tool_syntax, s.reply).calls.empty()) return true;
-  const size_t sure = c.done ? s.reply.size() : surely_content(s.tool_syntax, s.reply);
+  if (c.done && c.finish != FinishReason::Error && !split_tool_calls(syntax, s.reply).calls.empty()) return true;
+  const size_t sure = c.done ? s.reply.size() : surely_content(syntax, s.reply);
   if (sure > s.streamed) {
     c.text = s.reply.substr(s.streamed, sure - s.streamed);
     c.logprobs = std::move(s.held_logprobs);
@@ -336,13 +359,21 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
     a = kind == ApiKind::Chat ? parse_chat_request(parse_body(body)) : parse_completion_request(parse_body(body));
     if (a.model && *a.model != opt_.model_id) return send_model_not_found(res, *a.model, opt_.model_id);
     a.sampling.penalty_window = int32_t(std::min<int64_t>(a.sampling.penalty_window, n_ctx_));
-    GenerationRequest g{prompt_tokens(a, kind), a.sampling, a.max_tokens, a.stop};
-    state->stream = scheduler_.submit(std::move(g));
+    const std::vector<TokenId> prompt = prompt_tokens(a, kind);
+    // n choices are n sequences of one prompt, each with its own seed.
+    for (int i = 0; i < a.n; ++i) {
+      SamplerParams p = a.sampling;
+      p.seed += uint64_t(i);
+      state->choices.push_back({scheduler_.submit(GenerationRequest{prompt, p, a.max_tokens, a.stop})});
+    }
   } catch (const RequestError& e) {
+    state->cancel();
     return send_error(res, e.status(), e.what(), e.param());
   } catch (const QueueFull& e) {
+    state->cancel();
     return send_error(res, 429, e.what());
   } catch (const Error& e) {
+    state->cancel();
     return send_error(res, 400, e.what());
   }
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
@@ -352,62 +383,88 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   state->client = ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
   if (!a.stream) {
-    std::optional<RequestStream::Chunk> done;
-    while (!(done = state->stream->wait_all(kStreamPoll)))
-      if (state->client.gone()) {
-        state->stream->cancel();
-        res.status = kClientClosedRequest;
-        return;
+    std::vector<RequestStream::Chunk> ends;
+    for (auto& choice : state->choices) {
+      std::optional<RequestStream::Chunk> done;
+      while (!(done = choice.stream->wait_all(kStreamPoll)))
+        if (state->client.gone()) {
+          state->cancel();
+          res.status = kClientClosedRequest;
+          return;
+        }
+      if (done->finish == FinishReason::Error) {
+        state->cancel();
+        return send_error(res, scheduler_.health().empty() ? 500 : 503, done->error);
       }
-    const RequestStream::Chunk& c = *done;
-    if (c.finish == FinishReason::Error) return send_error(res, scheduler_.health().empty() ? 500 : 503, c.error);
-    if (const SplitReply r = split_tool_calls(state->tool_syntax, c.text); !r.calls.empty())
-      return send_json(res, 200, tool_call_response_json(state->head, r, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
-    return send_json(res, 200, response_json(state->head, c.text, c.finish, state->stream->usage(), chunk_logprobs(*state, c.logprobs)));
+      ends.push_back(std::move(*done));
+    }
+    const Usage usage = state->usage();
+    Json response;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      const RequestStream::Chunk& c = ends[i];
+      const Json logprobs = chunk_logprobs(*state, state->choices[i], c.logprobs);
+      const SplitReply r = split_tool_calls(state->tool_syntax, c.text);
+      Json one = as_choice(r.calls.empty() ? response_json(state->head, c.text, c.finish, usage, logprobs)
+                                           : tool_call_response_json(state->head, r, usage, logprobs),
+                           i);
+      if (i == 0) response = std::move(one);
+      else response["choices"].push_back(std::move(one["choices"][0]));
+    }
+    return send_json(res, 200, response);
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [state, this](size_t, httplib::DataSink& sink) {
-        if (!state->started) {
-          state->started = true;
-          if (state->head.kind == ApiKind::Chat && !write(sink, sse(chunk_json(state->head, "", FinishReason::None, true))))
-            return false;
+        StreamState& s = *state;
+        const auto send = [&](const Json& j) { return write(sink, sse(j)); };
+        if (!s.started) {
+          s.started = true;
+          for (size_t i = 0; i < s.choices.size() && s.head.kind == ApiKind::Chat; ++i)
+            if (!send(as_choice(chunk_json(s.head, "", FinishReason::None, true), i))) return false;
         }
-        auto c = state->stream->next(kStreamPoll);
-        // Nothing to write (queued, or reading the prompt): only a look tells whether the client is still there.
-        if (c.text.empty() && c.logprobs.empty() && !c.done && state->client.gone()) return false;
-        if (state->tool_syntax != ToolCallSyntax::None) {
-          if (hold_tool_calls(*state, c)) {
-            const SplitReply r = split_tool_calls(state->tool_syntax, state->reply);
-            const std::string rest = r.content.substr(std::min(state->streamed, r.content.size()));
+        const size_t active = size_t(std::count_if(s.choices.begin(), s.choices.end(), [](const auto& c) { return !c.done; }));
+        bool wrote = false;
+        for (size_t i = 0; i < s.choices.size(); ++i) {
+          ChoiceState& choice = s.choices[i];
+          if (choice.done) continue;
+          auto c = choice.stream->next(active == 1 ? kStreamPoll : kStreamPoll / 10);
+          if (s.tool_syntax != ToolCallSyntax::None && hold_tool_calls(s.tool_syntax, choice, c)) {
+            const SplitReply r = split_tool_calls(s.tool_syntax, choice.reply);
+            const std::string rest = r.content.substr(std::min(choice.streamed, r.content.size()));
             if (rest.find_first_not_of(" \t\r\n") != std::string::npos &&
-                !write(sink, sse(chunk_json(state->head, rest, FinishReason::None))))
+                !send(as_choice(chunk_json(s.head, rest, FinishReason::None), i)))
               return false;
-            Json calls = tool_call_chunk_json(state->head, r.calls);
-            calls["choices"][0]["logprobs"] = chunk_logprobs(*state, state->held_logprobs);
-            if (!write(sink, sse(calls)) || !write(sink, sse(tool_call_finish_chunk_json(state->head)))) return false;
-            if (state->include_usage && !write(sink, sse(usage_chunk_json(state->head, state->stream->usage())))) return false;
-            if (!write(sink, "data: [DONE]\n\n")) return false;
+            Json calls = as_choice(tool_call_chunk_json(s.head, r.calls), i);
+            calls["choices"][0]["logprobs"] = chunk_logprobs(s, choice, choice.held_logprobs);
+            if (!send(calls) || !send(as_choice(tool_call_finish_chunk_json(s.head), i))) return false;
+            choice.done = wrote = true;
+            continue;
+          }
+          if ((!c.text.empty() || !c.logprobs.empty()) &&
+              !send(as_choice(chunk_json(s.head, c.text, FinishReason::None, false, chunk_logprobs(s, choice, c.logprobs)), i)))
+            return false;
+          wrote = wrote || !c.text.empty() || !c.logprobs.empty() || c.done;
+          if (!c.done) continue;
+          choice.done = true;
+          if (c.finish == FinishReason::Error) {
+            s.cancel();
+            if (!send(error_json(c.error, scheduler_.health().empty() ? 500 : 503)) || !write(sink, "data: [DONE]\n\n"))
+              return false;
             sink.done();
             return true;
           }
+          if (!send(as_choice(chunk_json(s.head, "", c.finish), i))) return false;
         }
-        if ((!c.text.empty() || !c.logprobs.empty()) &&
-            !write(sink, sse(chunk_json(state->head, c.text, FinishReason::None, false, chunk_logprobs(*state, c.logprobs)))))
-          return false;
-        if (!c.done) return true;
-        if (c.finish == FinishReason::Error) {
-          if (!write(sink, sse(error_json(c.error, scheduler_.health().empty() ? 500 : 503)))) return false;
-        } else {
-          if (!write(sink, sse(chunk_json(state->head, "", c.finish)))) return false;
-          if (state->include_usage && !write(sink, sse(usage_chunk_json(state->head, state->stream->usage())))) return false;
-        }
+        // Nothing to write (queued, or reading the prompt): only a look tells whether the client is still there.
+        if (!wrote && s.client.gone()) return false;
+        if (std::any_of(s.choices.begin(), s.choices.end(), [](const auto& c) { return !c.done; })) return true;
+        if (s.include_usage && !send(usage_chunk_json(s.head, s.usage()))) return false;
         if (!write(sink, "data: [DONE]\n\n")) return false;
         sink.done();
         return true;
       },
-      [state](bool) { state->stream->cancel(); });  // a no-op once the sequence ended; frees the slot when the client left
+      [state](bool) { state->cancel(); });  // frees the slots when the client left
 }
 
 }  // namespace shardlm::serve

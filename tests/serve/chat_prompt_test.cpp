@@ -88,7 +88,9 @@ TEST(ApiRequest, WrongTypesNameTheField) {
   };
   EXPECT_EQ(field_of(R"({"model": "m"})"), "messages");
   EXPECT_EQ(field_of(R"({"messages": [], "temperature": "hot"})"), "temperature");
-  EXPECT_EQ(field_of(R"({"messages": [], "n": 3})"), "n");
+  EXPECT_EQ(field_of(R"({"messages": [], "n": 0})"), "n");
+  EXPECT_EQ(field_of(R"({"messages": [], "n": 129})"), "n");
+  EXPECT_EQ(field_of(R"({"messages": [], "n": 3})"), "accepted");
   EXPECT_EQ(field_of(R"({"messages": [], "logprobs": 1})"), "logprobs");
   EXPECT_EQ(field_of(R"({"messages": [], "top_logprobs": 2})"), "top_logprobs");
   EXPECT_EQ(field_of(R"({"messages": [], "logprobs": false, "top_logprobs": 2})"), "top_logprobs");

@@ -236,13 +236,41 @@ test('concurrent greedy streams equal the same requests one at a time', async ()
   assert.deepEqual(together.map((r) => r.text), alone.map((r) => r.text));
 });
 
+test('n choices: one per seed, indexed, the prompt counted once; streamed alike', async () => {
+  const body = { model: MODEL, messages: userMessages, max_tokens: 12, temperature: 1, seed: 7 };
+  const three = await client.chat.completions.create({ ...body, n: 3 });
+  assert.deepEqual(three.choices.map((c) => c.index), [0, 1, 2]);
+  const texts = three.choices.map((c) => c.message.content);
+  for (let i = 0; i < 3; ++i) {
+    const alone = await client.chat.completions.create({ ...body, seed: 7 + i });
+    assert.equal(texts[i], alone.choices[0].message.content, `choice ${i} is the request with seed ${7 + i}`);
+  }
+  const one = await client.chat.completions.create(body);
+  assert.equal(three.usage.prompt_tokens, one.usage.prompt_tokens);
+  assert.equal(three.usage.completion_tokens, three.choices.length * 12);
+  const stream = await client.chat.completions.create({ ...body, n: 3, stream: true, stream_options: { include_usage: true } });
+  const streamed = ['', '', ''];
+  const finished = [];
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      streamed[c.index] += c.delta?.content ?? '';
+      if (c.finish_reason) finished.push(c.index);
+    }
+  }
+  assert.deepEqual(streamed, texts);
+  assert.deepEqual(finished.sort(), [0, 1, 2]);
+  assert.equal(usage.completion_tokens, 36);
+});
+
 test('typed client errors', async () => {
   const bad = new OpenAI({ apiKey: 'wrong', baseURL: `${base}/v1`, maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
   await assert.rejects(client.chat.completions.create({ model: 'no-such-model', messages: userMessages, max_tokens: 2 }),
     (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found' && e.param === 'model');
   const cases = [
-    [{ n: 2 }, 'n'],
+    [{ n: 0 }, 'n'],
     [{ max_tokens: 0 }, 'max_tokens'],
     [{ repeat_penalty: 0 }, 'repeat_penalty'],
     [{ typical_p: 0.5 }, 'typical_p'],

@@ -1,16 +1,15 @@
 // shardlm serve: one model behind the OpenAI-compatible HTTP server, with
 // continuous batching over --parallel KV slots (src/serve).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-
-#include <algorithm>
-#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>

@@ -119,14 +119,16 @@ Json as_choice(Json j, size_t index) {
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
 
 // With tools: takes the chunk's text into the reply and leaves in `c` only
-// what is surely content (the rest waits, logprobs too); at the end, true when
-// the reply called tools (the caller sends them), else `c` carries all that waited.
-bool hold_tool_calls(ToolCallSyntax syntax, ChoiceState& s, RequestStream::Chunk& c) {
+// what is surely content (the rest waits, logprobs too); at the end, the
+// reply's calls when it made some (the caller sends them), else `c` carries
+// all that waited.
+std::optional<SplitReply> hold_tool_calls(ToolCallSyntax syntax, ChoiceState& s, RequestStream::Chunk& c) {
   s.reply += c.text;
   s.held_logprobs.insert(s.held_logprobs.end(), c.logprobs.begin(), c.logprobs.end());
   c.text.clear();
   c.logprobs.clear();
-  if (c.done && c.finish != FinishReason::Error && !split_tool_calls(syntax, s.reply).calls.empty()) return true;
+  if (c.done && c.finish != FinishReason::Error)
+    if (SplitReply r = split_tool_calls(syntax, s.reply); !r.calls.empty()) return r;
   const size_t sure = c.done ? s.reply.size() : surely_content(syntax, s.reply);
   if (sure > s.streamed) {
     c.text = s.reply.substr(s.streamed, sure - s.streamed);
@@ -134,7 +136,7 @@ bool hold_tool_calls(ToolCallSyntax syntax, ChoiceState& s, RequestStream::Chunk
     s.held_logprobs.clear();
     s.streamed = sure;
   }
-  return false;
+  return std::nullopt;
 }
 
 // A prompt text longer than this cannot fit in n_ctx tokens, and is refused
@@ -429,13 +431,12 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
           ChoiceState& choice = s.choices[i];
           if (choice.done) continue;
           auto c = choice.stream->next(active == 1 ? kStreamPoll : kStreamPoll / 10);
-          if (s.tool_syntax != ToolCallSyntax::None && hold_tool_calls(s.tool_syntax, choice, c)) {
-            const SplitReply r = split_tool_calls(s.tool_syntax, choice.reply);
-            const std::string rest = r.content.substr(std::min(choice.streamed, r.content.size()));
-            if (rest.find_first_not_of(" \t\r\n") != std::string::npos &&
-                !send(as_choice(chunk_json(s.head, rest, FinishReason::None), i)))
+          std::optional<SplitReply> called;
+          if (s.tool_syntax != ToolCallSyntax::None && (called = hold_tool_calls(s.tool_syntax, choice, c))) {
+            const std::string rest = called->content.substr(std::min(choice.streamed, called->content.size()));
+            if (!without_blank_ends(rest).empty() && !send(as_choice(chunk_json(s.head, rest, FinishReason::None), i)))
               return false;
-            Json calls = as_choice(tool_call_chunk_json(s.head, r.calls), i);
+            Json calls = as_choice(tool_call_chunk_json(s.head, called->calls), i);
             calls["choices"][0]["logprobs"] = chunk_logprobs(s, choice, choice.held_logprobs);
             if (!send(calls) || !send(as_choice(tool_call_finish_chunk_json(s.head), i))) return false;
             choice.done = wrote = true;

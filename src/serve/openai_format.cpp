@@ -103,16 +103,12 @@ Json tool_calls_json(const ResponseHead& h, const std::vector<ToolCall>& calls, 
   return out;
 }
 
-bool only_blanks(const std::string& s) {
-  return s.find_first_not_of(" \t\r\n") == std::string::npos;
-}
-
 }  // namespace
 
 Json tool_call_response_json(const ResponseHead& h, const SplitReply& reply, const Usage& u, const Json& logprobs) {
   Json j = response_json(h, reply.content, FinishReason::Stop, u, logprobs);
   Json& choice = j["choices"][0];
-  if (only_blanks(reply.content)) choice["message"]["content"] = nullptr;
+  if (without_blank_ends(reply.content).empty()) choice["message"]["content"] = nullptr;
   choice["message"]["tool_calls"] = tool_calls_json(h, reply.calls, false);
   choice["finish_reason"] = "tool_calls";
   return j;

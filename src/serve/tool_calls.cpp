@@ -9,16 +9,9 @@ namespace {
 
 constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
 
-std::string_view trimmed(std::string_view s) {
-  const auto blank = [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // {"name": string, <arguments_key>: object or its text}; false for anything else.
 bool parse_call(std::string_view text, ToolCall& call) {
-  const auto j = nlohmann::json::parse(trimmed(text), nullptr, /*allow_exceptions=*/false);
+  const auto j = nlohmann::json::parse(without_blank_ends(text), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
   const char* key = j.contains("arguments") ? "arguments" : j.contains("parameters") ? "parameters" : nullptr;
   if (!key) return false;
@@ -31,6 +24,12 @@ bool parse_call(std::string_view text, ToolCall& call) {
 }
 
 }  // namespace
+
+std::string_view without_blank_ends(std::string_view s) {
+  const size_t first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
+}
 
 ToolCallSyntax tool_call_syntax(std::string_view source) {
   if (source.find(kOpen) != std::string_view::npos) return ToolCallSyntax::Tagged;
@@ -67,7 +66,7 @@ SplitReply split_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
 
 size_t surely_content(ToolCallSyntax syntax, std::string_view reply) {
   if (syntax == ToolCallSyntax::BareJson) {
-    const std::string_view t = trimmed(reply);
+    const std::string_view t = without_blank_ends(reply);
     return t.empty() || t.front() == '{' ? 0 : reply.size();
   }
   if (syntax != ToolCallSyntax::Tagged) return reply.size();

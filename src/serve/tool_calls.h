@@ -33,6 +33,9 @@ struct SplitReply {
 
 SplitReply split_tool_calls(ToolCallSyntax syntax, std::string_view reply);
 
+// `s` without the spaces, tabs and line ends around a call or its reply.
+std::string_view without_blank_ends(std::string_view s);
+
 // How many bytes of a reply so far are content whatever comes next: those
 // before anything that may begin a call (a streamed reply holds the rest back).
 size_t surely_content(ToolCallSyntax syntax, std::string_view reply_so_far);

@@ -11,6 +11,8 @@ namespace shardlm::test_paths {
 const char* models_dir();
 // tests/chat/data: chat templates and their reference renderings.
 const char* chat_data_dir();
+// The text of a file there (empty if it cannot be read).
+std::string chat_data(const std::string& name);
 // The shardlm binary of this build.
 const char* shardlm_binary();
 

@@ -56,6 +56,7 @@ struct ServeOptions {
   std::vector<std::string> cors_origins;
   std::string alias;
   std::string chat_template_file;
+  std::string reasoning_format = "auto";
   bool mmap = false;
   ClusterRunOptions cluster;  // --nodes/--hostfile: the workers compute (cli/run_cluster.h)
 };
@@ -146,6 +147,7 @@ void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& 
   http.api_keys = std::move(keys);
   http.max_body_bytes = o.max_body;
   http.cors_origins = {o.cors_origins.begin(), o.cors_origins.end()};
+  http.separate_reasoning = o.reasoning_format == "auto";
   http.connection_threads = o.parallel + o.max_waiting + 8;
   serve::HttpServer server(scheduler, tok, metrics, o.ctx, http);
   const int port = server.bind();
@@ -252,6 +254,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--chat-template-file", o->chat_template_file,
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--reasoning-format", o->reasoning_format,
+                  "a thinking model's <think> text: auto sends it as message.reasoning_content, none leaves it in "
+                  "the content (a request's reasoning_format overrides)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
   add_mmap_flag(*cmd, o->mmap);
   add_cluster_run_options(*cmd, o->cluster);

@@ -140,6 +140,11 @@ ApiRequest parse_chat_request(const Json& body) {
     r.tools = *tools;
   }
   if (const Json* choice = field(body, "tool_choice")) r.tool_choice_none = *choice == "none";
+  if (const Json* f = field(body, "reasoning_format")) {
+    if (*f == "none") r.separate_reasoning = false;
+    else if (*f == "auto" || *f == "deepseek") r.separate_reasoning = true;
+    else wrong("reasoning_format", "must be \"none\", \"auto\" or \"deepseek\"");
+  }
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) wrong("chat_template_kwargs", "must be an object");
     r.template_kwargs = *kw;

@@ -30,6 +30,9 @@ struct ApiRequest {
   nlohmann::ordered_json template_kwargs = nlohmann::ordered_json::object();
   nlohmann::ordered_json tools;  // null, or the request's array of tool definitions
   bool tool_choice_none = false;  // "tool_choice": "none": the reply is never read for tool calls
+  // "reasoning_format": "none" keeps a thinking model's reasoning in the
+  // content (false), "auto" or "deepseek" sends it apart (true); unset: the server's choice.
+  std::optional<bool> separate_reasoning;
   // Completions: text, or token ids when prompt_ids is set.
   std::string prompt_text;
   std::optional<std::vector<TokenId>> prompt_ids;

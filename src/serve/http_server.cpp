@@ -18,6 +18,7 @@
 #include "serve/chat_prompt.h"
 #include "serve/client_socket.h"
 #include "serve/openai_format.h"
+#include "serve/reasoning.h"
 #include "serve/request_error.h"
 
 namespace shardlm::serve {
@@ -80,6 +81,7 @@ struct ChoiceState {
   std::string reply;        // the whole reply so far, when it is read for tool calls
   size_t streamed = 0;      // bytes of `reply` sent as content
   std::vector<LogprobEntry> held_logprobs;  // of the bytes held back
+  std::optional<ReasoningSplitter> reasoning;  // a thinking model's reply, read for its reasoning
   bool done = false;
 };
 
@@ -94,6 +96,10 @@ struct StreamState {
   // A chat request with tools on a template that shows how to call them: the
   // reply is read for calls, and text that may begin one is held back.
   ToolCallSyntax tool_syntax = ToolCallSyntax::None;
+  // A chat request to a thinking template: the reasoning goes apart; the
+  // prompt may leave the reply inside a think block.
+  bool reads_reasoning = false;
+  bool starts_thinking = false;
 
   // The prompt counts once, as OpenAI counts it for n choices.
   Usage usage() const {
@@ -117,6 +123,18 @@ Json as_choice(Json j, size_t index) {
 }
 
 bool write(httplib::DataSink& sink, const std::string& s) { return sink.write(s.data(), s.size()); }
+
+// Takes the chunk's reasoning out of its text (and out of the reply, at its end).
+std::string take_reasoning(ChoiceState& s, RequestStream::Chunk& c) {
+  ReasonedReply r = s.reasoning->push(c.text);
+  if (c.done) {
+    ReasonedReply rest = s.reasoning->finish();
+    r.reasoning += rest.reasoning;
+    r.content += rest.content;
+  }
+  c.text = std::move(r.content);
+  return std::move(r.reasoning);
+}
 
 // With tools: takes the chunk's text into the reply and leaves in `c` only
 // what is surely content (the rest waits, logprobs too); at the end, the
@@ -187,7 +205,8 @@ const char* method_of_route(const std::string& path) {
 HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metrics, int64_t n_ctx, ServerOptions options)
     : scheduler_(scheduler), tok_(tok), metrics_(metrics), n_ctx_(n_ctx), opt_(std::move(options)),
       server_(std::make_unique<httplib::Server>()), max_prompt_bytes_(prompt_bytes_limit(tok, n_ctx)),
-      tool_syntax_(opt_.chat_template ? tool_call_syntax(opt_.chat_template->source()) : ToolCallSyntax::None) {
+      tool_syntax_(opt_.chat_template ? tool_call_syntax(opt_.chat_template->source()) : ToolCallSyntax::None),
+      template_thinks_(opt_.chat_template && template_thinks(opt_.chat_template->source())) {
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
@@ -329,7 +348,7 @@ nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {
   return j;
 }
 
-std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind) const {
+std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind, std::string& rendered) const {
   std::vector<TokenId> tokens;
   const char* field = kind == ApiKind::Chat ? "messages" : "prompt";
   const auto check_length = [&](const std::string& text) {
@@ -337,7 +356,7 @@ std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind
       throw RequestError(400, fmt::format("'{}': the prompt has {} bytes, more than the context of {} tokens can hold", field, text.size(), n_ctx_), field);
   };
   if (kind == ApiKind::Chat) {
-    const std::string rendered = render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools);
+    rendered = render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools);
     check_length(rendered);
     tokens = tokenize_chat_prompt(tok_, rendered, a.messages);
   } else if (a.prompt_ids) {
@@ -357,16 +376,18 @@ std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind
 void HttpServer::generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind) {
   std::shared_ptr<StreamState> state = std::make_shared<StreamState>();
   ApiRequest a;
+  std::string rendered;
   try {
     a = kind == ApiKind::Chat ? parse_chat_request(parse_body(body)) : parse_completion_request(parse_body(body));
     if (a.model && *a.model != opt_.model_id) return send_model_not_found(res, *a.model, opt_.model_id);
     a.sampling.penalty_window = int32_t(std::min<int64_t>(a.sampling.penalty_window, n_ctx_));
-    const std::vector<TokenId> prompt = prompt_tokens(a, kind);
+    const std::vector<TokenId> prompt = prompt_tokens(a, kind, rendered);
     // n choices are n sequences of one prompt, each with its own seed.
     for (int i = 0; i < a.n; ++i) {
       SamplerParams p = a.sampling;
       p.seed += uint64_t(i);
-      state->choices.push_back({scheduler_.submit(GenerationRequest{prompt, p, a.max_tokens, a.stop})});
+      auto stream = scheduler_.submit(GenerationRequest{prompt, p, a.max_tokens, a.stop});  // may throw QueueFull
+      state->choices.emplace_back().stream = std::move(stream);
     }
   } catch (const RequestError& e) {
     state->cancel();
@@ -381,6 +402,10 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
   if (kind == ApiKind::Chat && a.tools.is_array() && !a.tools.empty() && !a.tool_choice_none) state->tool_syntax = tool_syntax_;
+  state->reads_reasoning = kind == ApiKind::Chat && template_thinks_ && a.separate_reasoning.value_or(opt_.separate_reasoning);
+  state->starts_thinking = state->reads_reasoning && prompt_opens_thinking(rendered);
+  if (state->reads_reasoning)
+    for (auto& choice : state->choices) choice.reasoning.emplace(state->starts_thinking);
   state->logprobs = a.sampling.logprobs >= 0;
   state->client = ClientSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
 
@@ -405,10 +430,13 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
     for (size_t i = 0; i < ends.size(); ++i) {
       const RequestStream::Chunk& c = ends[i];
       const Json logprobs = chunk_logprobs(*state, state->choices[i], c.logprobs);
-      const SplitReply r = split_tool_calls(state->tool_syntax, c.text);
-      Json one = as_choice(r.calls.empty() ? response_json(state->head, c.text, c.finish, usage, logprobs)
+      const ReasonedReply reply = state->reads_reasoning ? split_reasoning(c.text, state->starts_thinking)
+                                                         : ReasonedReply{{}, c.text};
+      const SplitReply r = split_tool_calls(state->tool_syntax, reply.content);
+      Json one = as_choice(r.calls.empty() ? response_json(state->head, reply.content, c.finish, usage, logprobs)
                                            : tool_call_response_json(state->head, r, usage, logprobs),
                            i);
+      if (!reply.reasoning.empty()) one["choices"][0]["message"]["reasoning_content"] = reply.reasoning;
       if (i == 0) response = std::move(one);
       else response["choices"].push_back(std::move(one["choices"][0]));
     }
@@ -431,6 +459,15 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
           ChoiceState& choice = s.choices[i];
           if (choice.done) continue;
           auto c = choice.stream->next(active == 1 ? kStreamPoll : kStreamPoll / 10);
+          if (choice.reasoning) {
+            const std::string reasoning = take_reasoning(choice, c);
+            // Its tokens' logprobs go with it unless the chunk's content takes them.
+            if (!reasoning.empty() &&
+                !send(as_choice(reasoning_chunk_json(s.head, reasoning, c.text.empty() ? chunk_logprobs(s, choice, c.logprobs) : Json(nullptr)), i)))
+              return false;
+            if (!reasoning.empty() && c.text.empty()) c.logprobs.clear();
+            wrote = wrote || !reasoning.empty();
+          }
           std::optional<SplitReply> called;
           if (s.tool_syntax != ToolCallSyntax::None && (called = hold_tool_calls(s.tool_syntax, choice, c))) {
             const std::string rest = called->content.substr(std::min(choice.streamed, called->content.size()));

@@ -32,6 +32,9 @@ struct ServerOptions {
   std::set<std::string> api_keys;  // empty: no authentication
   size_t max_body_bytes = 8 << 20;
   std::set<std::string> cors_origins;  // origins answered with CORS headers; "*": any; empty: none
+  // A thinking template's reasoning goes to reasoning_content unless a
+  // request's reasoning_format says otherwise (--reasoning-format auto|none).
+  bool separate_reasoning = true;
   int connection_threads = 32;
 };
 
@@ -49,7 +52,8 @@ class HttpServer {
   void routes();
   void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
   static nlohmann::ordered_json parse_body(const std::string& body);
-  std::vector<TokenId> prompt_tokens(const ApiRequest& a, ApiKind kind) const;  // throws RequestError
+  // Throws RequestError. A chat prompt's rendered text goes to `rendered`.
+  std::vector<TokenId> prompt_tokens(const ApiRequest& a, ApiKind kind, std::string& rendered) const;
   Scheduler& scheduler_;
   const Tokenizer& tok_;
   Metrics& metrics_;
@@ -58,6 +62,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   size_t max_prompt_bytes_ = 0;  // see prompt_bytes_limit()
   ToolCallSyntax tool_syntax_ = ToolCallSyntax::None;  // the chat template's way of calling tools
+  bool template_thinks_ = false;  // the chat template writes <think> blocks (serve/reasoning.h)
   int listen_fd_ = -1;  // the listening socket, once bound
 };
 

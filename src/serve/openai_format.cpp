@@ -88,6 +88,12 @@ Json chunk_json(const ResponseHead& h, const std::string& text, FinishReason fin
   return j;
 }
 
+Json reasoning_chunk_json(const ResponseHead& h, const std::string& reasoning, const Json& logprobs) {
+  Json j = chunk_json(h, "", FinishReason::None, false, logprobs);
+  j["choices"][0]["delta"] = {{"reasoning_content", reasoning}};
+  return j;
+}
+
 namespace {
 
 Json tool_calls_json(const ResponseHead& h, const std::vector<ToolCall>& calls, bool with_index) {

@@ -35,6 +35,9 @@ nlohmann::ordered_json response_json(const ResponseHead& h, const std::string& t
 // asked); otherwise the closing chunk with its finish_reason.
 nlohmann::ordered_json chunk_json(const ResponseHead& h, const std::string& text, FinishReason finish, bool role_only = false,
                                   const nlohmann::ordered_json& logprobs = nullptr);
+// A streamed piece of a thinking model's reasoning: delta.reasoning_content.
+nlohmann::ordered_json reasoning_chunk_json(const ResponseHead& h, const std::string& reasoning,
+                                            const nlohmann::ordered_json& logprobs = nullptr);
 // A chat reply that called tools: the message's content (null when only
 // blanks), its tool_calls with ids "call_<response id>_<i>", finish_reason
 // "tool_calls".

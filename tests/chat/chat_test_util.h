@@ -15,12 +15,9 @@
 namespace shardlm::chat::testing {
 
 inline std::string read_data_file(const std::string& name) {
-  std::string path = std::string(shardlm::test_paths::chat_data_dir()) + "/" + name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::string text = shardlm::test_paths::chat_data(name);
+  if (text.empty()) throw std::runtime_error(std::string("cannot read ") + shardlm::test_paths::chat_data_dir() + "/" + name);
+  return text;
 }
 
 inline nlohmann::ordered_json read_data_json(const std::string& name) {

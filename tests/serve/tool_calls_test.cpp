@@ -3,31 +3,17 @@
 // answers (whole and streamed) over a scripted engine whose model "replies"
 // with a call.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
-#include <fstream>
-#include <sstream>
-#include <thread>
-
-#include "chat/model_template.h"
-#include "gguf/gguf.h"
-#include "serve/http_server.h"
-#include "serve/scheduler.h"
+#include "scripted_server.h"
 #include "serve/tool_calls.h"
 #include "test_paths.h"
-#include "tokenizer/vocab.h"
 
 namespace shardlm::serve {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string chat_data(const std::string& name) {
-  std::ifstream in(std::string(test_paths::chat_data_dir()) + "/" + name);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test_paths::chat_data;
 
 TEST(ToolCalls, TheFormOfRealTemplates) {
   for (const char* tagged : {"Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja", "Qwen-QwQ-32B.jinja"})
@@ -74,66 +60,7 @@ TEST(ToolCalls, HoldsBackWhatMayBeginACall) {
   EXPECT_EQ(surely_content(ToolCallSyntax::None, "<tool"), 5u);
 }
 
-// Replies with the tokens of `reply` then end of text, whatever the prompt.
-class ScriptedEngine final : public Engine {
- public:
-  ScriptedEngine(std::vector<TokenId> reply, int64_t n_vocab) : reply_(std::move(reply)), n_vocab_(n_vocab) {}
-  int n_slots() const override { return 1; }
-  int64_t n_ctx() const override { return 512; }
-  int64_t max_step_entries() const override { return 512; }
-  int64_t n_vocab() const override { return n_vocab_; }
-  void add(SlotId, const SamplerParams&, std::span<const TokenId>) override { next_ = 0; }
-  void free(SlotId) override {}
-  std::vector<SampledToken> step(std::span<const StepEntry> entries) override {
-    std::vector<SampledToken> out;
-    for (const auto& e : entries)
-      if (e.sample) out.push_back({e.slot, reply_[std::min(next_++, reply_.size() - 1)], std::nullopt});
-    return out;
-  }
-
- private:
-  std::vector<TokenId> reply_;
-  int64_t n_vocab_;
-  size_t next_ = 0;
-};
-
-struct Server {
-  std::unique_ptr<gguf::File> file = gguf::File::open(test_paths::kStoriesModel);
-  std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
-  tok::Vocabulary vocab = tok::Vocabulary::load(*file);
-  chat::ModelTemplate tmpl{*file, vocab, std::string("{% for m in messages %}{{ m.content }}{% endfor %}"
-                                                     "{# calls go in <tool_call></tool_call> #}")};
-  std::unique_ptr<ScriptedEngine> engine;
-  Metrics metrics;
-  std::unique_ptr<Scheduler> sched;
-  std::unique_ptr<HttpServer> http;
-  std::thread listener;
-  int port = 0;
-
-  explicit Server(const std::string& reply) {
-    auto ids = tok->encode(reply, false, false);
-    ids.push_back(tok->eos());
-    engine = std::make_unique<ScriptedEngine>(ids, tok->n_vocab());
-    sched = std::make_unique<Scheduler>(*engine, *tok, SchedulerOptions{}, &metrics);
-    ServerOptions o;
-    o.chat_template = &tmpl;
-    o.port = 0;
-    o.model_id = "m";
-    http = std::make_unique<HttpServer>(*sched, *tok, metrics, 512, o);
-    port = http->bind();
-    sched->start();
-    listener = std::thread([this] { http->listen(); });
-  }
-  ~Server() {
-    http->stop();
-    listener.join();
-  }
-  httplib::Result post(const Json& body) {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(20, 0);
-    return c.Post("/v1/chat/completions", body.dump(), "application/json");
-  }
-};
+const std::string kToolTemplate = "{% for m in messages %}{{ m.content }}{% endfor %}{# calls go in <tool_call></tool_call> #}";
 
 const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}])");
 
@@ -144,7 +71,7 @@ Json request(bool stream, const Json& tools = kTools) {
 }
 
 TEST(ToolCalls, TheApiAnswersWithToolCalls) {
-  Server s("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>");
+  ScriptedServer s("<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", kToolTemplate);
   const auto whole = s.post(request(false));
   ASSERT_TRUE(whole);
   ASSERT_EQ(whole->status, 200) << whole->body;
@@ -164,10 +91,7 @@ TEST(ToolCalls, TheApiAnswersWithToolCalls) {
   ASSERT_TRUE(streamed);
   EXPECT_EQ(streamed->body.find("<tool_call>"), std::string::npos) << streamed->body;
   Json delta_calls, finish;
-  std::istringstream lines(streamed->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("data: {")) continue;
-    const Json chunk = Json::parse(line.substr(6));
+  for (const Json& chunk : sse_chunks(streamed->body)) {
     const Json& c = chunk["choices"][0];
     if (c["delta"].contains("tool_calls")) delta_calls = c["delta"]["tool_calls"];
     if (!c["finish_reason"].is_null()) finish = c["finish_reason"];

@@ -36,7 +36,7 @@ ScheduledRunResult run_scheduled(serve::Engine& engine, const Tokenizer& tok, co
     print_now("\n");
     return out;
   }
-  auto stream = scheduler.submit({r.prompt, r.sampling, r.max_tokens, r.stops});
+  auto stream = scheduler.submit({r.prompt, r.sampling, r.max_tokens, r.stops, {}});
   const auto t0 = SteadyClock::now();
   SteadyClock::time_point first{};
   for (;;) {

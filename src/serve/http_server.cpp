@@ -207,6 +207,11 @@ HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tok, Metrics& metr
       server_(std::make_unique<httplib::Server>()), max_prompt_bytes_(prompt_bytes_limit(tok, n_ctx)),
       tool_syntax_(opt_.chat_template ? tool_call_syntax(opt_.chat_template->source()) : ToolCallSyntax::None),
       template_thinks_(opt_.chat_template && template_thinks(opt_.chat_template->source())) {
+  // A marker that is one special token would not be in the reply's text.
+  for (const std::string_view marker : tool_call_markers(tool_syntax_)) {
+    const std::vector<TokenId> ids = tok_.encode(marker, false, true);
+    if (ids.size() == 1 && tok_.token_to_piece(ids[0], false) != marker) tool_marker_tokens_.push_back(ids[0]);
+  }
   const int threads = opt_.connection_threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opt_.max_body_bytes);
@@ -382,11 +387,14 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
     if (a.model && *a.model != opt_.model_id) return send_model_not_found(res, *a.model, opt_.model_id);
     a.sampling.penalty_window = int32_t(std::min<int64_t>(a.sampling.penalty_window, n_ctx_));
     const std::vector<TokenId> prompt = prompt_tokens(a, kind, rendered);
+    if (kind == ApiKind::Chat && a.tools.is_array() && !a.tools.empty() && !a.tool_choice_none) state->tool_syntax = tool_syntax_;
     // n choices are n sequences of one prompt, each with its own seed.
     for (int i = 0; i < a.n; ++i) {
       SamplerParams p = a.sampling;
       p.seed += uint64_t(i);
-      auto stream = scheduler_.submit(GenerationRequest{prompt, p, a.max_tokens, a.stop});  // may throw QueueFull
+      GenerationRequest g{prompt, p, a.max_tokens, a.stop, {}};
+      if (state->tool_syntax != ToolCallSyntax::None) g.shown_special = tool_marker_tokens_;
+      auto stream = scheduler_.submit(std::move(g));  // may throw QueueFull
       state->choices.emplace_back().stream = std::move(stream);
     }
   } catch (const RequestError& e) {
@@ -401,7 +409,6 @@ void HttpServer::generate(const httplib::Request& req, const std::string& body, 
   }
   state->head = {kind, fmt::format("{}-{}", kind == ApiKind::Chat ? "chatcmpl" : "cmpl", g_next_id++), unix_now(), opt_.model_id};
   state->include_usage = a.include_usage;
-  if (kind == ApiKind::Chat && a.tools.is_array() && !a.tools.empty() && !a.tool_choice_none) state->tool_syntax = tool_syntax_;
   state->reads_reasoning = kind == ApiKind::Chat && template_thinks_ && a.separate_reasoning.value_or(opt_.separate_reasoning);
   state->starts_thinking = state->reads_reasoning && prompt_opens_thinking(rendered);
   if (state->reads_reasoning)

@@ -62,6 +62,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   size_t max_prompt_bytes_ = 0;  // see prompt_bytes_limit()
   ToolCallSyntax tool_syntax_ = ToolCallSyntax::None;  // the chat template's way of calling tools
+  std::vector<TokenId> tool_marker_tokens_;  // the special tokens among the calls' markers
   bool template_thinks_ = false;  // the chat template writes <think> blocks (serve/reasoning.h)
   int listen_fd_ = -1;  // the listening socket, once bound
 };

@@ -110,7 +110,7 @@ void Scheduler::admit() {
     w.stream->set_prompt(int64_t(w.request.prompt.size()), choice->reused);
     auto stops = w.request.stop;
     running_.push_back(std::make_unique<Running>(Running{w.stream, std::move(w.request), choice->slot, choice->reused,
-                                                         choice->reused, 0, -1, StopText(tok_, std::move(stops)),
+                                                         choice->reused, 0, -1, StopText(tok_, std::move(stops), w.request.shown_special),
                                                          w.arrival, w.arrival}));
   }
   if (admitted > 0)

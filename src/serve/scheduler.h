@@ -47,6 +47,7 @@ struct GenerationRequest {
   SamplerParams sampling;
   int64_t max_tokens = -1;      // < 0: until the context is full
   std::vector<std::string> stop;
+  std::vector<TokenId> shown_special;  // special tokens whose text the reply keeps (tool-call markers)
 };
 
 struct SchedulerOptions {

@@ -5,8 +5,8 @@
 
 namespace shardlm::serve {
 
-StopText::StopText(const Tokenizer& tok, std::vector<std::string> stops)
-    : tok_(tok), decoder_(tok, /*at_sequence_start=*/false), stops_(std::move(stops)) {
+StopText::StopText(const Tokenizer& tok, std::vector<std::string> stops, std::vector<TokenId> shown_special)
+    : tok_(tok), decoder_(tok, /*at_sequence_start=*/false, std::move(shown_special)), stops_(std::move(stops)) {
   std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
 }
 

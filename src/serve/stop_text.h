@@ -19,7 +19,8 @@ namespace shardlm::serve {
 
 class StopText {
  public:
-  StopText(const Tokenizer& tok, std::vector<std::string> stops);
+  // The text of the special tokens in `shown_special` is part of the output (StreamDecoder).
+  StopText(const Tokenizer& tok, std::vector<std::string> stops, std::vector<TokenId> shown_special = {});
 
   struct Out {
     std::string text;      // safe to send now

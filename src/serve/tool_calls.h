@@ -1,12 +1,23 @@
 // Tool calls in a model's reply, read in the form its chat template taught
 // it, for the OpenAI API's message.tool_calls (finish_reason "tool_calls").
-// Two forms cover the templates of the Qwen2.5/Qwen3/QwQ and Hermes families
-// and of Llama 3.1-3.3:
+// The form is told by the template's text:
 //   Tagged:   <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any
-//             number of them, text around them is content;
+//             number of them, text around them is content (Qwen2.5, Qwen3,
+//             QwQ, Hermes);
 //   BareJson: the whole reply is {"name": ..., "parameters": {...}}
-//             (Llama's <|python_tag|> before it is a control token, not text).
-// A reply whose would-be call is not such JSON stays content, unchanged.
+//             (Llama 3.1-3.3; its <|python_tag|> is a control token, not text);
+//   DeepSeek: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{...}
+//             <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (V3.1), or the R1/V3
+//             call body "function<｜tool▁sep｜>NAME\n```json\n{...}\n```";
+//   Kimi:     <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:0
+//             <|tool_call_argument_begin|>{...}<|tool_call_end|>...
+//             <|tool_calls_section_end|> (Kimi K2);
+//   Mistral:  [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Nemo), or
+//             [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} per call (Small 3.2; the
+//             call id optional).
+// The markers of the last three are special tokens in their vocabularies; a
+// reply read for calls keeps their text (tool_call_markers). A reply whose
+// would-be calls are not such JSON stays content, unchanged.
 #pragma once
 
 #include <cstddef>
@@ -16,10 +27,14 @@
 
 namespace shardlm::serve {
 
-enum class ToolCallSyntax { None, Tagged, BareJson };
+enum class ToolCallSyntax { None, Tagged, BareJson, DeepSeek, Kimi, Mistral };
 
 // The form a chat template asks for, from its text; None when it shows none.
 ToolCallSyntax tool_call_syntax(std::string_view template_source);
+
+// The texts of the markers of a form's calls (for a vocabulary's special
+// tokens whose text a reply read for calls must keep).
+std::vector<std::string_view> tool_call_markers(ToolCallSyntax syntax);
 
 struct ToolCall {
   std::string name;

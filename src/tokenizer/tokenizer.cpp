@@ -249,7 +249,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
 std::string Tokenizer::decode(const std::vector<TokenId>& ids, bool special) const { return detokenize(ids, special); }
 
 std::string StreamDecoder::push(TokenId id) {
-  std::string piece = tok_.token_to_piece(id, false);
+  std::string piece = tok_.token_to_piece(id, std::find(shown_special_.begin(), shown_special_.end(), id) != shown_special_.end());
   if (first_ && tok_.strips_leading_space() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
   first_ = false;
   pending_ += piece;

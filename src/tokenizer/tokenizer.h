@@ -63,18 +63,20 @@ class Tokenizer {
 // Turns a stream of tokens into text without ever emitting half a UTF-8
 // character: bytes of an unfinished character wait for the next token, and
 // bytes that can never form one come out as U+FFFD. Special tokens are not
-// rendered. Feed a whole sequence (prompt included) to get decode()'s text
+// rendered, except those in `shown_special` (markers a reply is read for,
+// such as a model's tool-call tokens). Feed a whole sequence (prompt included) to get decode()'s text
 // minus its gpt2 space clean-up; when only generated tokens are fed, pass
 // at_sequence_start=false so the first one keeps its leading space.
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok, bool at_sequence_start = true)
-      : tok_(tok), first_(at_sequence_start) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool at_sequence_start = true, std::vector<TokenId> shown_special = {})
+      : tok_(tok), shown_special_(std::move(shown_special)), first_(at_sequence_start) {}
   std::string push(TokenId id);  // complete characters now available
   std::string flush();           // whatever is left (invalid tail → U+FFFD)
 
  private:
   const Tokenizer& tok_;
+  std::vector<TokenId> shown_special_;
   std::string pending_;
   bool first_;
 };

@@ -21,7 +21,69 @@ TEST(ToolCalls, TheFormOfRealTemplates) {
   for (const char* bare : {"meta-llama-Llama-3.1-8B-Instruct.jinja", "meta-llama-Llama-3.2-3B-Instruct.jinja",
                            "meta-llama-Llama-3.3-70B-Instruct.jinja"})
     EXPECT_EQ(tool_call_syntax(chat_data(bare)), ToolCallSyntax::BareJson) << bare;
+  for (const char* deepseek : {"deepseek-ai-DeepSeek-V3.1.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"})
+    EXPECT_EQ(tool_call_syntax(chat_data(deepseek)), ToolCallSyntax::DeepSeek) << deepseek;
+  for (const char* kimi : {"moonshotai-Kimi-K2.jinja", "Kimi-K2-Instruct.jinja"})
+    EXPECT_EQ(tool_call_syntax(chat_data(kimi)), ToolCallSyntax::Kimi) << kimi;
+  for (const char* mistral : {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "Mistral-Small-3.2-24B-Instruct-2506.jinja"})
+    EXPECT_EQ(tool_call_syntax(chat_data(mistral)), ToolCallSyntax::Mistral) << mistral;
   EXPECT_EQ(tool_call_syntax(chat_data("google-gemma-2-2b-it.jinja")), ToolCallSyntax::None);
+}
+
+// The calls of one reply as (name, arguments as JSON) pairs.
+std::vector<std::pair<std::string, Json>> calls_of(const SplitReply& r) {
+  std::vector<std::pair<std::string, Json>> out;
+  for (const ToolCall& c : r.calls) out.emplace_back(c.name, Json::parse(c.arguments));
+  return out;
+}
+
+const std::vector<std::pair<std::string, Json>> kWeatherAndTime = {{"weather", Json::parse(R"({"city": "Paris"})")},
+                                                                   {"time", Json::parse(R"({"tz": 1})")}};
+
+// Each form as its template writes an assistant's calls (tests/chat/data), two calls a reply.
+TEST(ToolCalls, SplitsTheCallsOfDeepSeekKimiAndMistral) {
+  const auto v31 = split_tool_calls(ToolCallSyntax::DeepSeek,
+                                    "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜>"
+                                    "<｜tool▁call▁begin｜>time<｜tool▁sep｜>{\"tz\": 1}<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(calls_of(v31), kWeatherAndTime);
+  EXPECT_EQ(v31.content, "Checking.");
+  const auto r1 = split_tool_calls(ToolCallSyntax::DeepSeek,
+                                   "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>\n"
+                                   "<｜tool▁call▁begin｜>function<｜tool▁sep｜>time\n```json\n{\"tz\": 1}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(calls_of(r1), kWeatherAndTime);
+  EXPECT_EQ(r1.content, "");
+  const auto kimi = split_tool_calls(ToolCallSyntax::Kimi,
+                                     "<|tool_calls_section_begin|><|tool_call_begin|>functions.weather:0<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|>"
+                                     "<|tool_call_begin|>functions.time:1<|tool_call_argument_begin|>{\"tz\": 1}<|tool_call_end|><|tool_calls_section_end|>");
+  EXPECT_EQ(calls_of(kimi), kWeatherAndTime);
+  const auto nemo = split_tool_calls(ToolCallSyntax::Mistral,
+                                     "[TOOL_CALLS][{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"a1b2c3d4e\"}, "
+                                     "{\"name\": \"time\", \"arguments\": {\"tz\": 1}}]");
+  EXPECT_EQ(calls_of(nemo), kWeatherAndTime);
+  const auto small = split_tool_calls(ToolCallSyntax::Mistral,
+                                      "[TOOL_CALLS]weather[CALL_ID]a1b2c3d4e[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]time[ARGS]{\"tz\": 1}");
+  EXPECT_EQ(calls_of(small), kWeatherAndTime);
+  // Cut off by max_tokens after a whole call: the calls so far.
+  EXPECT_EQ(split_tool_calls(ToolCallSyntax::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.time:0<|tool_call_argument_begin|>{\"tz\": 1}").calls.size(), 1u);
+  // Not calls after all: the reply stays content, unchanged.
+  for (const auto& [syntax, text] : std::vector<std::pair<ToolCallSyntax, std::string>>{
+           {ToolCallSyntax::DeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>weather<｜tool▁sep｜>not json<｜tool▁call▁end｜>"},
+           {ToolCallSyntax::DeepSeek, "<｜tool▁calls▁begin｜>"},
+           {ToolCallSyntax::Kimi, "<|tool_calls_section_begin|><|tool_call_begin|>functions.weather:0{}<|tool_call_end|>"},
+           {ToolCallSyntax::Mistral, "[TOOL_CALLS]weather{\"city\": 1}"},
+           {ToolCallSyntax::Mistral, "[TOOL_CALLS][{\"name\": \"weather\"}]"},
+           {ToolCallSyntax::Mistral, "[TOOL_CALLS][ARGS]{}"}}) {
+    const auto r = split_tool_calls(syntax, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.content, text);
+  }
+}
+
+TEST(ToolCalls, EachFormMarksItsCalls) {
+  EXPECT_EQ(tool_call_markers(ToolCallSyntax::Mistral), (std::vector<std::string_view>{"[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"}));
+  EXPECT_EQ(tool_call_markers(ToolCallSyntax::Kimi).size(), 5u);
+  EXPECT_EQ(tool_call_markers(ToolCallSyntax::DeepSeek).size(), 5u);
+  EXPECT_TRUE(tool_call_markers(ToolCallSyntax::BareJson).empty());
 }
 
 TEST(ToolCalls, SplitsTaggedCallsFromTheContent) {
@@ -58,6 +120,10 @@ TEST(ToolCalls, HoldsBackWhatMayBeginACall) {
   EXPECT_EQ(surely_content(ToolCallSyntax::BareJson, "  "), 0u);
   EXPECT_EQ(surely_content(ToolCallSyntax::BareJson, "Sure, {"), 7u);
   EXPECT_EQ(surely_content(ToolCallSyntax::None, "<tool"), 5u);
+  EXPECT_EQ(surely_content(ToolCallSyntax::Mistral, "Sure [TOOL_"), 5u);
+  EXPECT_EQ(surely_content(ToolCallSyntax::Kimi, "ok<|tool_call_begin|>functions"), 2u);
+  EXPECT_EQ(surely_content(ToolCallSyntax::Kimi, "ok <|tool_c"), 3u);
+  EXPECT_EQ(surely_content(ToolCallSyntax::DeepSeek, "x<｜tool▁calls"), 1u);
 }
 
 const std::string kToolTemplate = "{% for m in messages %}{{ m.content }}{% endfor %}{# calls go in <tool_call></tool_call> #}";
@@ -110,6 +176,22 @@ TEST(ToolCalls, TheApiAnswersWithToolCalls) {
     EXPECT_EQ(t["choices"][0]["finish_reason"], "stop") << r->body;
     EXPECT_NE(t["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>"), std::string::npos) << r->body;
   }
+}
+
+// A form whose markers are special tokens in real vocabularies (plain text in
+// the test's): the call is read, whole and streamed, and its text never shown.
+TEST(ToolCalls, TheApiReadsMistralCalls) {
+  ScriptedServer s("[TOOL_CALLS]weather[ARGS]{\"city\": \"Paris\"}", "{% for m in messages %}{{ m.content }}{% endfor %}{# [TOOL_CALLS] #}");
+  const auto whole = s.post(request(false));
+  ASSERT_TRUE(whole);
+  const Json choice = Json::parse(whole->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls") << whole->body;
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << whole->body;
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "weather");
+  const auto streamed = s.post(request(true));
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->body.find("TOOL_CALLS"), std::string::npos) << streamed->body;
+  EXPECT_NE(streamed->body.find("\"tool_calls\""), std::string::npos) << streamed->body;
 }
 
 }  // namespace

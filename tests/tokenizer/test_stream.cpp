@@ -87,6 +87,30 @@ TEST(Utf8, CompletePrefix) {
   EXPECT_EQ(text::decode_utf8_lenient("a\xFF\xC3\xA9"), (std::vector<uint32_t>{'a', 0xFFFD, 0xE9}));
 }
 
+// A special token's text is left out unless the decoder is to show it
+// (serve's tool-call markers); other special tokens stay out either way.
+TEST(StreamDecoder, ShowsTheSpecialTokensAskedFor) {
+  const Tokenizer* tok = tokenizer_for(shared_models() / "vocab/ggml-vocab-llama-spm.gguf");
+  if (!tok) GTEST_SKIP() << "shared models not found at " << shared_models();
+  const auto bos = tok->encode("<s>", false, true), eos = tok->encode("</s>", false, true);
+  ASSERT_EQ(bos.size(), 1u);
+  ASSERT_EQ(eos.size(), 1u);
+  ASSERT_EQ(tok->token_to_piece(eos[0], false), "") << "</s> is a control token in Llama 2's vocabulary";
+  const auto hi = tok->encode(" hi", false, false);
+  std::vector<TokenId> ids = bos;
+  ids.insert(ids.end(), hi.begin(), hi.end());
+  ids.push_back(eos[0]);
+  auto decoded = [&](std::vector<TokenId> shown) {
+    StreamDecoder d(*tok, false, std::move(shown));
+    std::string text;
+    for (const TokenId id : ids) text += d.push(id);
+    return text + d.flush();
+  };
+  const std::string plain = decoded({});
+  EXPECT_EQ(plain.find("</s>"), std::string::npos) << plain;
+  EXPECT_EQ(decoded({eos[0]}), plain + "</s>");
+}
+
 TEST(Encode, InvalidUtf8NeverThrows) {
   using namespace std::string_literals;
   const std::string junk = "ok \xFF\xFE\xC3 \xE6\x97 \xF4\x90\x80\x80 \xED\xA0\x80 end\0x"s;

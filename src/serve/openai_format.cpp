@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace shardlm::serve {
 
 using Json = nlohmann::ordered_json;
@@ -54,7 +56,9 @@ Json logprobs_json(ApiKind kind, const std::vector<LogprobEntry>& entries, int64
       if (!alternatives.contains(t.token)) alternatives[t.token] = t.logprob;  // the likelier of two spellings
     top.push_back(std::move(alternatives));
     offsets.push_back(text_offset);
-    text_offset += int64_t(e.chosen.token.size());
+    // In characters, as OpenAI counts them: a byte that does not continue a
+    // UTF-8 character begins one (a token may hold part of a character).
+    text_offset += std::count_if(e.chosen.token.begin(), e.chosen.token.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
   }
   return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)}, {"top_logprobs", std::move(top)},
               {"text_offset", std::move(offsets)}};

@@ -1,5 +1,5 @@
 // Picks the next token from logits. Greedy when temperature <= 0; otherwise
-// penalties → top-k → top-p → min-p → temperature → a draw from our own PRNG,
+// logit bias → penalties → top-k → top-p → min-p → temperature → a draw from our own PRNG,
 // so a seed gives the same tokens on every platform and standard library.
 #pragma once
 
@@ -23,6 +23,16 @@ class Rng {
   uint64_t s_[4];
 };
 
+// Added to a token's logit before the penalties (OpenAI's logit_bias).
+struct TokenBias {
+  TokenId id;
+  float bias;
+  bool operator==(const TokenBias&) const = default;
+};
+
+// How many biased tokens a sequence may have.
+constexpr size_t kMaxLogitBias = 1024;
+
 struct SamplerParams {
   float temperature = 0.8f;       // <= 0: greedy (ties → lowest id)
   int32_t top_k = 40;             // <= 0: off
@@ -36,25 +46,35 @@ struct SamplerParams {
   // < 0: off; 0..kMaxTopLogprobs: report the sampled token's log-probability and
   // this many most likely tokens': log-softmax of the raw logits (model/logprobs.h).
   int32_t logprobs = -1;
+  std::vector<TokenBias> logit_bias;  // increasing id, each once, finite
 };
 
-// The penalties of `p` on the logits of the ids in [begin, end) among `recent`
-// (the last penalty_window tokens, in any order): each distinct id once, in
-// increasing order, with its count. logit(id) is that id's logit; `seen` is
-// scratch. The one rule every sampler (single node, vocabulary slices) applies.
+// The logit bias and then the penalties of `p` on the logits of the ids in
+// [begin, end): the biased ids and those among `recent` (the last
+// penalty_window tokens, in any order), each once, in increasing order.
+// logit(id) is that id's logit; `seen` is scratch. The one rule every sampler
+// (single node, vocabulary slices) applies.
 template <class LogitOf>
 void apply_penalties(const SamplerParams& p, std::span<const TokenId> recent, std::vector<TokenId>& seen,
                      TokenId begin, TokenId end, LogitOf&& logit) {
-  if (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
-  seen.assign(recent.begin(), recent.end());
+  const bool penalised = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  if (!penalised && p.logit_bias.empty()) return;
+  seen.clear();
+  if (penalised) seen.assign(recent.begin(), recent.end());
   std::sort(seen.begin(), seen.end());
-  for (size_t i = 0; i < seen.size();) {
-    const TokenId id = seen[i];
-    size_t count = 1;
+  auto bias = p.logit_bias.begin();
+  for (size_t i = 0; i < seen.size() || bias != p.logit_bias.end();) {
+    // The next id: the lower of the next recent one and the next biased one.
+    const bool from_bias = i == seen.size() || (bias != p.logit_bias.end() && bias->id <= seen[i]);
+    const TokenId id = from_bias ? bias->id : seen[i];
+    size_t count = 0;
     while (i + count < seen.size() && seen[i + count] == id) ++count;
     i += count;
+    const float added = from_bias ? (bias++)->bias : 0.0f;
     if (id < begin || id >= end) continue;
     float& l = logit(id);
+    l += added;
+    if (count == 0) continue;
     l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
     l -= p.presence_penalty + float(count) * p.frequency_penalty;
   }

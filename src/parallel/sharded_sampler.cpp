@@ -25,6 +25,7 @@ ShardedSampler::ShardedSampler(const SamplerParams& params, std::vector<Range> s
   chooser.repeat_penalty = 1.0f;
   chooser.presence_penalty = 0.0f;
   chooser.frequency_penalty = 0.0f;
+  chooser.logit_bias.clear();  // the chooser's logits are candidates, not ids; each slice biased its own
   chooser_ = std::make_unique<Sampler>(chooser, int64_t(merged));
   merged_logits_.resize(merged);
 }

@@ -16,6 +16,7 @@ namespace {
 class Writer {
  public:
   void i32(int32_t v) { raw(&v, sizeof v); }
+  void u64(uint64_t v) { raw(&v, sizeof v); }
   void f32(float v) { raw(&v, sizeof v); }
   void raw(const void* p, size_t n) {
     if (n == 0) return;  // p may be null then
@@ -32,6 +33,11 @@ class Reader {
       : b_(b), who_(who), message_(message) {}
   int32_t i32(const char* what) {
     int32_t v = 0;
+    raw(&v, sizeof v, what);
+    return v;
+  }
+  uint64_t u64(const char* what) {
+    uint64_t v = 0;
     raw(&v, sizeof v, what);
     return v;
   }
@@ -56,6 +62,41 @@ class Reader {
   const char* message_;
 };
 
+void write_sampler_params(Writer& w, const SamplerParams& p) {
+  for (const float f : {p.temperature, p.top_p, p.min_p, p.repeat_penalty, p.presence_penalty, p.frequency_penalty}) w.f32(f);
+  w.i32(p.top_k);
+  w.i32(p.penalty_window);
+  w.u64(p.seed);
+  w.i32(p.logprobs);
+  w.i32(int32_t(p.logit_bias.size()));
+  for (const TokenBias& b : p.logit_bias) {
+    w.i32(b.id);
+    w.f32(b.bias);
+  }
+}
+
+SamplerParams read_sampler_params(Reader& r, int64_t n_vocab, const std::string& who) {
+  SamplerParams p;
+  for (float* f : {&p.temperature, &p.top_p, &p.min_p, &p.repeat_penalty, &p.presence_penalty, &p.frequency_penalty})
+    *f = r.f32("sampling parameters");
+  p.top_k = r.i32("top-k");
+  p.penalty_window = r.i32("penalty window");
+  p.seed = r.u64("seed");
+  p.logprobs = r.i32("log-probabilities asked");
+  const int32_t n = r.i32("logit bias count");
+  if (n < 0 || size_t(n) > kMaxLogitBias)
+    throw Error(fmt::format("{}: {} biased tokens, at most {}", who, n, kMaxLogitBias));
+  for (int32_t i = 0; i < n; ++i) {
+    const TokenId id = r.i32("biased token");
+    const float bias = r.f32("logit bias");
+    if (id < 0 || id >= n_vocab || (!p.logit_bias.empty() && id <= p.logit_bias.back().id))
+      throw Error(fmt::format("{}: biased token {} outside the vocabulary of {} or out of order", who, id, n_vocab));
+    p.logit_bias.push_back({id, bias});
+  }
+  check_sampler_params(p, who);
+  return p;
+}
+
 }  // namespace
 
 void check_sampler_params(const SamplerParams& p, const std::string& what) {
@@ -67,6 +108,8 @@ void check_sampler_params(const SamplerParams& p, const std::string& what) {
     throw Error(fmt::format("{}: penalty window {} is outside [0, 2^24]", what, p.penalty_window));
   if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
     throw Error(fmt::format("{}: {} top log-probabilities asked, outside [-1, {}]", what, p.logprobs, kMaxTopLogprobs));
+  for (const TokenBias& b : p.logit_bias)
+    if (!std::isfinite(b.bias)) throw Error(fmt::format("{}: the logit bias of token {} is not finite", what, b.id));
 }
 
 std::vector<uint8_t> StepMessage::encode() const {
@@ -78,7 +121,7 @@ std::vector<uint8_t> StepMessage::encode() const {
     w.i32(op.add ? 1 : 0);
     w.i32(op.slot);
     if (!op.add) continue;
-    w.raw(&op.params, sizeof op.params);
+    write_sampler_params(w, op.params);
     w.i32(int32_t(op.recent.size()));
     w.raw(op.recent.data(), op.recent.size() * sizeof(TokenId));
   }
@@ -113,8 +156,7 @@ StepMessage StepMessage::decode(std::span<const uint8_t> bytes, int64_t n_slots,
     op.slot = r.i32("operation slot");
     check_slot(op.slot);
     if (op.add) {
-      r.raw(&op.params, sizeof op.params, "sampling parameters");
-      check_sampler_params(op.params, who);
+      op.params = read_sampler_params(r, n_vocab, who);
       const int32_t n = r.i32("kept prefix length");
       if (n < 0 || n > op.params.penalty_window || n >= n_ctx)
         throw Error(fmt::format("{}: {} kept tokens for a penalty window of {}", who, n, op.params.penalty_window));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -53,8 +55,6 @@ std::optional<bool> boolean(const Json& body, const char* name) {
 void refuse_what_cannot_be_honoured(const Json& body) {
   if (const Json* f = field(body, "response_format"); f && !(f->is_object() && f->value("type", "") == "text"))
     wrong("response_format", "only {\"type\": \"text\"} is supported: decoding is not constrained to JSON");
-  if (const Json* f = field(body, "logit_bias"); f && !(f->is_object() && f->empty()))
-    wrong("logit_bias", "is not supported");
   if (const Json* f = field(body, "tool_choice"); f && !(f->is_string() && (*f == "auto" || *f == "none")))
     wrong("tool_choice", "only \"auto\" and \"none\" are supported: a tool call cannot be forced");
   if (const Json* f = field(body, "echo"); f && *f != false) wrong("echo", "is not supported");
@@ -100,6 +100,25 @@ void parse_common(const Json& body, ApiRequest& r) {
     s.seed = seed->is_number_unsigned() ? seed->get<uint64_t>() : uint64_t(seed->get<int64_t>());
   } else {
     s.seed = std::random_device{}();
+  }
+
+  // {"token id": bias in [-100, 100]}, as OpenAI takes it.
+  if (const Json* bias = field(body, "logit_bias")) {
+    if (!bias->is_object()) wrong("logit_bias", "must be an object of token ids and biases");
+    if (bias->size() > kMaxLogitBias) wrong("logit_bias", fmt::format("has {} tokens, at most {}", bias->size(), kMaxLogitBias));
+    for (const auto& [key, value] : bias->items()) {
+      char* end = nullptr;
+      const long long id = std::strtoll(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<TokenId>::max())
+        wrong("logit_bias", fmt::format("key '{}' is not a token id", key));
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        wrong("logit_bias", fmt::format("the bias of token {} must be a number in [-100, 100]", id));
+      s.logit_bias.push_back({TokenId(id), float(value.get<double>())});
+    }
+    std::sort(s.logit_bias.begin(), s.logit_bias.end(), [](const TokenBias& a, const TokenBias& b) { return a.id < b.id; });
+    for (size_t i = 1; i < s.logit_bias.size(); ++i)
+      if (s.logit_bias[i].id == s.logit_bias[i - 1].id)
+        wrong("logit_bias", fmt::format("token {} is given twice", s.logit_bias[i].id));
   }
 
   const int64_t kMaxTokens = std::numeric_limits<int32_t>::max();

@@ -373,6 +373,9 @@ std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind
     tokens = tok_.encode(a.prompt_text, true, true);
   }
   if (tokens.empty()) throw RequestError(400, fmt::format("'{}': the prompt is empty", field), field);
+  for (const TokenBias& b : a.sampling.logit_bias)
+    if (b.id >= tok_.n_vocab())
+      throw RequestError(400, fmt::format("'logit_bias': token id {} is outside the vocabulary of {}", b.id, tok_.n_vocab()), "logit_bias");
   if (int64_t(tokens.size()) >= n_ctx_)
     throw RequestError(400, fmt::format("'{}': the prompt has {} tokens; the context holds {} (prompt and completion)", field, tokens.size(), n_ctx_), field);
   return tokens;

@@ -1,7 +1,8 @@
 // PenalisedLogits chooses from the logits in place; the reference penalises a
 // full copy, then takes its first maximum (greedy) or partial-sorts it (top-k).
 // Logits on a coarse grid (many ties), repeated recent tokens, penalised
-// tokens at the ends of the slice, slices that start past id 0, -inf entries.
+// tokens at the ends of the slice, slices that start past id 0, -inf entries,
+// logit biases inside and outside the slice, on recent tokens and others.
 #include "model/penalised_logits.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,12 @@ Case random_case(Rng& rng, int trial) {
   if (trial % 6 == 2) c.recent.push_back(TokenId(c.first + n - 1));
   if (c.recent.size() > size_t(c.params.penalty_window))
     c.recent.erase(c.recent.begin(), c.recent.end() - c.params.penalty_window);
+  if (trial % 4 != 3) {
+    for (TokenId id = TokenId(std::max<int64_t>(0, int64_t(c.first) - 3)); id < c.first + n + 3; id += TokenId(1 + rng.next() % 40))
+      c.params.logit_bias.push_back({id, float(int(rng.next() % 9) - 4)});
+    if (!c.recent.empty() && trial % 3 == 0 && (c.params.logit_bias.empty() || c.recent[0] > c.params.logit_bias.back().id))
+      c.params.logit_bias.push_back({c.recent[0], 2.5f});
+  }
   return c;
 }
 
@@ -84,6 +91,22 @@ TEST(PenalisedLogits, TopIsThePartialSortOfAPenalisedCopy) {
       ASSERT_EQ(got[i].logit, all[i].logit) << "trial " << trial << " rank " << i;
     }
   }
+}
+
+// Each id is asked for once, in increasing order; a bias adds before the penalty.
+TEST(PenalisedLogits, BiasComesBeforeThePenalty) {
+  SamplerParams p;
+  p.repeat_penalty = 2.0f;
+  p.logit_bias = {{1, 1.0f}, {3, -4.0f}, {7, 5.0f}};
+  std::vector<float> logits{1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  const std::vector<TokenId> recent{3, 0, 3};
+  std::vector<TokenId> seen, asked;
+  apply_penalties(p, recent, seen, 0, 5, [&](TokenId id) -> float& {
+    asked.push_back(id);
+    return logits[size_t(id)];
+  });
+  EXPECT_EQ(asked, (std::vector<TokenId>{0, 1, 3}));  // 7 is outside [0, 5)
+  EXPECT_EQ(logits, (std::vector<float>{0.5f, 2.0f, 1.0f, -6.0f, 1.0f}));  // 3: (1 - 4) * 2
 }
 
 TEST(PenalisedLogits, NaNIsNeverBest) {

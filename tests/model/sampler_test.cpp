@@ -132,6 +132,18 @@ TEST(Sampler, RepetitionPenaltyChangesTheGreedyChoice) {
   EXPECT_EQ(s.sample(logits), 1);
 }
 
+TEST(Sampler, LogitBiasMovesTheChoice) {
+  SamplerParams p = greedy();
+  p.logit_bias = {{0, -100.0f}, {2, 1.5f}};
+  Sampler s(p, 3);
+  EXPECT_EQ(s.sample(std::vector<float>{3.0f, 2.0f, 1.0f}), 2);  // 3 - 100, 2, 1 + 1.5
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.logit_bias = {{1, 100.0f}};
+  Sampler sure(p, 3);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(sure.sample(std::vector<float>{3.0f, 2.0f, 1.0f}), 1);
+}
+
 TEST(Sampler, RepetitionPenaltyMultipliesNegativeLogits) {
   SamplerParams p = greedy();
   p.repeat_penalty = 2.0f;

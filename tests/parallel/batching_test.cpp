@@ -187,6 +187,8 @@ TEST(StepMessage, RoundTripAndRejection) {
   StepMessage m;
   SamplerParams p;
   p.seed = 99;
+  p.top_k = 7;
+  p.logit_bias = {{3, -100.0f}, {31, 2.5f}};
   m.ops.push_back({true, 1, p, {5, 6}});
   m.ops.push_back({false, 0, {}, {}});
   m.entries.add(1, 2, 7, true);
@@ -196,6 +198,8 @@ TEST(StepMessage, RoundTripAndRejection) {
   ASSERT_EQ(back.ops.size(), 2u);
   EXPECT_TRUE(back.ops[0].add);
   EXPECT_EQ(back.ops[0].params.seed, 99u);
+  EXPECT_EQ(back.ops[0].params.top_k, 7);
+  EXPECT_EQ(back.ops[0].params.logit_bias, p.logit_bias);
   EXPECT_EQ(back.ops[0].recent, (std::vector<TokenId>{5, 6}));
   EXPECT_FALSE(back.ops[1].add);
   ASSERT_EQ(back.entries.size(), 2u);
@@ -207,6 +211,10 @@ TEST(StepMessage, RoundTripAndRejection) {
   EXPECT_THROW(StepMessage::decode(bytes, 1, 8, 16, 32, "test"), Error);   // slot 1 of 1
   EXPECT_THROW(StepMessage::decode(bytes, 2, 8, 3, 32, "test"), Error);    // position 3 of 3
   EXPECT_THROW(StepMessage::decode(bytes, 2, 8, 16, 8, "test"), Error);    // token 8 of 8
+  EXPECT_THROW(StepMessage::decode(bytes, 2, 8, 16, 31, "test"), Error);   // biased token 31 of 31
+  StepMessage unordered = m;
+  unordered.ops[0].params.logit_bias = {{31, 1.0f}, {3, 1.0f}};
+  EXPECT_THROW(StepMessage::decode(unordered.encode(), 2, 8, 16, 32, "test"), Error);
   EXPECT_THROW(StepMessage::decode(bytes, 2, 1, 16, 32, "test"), Error);   // 2 entries, 1 allowed
   auto longer = bytes;
   longer.push_back(0);

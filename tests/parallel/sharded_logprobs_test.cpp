@@ -94,6 +94,24 @@ TEST(ShardedLogprobs, TwoAndThreeSlicesMatchOneNode) {
   EXPECT_EQ(check_slicings(logits, p), 990);
 }
 
+// Each slice biases its own ids; the chooser, whose logits are candidates, none.
+TEST(ShardedLogprobs, LogitBiasAcrossSlicesMatchesOneNode) {
+  std::mt19937 gen(5);
+  std::normal_distribution<float> d(0.0f, 5.0f);
+  std::vector<float> logits(1000);
+  for (float& x : logits) x = d(gen);
+  logits[20] = 40.0f;
+  SamplerParams p;
+  p.top_k = 8;
+  p.seed = 4;
+  p.logprobs = 2;
+  p.logit_bias = {{1, 3.0f}, {20, -100.0f}, {650, 60.0f}, {999, 1.0f}};
+  for (const float temperature : {0.0f, 0.8f}) {
+    p.temperature = temperature;
+    EXPECT_EQ(check_slicings(logits, p), 650) << "temperature " << temperature;
+  }
+}
+
 TEST(ShardedLogprobs, TokenMessageRoundTripAndRejection) {
   std::vector<SlotToken> tokens(2);
   tokens[0] = {1, 42, std::nullopt};

@@ -281,7 +281,10 @@ test('typed client errors', async () => {
     [{ messages: [{ role: 'user', content: 'dog '.repeat(400) }] }, 'messages'],
     // What cannot be honoured is refused, not ignored.
     [{ response_format: { type: 'json_object' } }, 'response_format'],
-    [{ logit_bias: { 42: 5 } }, 'logit_bias'],
+    [{ logit_bias: { 42: 500 } }, 'logit_bias'],
+    [{ logit_bias: { dog: 1 } }, 'logit_bias'],
+    [{ logit_bias: { 100000: 1 } }, 'logit_bias'],
+    [{ logit_bias: [[42, 1]] }, 'logit_bias'],
     [{ tool_choice: 'required' }, 'tool_choice'],
   ];
   for (const [override, field] of cases) {
@@ -289,6 +292,23 @@ test('typed client errors', async () => {
       (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.message.includes(field),
       `${JSON.stringify(override).slice(0, 60)} → 400 naming ${field}`);
   }
+});
+
+test('logit_bias moves the choice, as on one machine', async () => {
+  const body = { model: MODEL, prompt: 'Once upon a time', max_tokens: 5, temperature: 0, logprobs: 0 };
+  const plain = await client.completions.create(body);
+  const forced = await client.completions.create({ ...body, logit_bias: { 400: 100 } });
+  const tokens = forced.choices[0].logprobs.tokens;
+  assert.equal(tokens.length, 5);
+  assert.ok(tokens.every((t) => t === tokens[0]), JSON.stringify(tokens));
+  assert.notDeepEqual(tokens, plain.choices[0].logprobs.tokens);
+  // Banned, token 400 never comes, streamed or not.
+  const banned = await client.completions.create({ ...body, logit_bias: { 400: -100 }, max_tokens: 20 });
+  assert.ok(!banned.choices[0].logprobs.tokens.includes(tokens[0]));
+  let streamed = '';
+  for await (const chunk of await client.completions.create({ ...body, logit_bias: { 400: 100 }, stream: true }))
+    for (const ch of chunk.choices) streamed += ch.text;
+  assert.equal(streamed, forced.choices[0].text);
 });
 
 test('malformed bodies and headers get the right 4xx, the server keeps serving', async () => {

@@ -147,7 +147,7 @@ void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& 
   http.api_keys = std::move(keys);
   http.max_body_bytes = o.max_body;
   http.cors_origins = {o.cors_origins.begin(), o.cors_origins.end()};
-  http.separate_reasoning = o.reasoning_format == "auto";
+  http.separate_reasoning = o.reasoning_format != "none";
   http.connection_threads = o.parallel + o.max_waiting + 8;
   serve::HttpServer server(scheduler, tok, metrics, o.ctx, http);
   const int port = server.bind();
@@ -255,10 +255,10 @@ void add_serve(CLI::App& app) {
                   "Jinja chat template to use instead of the model's tokenizer.chat_template")
       ->check(CLI::ExistingFile);
   cmd->add_option("--reasoning-format", o->reasoning_format,
-                  "a thinking model's <think> text: auto sends it as message.reasoning_content, none leaves it in "
-                  "the content (a request's reasoning_format overrides)")
+                  "a thinking model's <think> text: auto (or deepseek) sends it as message.reasoning_content, none "
+                  "leaves it in the content (a request's reasoning_format overrides)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "none"}));
+      ->check(CLI::IsMember({"auto", "deepseek", "none"}));
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
   add_mmap_flag(*cmd, o->mmap);
   add_cluster_run_options(*cmd, o->cluster);

@@ -338,7 +338,7 @@ void HttpServer::routes() {
     if (!body) return;
     try {
       const ApiRequest a = parse_chat_request(parse_body(*body));
-      send_json(res, 200, Json{{"prompt", render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools)}});
+      send_json(res, 200, Json{{"prompt", render(a)}});
     } catch (const RequestError& e) {
       send_error(res, e.status(), e.what(), e.param());
     }
@@ -353,6 +353,16 @@ nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {
   return j;
 }
 
+std::string HttpServer::render(const ApiRequest& a) const {
+  if (!template_thinks_ || a.template_kwargs.contains("enable_thinking"))
+    return render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools);
+  // A thinking model thinks unless asked not to, as llama-server has it: some
+  // templates (QwQ's, R1's Qwen distill's) close the block when the flag is unset.
+  nlohmann::ordered_json kwargs = a.template_kwargs;
+  kwargs["enable_thinking"] = true;
+  return render_chat_prompt(a.messages, a.add_generation_prompt, kwargs, opt_.chat_template, a.tools);
+}
+
 std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind, std::string& rendered) const {
   std::vector<TokenId> tokens;
   const char* field = kind == ApiKind::Chat ? "messages" : "prompt";
@@ -361,7 +371,7 @@ std::vector<TokenId> HttpServer::prompt_tokens(const ApiRequest& a, ApiKind kind
       throw RequestError(400, fmt::format("'{}': the prompt has {} bytes, more than the context of {} tokens can hold", field, text.size(), n_ctx_), field);
   };
   if (kind == ApiKind::Chat) {
-    rendered = render_chat_prompt(a.messages, a.add_generation_prompt, a.template_kwargs, opt_.chat_template, a.tools);
+    rendered = render(a);
     check_length(rendered);
     tokens = tokenize_chat_prompt(tok_, rendered, a.messages);
   } else if (a.prompt_ids) {

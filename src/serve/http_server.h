@@ -52,6 +52,9 @@ class HttpServer {
   void routes();
   void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
   static nlohmann::ordered_json parse_body(const std::string& body);
+  // The chat prompt of a request (chat_prompt.h; enable_thinking is true
+  // for a thinking template unless the request sets it). Throws RequestError.
+  std::string render(const ApiRequest& a) const;
   // Throws RequestError. A chat prompt's rendered text goes to `rendered`.
   std::vector<TokenId> prompt_tokens(const ApiRequest& a, ApiKind kind, std::string& rendered) const;
   Scheduler& scheduler_;

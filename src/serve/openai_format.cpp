@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 namespace shardlm::serve {
 
 using Json = nlohmann::ordered_json;
@@ -56,9 +54,7 @@ Json logprobs_json(ApiKind kind, const std::vector<LogprobEntry>& entries, int64
       if (!alternatives.contains(t.token)) alternatives[t.token] = t.logprob;  // the likelier of two spellings
     top.push_back(std::move(alternatives));
     offsets.push_back(text_offset);
-    // In characters, as OpenAI counts them: a byte that does not continue a
-    // UTF-8 character begins one (a token may hold part of a character).
-    text_offset += std::count_if(e.chosen.token.begin(), e.chosen.token.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+    text_offset += e.text_chars;  // characters of the returned text, as OpenAI counts
   }
   return Json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)}, {"top_logprobs", std::move(top)},
               {"text_offset", std::move(offsets)}};
@@ -105,7 +101,7 @@ Json tool_calls_json(const ResponseHead& h, const std::vector<ToolCall>& calls, 
   for (size_t i = 0; i < calls.size(); ++i) {
     Json c;
     if (with_index) c["index"] = i;
-    c["id"] = fmt::format("call_{}_{}", h.id, i);
+    c["id"] = calls[i].id.empty() ? fmt::format("call_{}_{}", h.id, i) : calls[i].id;
     c["type"] = "function";
     c["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
     out.push_back(std::move(c));

@@ -24,8 +24,8 @@ nlohmann::ordered_json usage_json(const Usage& u);
 // A choice's "logprobs" for these tokens. Chat: {"content": [{token, logprob,
 // bytes, top_logprobs}]}; completions, the legacy form: {tokens,
 // token_logprobs, top_logprobs: [{text: logprob}], text_offset}, where
-// text_offset counts characters of the completion from `text_offset`, which
-// is advanced past these tokens.
+// text_offset counts characters of the completion's text from `text_offset`,
+// which is advanced past these tokens (LogprobEntry::text_chars).
 nlohmann::ordered_json logprobs_json(ApiKind kind, const std::vector<LogprobEntry>& entries, int64_t& text_offset);
 // A whole response: one choice with `text`, `finish` and `logprobs` (null when not asked).
 nlohmann::ordered_json response_json(const ResponseHead& h, const std::string& text, FinishReason finish, const Usage& u,

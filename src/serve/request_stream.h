@@ -27,6 +27,9 @@ struct TokenChoice {
 struct LogprobEntry {
   TokenChoice chosen;
   std::vector<TokenChoice> top;  // most likely first
+  // Characters the token adds to the reply's text: none for a special token
+  // the text leaves out; a character split over tokens counts with its end.
+  int64_t text_chars = 0;
 };
 
 struct Usage {

@@ -18,8 +18,14 @@ LogprobEntry StopText::entry(TokenId token, const SampledLogprobs& lp) const {
 
 StopText::Out StopText::push(TokenId token, const SampledLogprobs* logprobs) {
   const uint64_t begin = sent_ + held_.size();
-  held_ += decoder_.push(token);
-  if (logprobs) logprobs_.push_back({begin, sent_ + held_.size(), entry(token, *logprobs)});
+  const std::string text = decoder_.push(token);
+  held_ += text;
+  if (logprobs) {
+    LogprobEntry e = entry(token, *logprobs);
+    // A byte that does not continue a UTF-8 character begins one.
+    e.text_chars = std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+    logprobs_.push_back({begin, sent_ + held_.size(), std::move(e)});
+  }
   return release();
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <random>
 
 namespace shardlm::serve {
 namespace {
@@ -36,7 +37,7 @@ std::optional<ToolCall> call_of(const nlohmann::json& j) {
   if (!key) return std::nullopt;
   auto args = arguments_of(j[key]);
   if (!args) return std::nullopt;
-  return ToolCall{j["name"].get<std::string>(), std::move(*args)};
+  return ToolCall{j["name"].get<std::string>(), std::move(*args), {}};
 }
 
 std::optional<ToolCall> call_of(std::string_view text) {
@@ -47,7 +48,7 @@ std::optional<ToolCall> named_call(std::string_view name, std::string_view argum
   name = without_blank_ends(name);
   auto args = arguments_of(arguments);
   if (name.empty() || !args) return std::nullopt;
-  return ToolCall{std::string(name), std::move(*args)};
+  return ToolCall{std::string(name), std::move(*args), {}};
 }
 
 // A call body of DeepSeek's: "NAME<｜tool▁sep｜>{...}" (V3.1) or
@@ -76,46 +77,105 @@ std::optional<ToolCall> kimi_call(std::string_view body) {
   return named_call(id, body.substr(sep + kKimiArguments.size()));
 }
 
-// Calls between begin and end markers in `section` (the last may be cut off by max_tokens).
+// The index after the JSON object or list that starts at s[at], or npos
+// when it does not close: a marker inside one of its strings is text.
+size_t json_end(std::string_view s, size_t at) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = at; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Where `marker` ends a call whose body starts at `from`: after the JSON in the body, if any.
+size_t find_after_json(std::string_view s, size_t from, std::string_view marker) {
+  const size_t plain = s.find(marker, from), json = s.find_first_of("{[", from);
+  if (json < plain)
+    if (const size_t end = json_end(s, json); end != std::string_view::npos) return s.find(marker, end);
+  return plain;
+}
+
+// Calls between begin and end markers from the start of `section` (the last
+// may be cut off by max_tokens); `consumed` is set past the last.
 template <typename ParseBody>
 std::optional<std::vector<ToolCall>> marked_calls(std::string_view section, std::string_view begin, std::string_view end,
-                                                  ParseBody parse_body) {
+                                                  ParseBody parse_body, size_t& consumed) {
   std::vector<ToolCall> calls;
-  for (size_t at = section.find(begin); at != std::string_view::npos; at = section.find(begin, at)) {
+  consumed = 0;
+  for (size_t at = section.find(begin); at != std::string_view::npos; at = section.find(begin, consumed)) {
     const size_t body = at + begin.size();
-    const size_t close = std::min(section.find(end, body), section.size());
+    const size_t close = std::min(find_after_json(section, body, end), section.size());
     auto call = parse_body(section.substr(body, close - body));
     if (!call) return std::nullopt;
     calls.push_back(std::move(*call));
-    at = close;
+    consumed = std::min(close + end.size(), section.size());
   }
   if (calls.empty()) return std::nullopt;
   return calls;
 }
 
-// Mistral's calls after [TOOL_CALLS]: a JSON list (Nemo), or NAME[CALL_ID]ID[ARGS]{...} each (Small 3.2).
-std::optional<std::vector<ToolCall>> mistral_calls(std::string_view after) {
+// Mistral's templates take only call ids of 9 letters and digits.
+std::string mistral_call_id() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id(9, ' ');
+  for (char& c : id) c = kAlphabet[rng() % (sizeof kAlphabet - 1)];
+  return id;
+}
+
+// Mistral's calls after [TOOL_CALLS]: a JSON list (Nemo), or
+// NAME[CALL_ID]ID[ARGS]{...} each behind its own [TOOL_CALLS] (Small 3.2);
+// `consumed` is set past the last. A call keeps the id the model gave it.
+std::optional<std::vector<ToolCall>> mistral_calls(std::string_view after, size_t& consumed) {
   std::vector<ToolCall> calls;
-  if (without_blank_ends(after).starts_with('[')) {
-    const auto list = nlohmann::json::parse(without_blank_ends(after), nullptr, /*allow_exceptions=*/false);
+  const size_t first = after.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && after[first] == '[') {
+    consumed = json_end(after, first);
+    if (consumed == std::string_view::npos) return std::nullopt;
+    const auto list = nlohmann::json::parse(after.substr(first, consumed - first), nullptr, /*allow_exceptions=*/false);
     if (!list.is_array() || list.empty()) return std::nullopt;
     for (const auto& j : list) {
       auto call = call_of(j);
       if (!call) return std::nullopt;
+      if (j.contains("id") && j["id"].is_string()) call->id = j["id"].get<std::string>();
       calls.push_back(std::move(*call));
     }
-    return calls;
+  } else {
+    for (size_t at = 0;;) {
+      const size_t args = after.find(kMistralArguments, at);
+      if (args == std::string_view::npos) return std::nullopt;
+      const size_t json = after.find_first_not_of(" \t\r\n", args + kMistralArguments.size());
+      const size_t end = json == std::string_view::npos ? json : json_end(after, json);
+      if (end == std::string_view::npos) return std::nullopt;
+      std::string_view head = after.substr(at, args - at);
+      std::string id;
+      if (const size_t mark = head.find(kMistralCallId); mark != std::string_view::npos) {
+        id = std::string(without_blank_ends(head.substr(mark + kMistralCallId.size())));
+        head = head.substr(0, mark);
+      }
+      auto call = named_call(head, after.substr(json, end - json));
+      if (!call) return std::nullopt;
+      call->id = std::move(id);
+      calls.push_back(std::move(*call));
+      consumed = end;
+      const size_t next = after.find_first_not_of(" \t\r\n", end);
+      if (next == std::string_view::npos || after.substr(next, kMistralCalls.size()) != kMistralCalls) break;
+      at = next + kMistralCalls.size();
+    }
   }
-  for (size_t at = 0; at <= after.size();) {
-    const size_t next = std::min(after.find(kMistralCalls, at), after.size());
-    const std::string_view one = after.substr(at, next - at);
-    const size_t args = one.find(kMistralArguments);
-    if (args == std::string_view::npos) return std::nullopt;
-    auto call = named_call(one.substr(0, std::min(one.find(kMistralCallId), args)), one.substr(args + kMistralArguments.size()));
-    if (!call) return std::nullopt;
-    calls.push_back(std::move(*call));
-    at = next + kMistralCalls.size();
-  }
+  for (ToolCall& c : calls)
+    if (c.id.empty()) c.id = mistral_call_id();
   return calls;
 }
 
@@ -176,7 +236,7 @@ SplitReply split_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
     size_t at = 0;
     for (size_t open; (open = reply.find(kTagOpen, at)) != std::string_view::npos;) {
       const size_t body = open + kTagOpen.size();
-      const size_t close = std::min(reply.find(kTagClose, body), reply.size());  // the last may be cut off by max_tokens
+      const size_t close = std::min(find_after_json(reply, body, kTagClose), reply.size());  // the last may be cut off by max_tokens
       auto call = call_of(reply.substr(body, close - body));
       if (!call) return unchanged;
       out.content += reply.substr(at, open - at);
@@ -188,21 +248,26 @@ SplitReply split_tool_calls(ToolCallSyntax syntax, std::string_view reply) {
   }
   const size_t open = first_opener(syntax, reply);
   if (open == std::string_view::npos) return unchanged;
-  // The calls end the reply, or their section's end marker does.
-  std::string_view section = reply.substr(open), after;
-  const std::string_view section_end = syntax == ToolCallSyntax::DeepSeek ? kDeepSeekCallsEnd
-                                       : syntax == ToolCallSyntax::Kimi   ? kKimiSectionEnd
-                                                                          : std::string_view();
-  if (const size_t end = section_end.empty() ? std::string_view::npos : section.find(section_end); end != std::string_view::npos) {
-    after = section.substr(end + section_end.size());
-    section = section.substr(0, end);
-  }
+  const std::string_view calls_text = reply.substr(open);
+  size_t consumed = 0;  // of calls_text
   std::optional<std::vector<ToolCall>> calls;
-  if (syntax == ToolCallSyntax::DeepSeek) calls = marked_calls(section, kDeepSeekCallBegin, kDeepSeekCallEnd, deepseek_call);
-  else if (syntax == ToolCallSyntax::Kimi) calls = marked_calls(section, kKimiCallBegin, kKimiCallEnd, kimi_call);
-  else if (syntax == ToolCallSyntax::Mistral) calls = mistral_calls(section.substr(kMistralCalls.size()));
+  std::string_view section_end;
+  if (syntax == ToolCallSyntax::DeepSeek) {
+    calls = marked_calls(calls_text, kDeepSeekCallBegin, kDeepSeekCallEnd, deepseek_call, consumed);
+    section_end = kDeepSeekCallsEnd;
+  } else if (syntax == ToolCallSyntax::Kimi) {
+    calls = marked_calls(calls_text, kKimiCallBegin, kKimiCallEnd, kimi_call, consumed);
+    section_end = kKimiSectionEnd;
+  } else if (syntax == ToolCallSyntax::Mistral) {
+    calls = mistral_calls(calls_text.substr(kMistralCalls.size()), consumed);
+    consumed += kMistralCalls.size();
+  }
   if (!calls) return unchanged;
-  return {std::string(reply.substr(0, open)) + std::string(after), std::move(*calls)};
+  // Text after the calls (and their section's end marker) is content too.
+  if (!section_end.empty())
+    if (const size_t end = calls_text.find(section_end, consumed); end != std::string_view::npos)
+      consumed = end + section_end.size();
+  return {std::string(reply.substr(0, open)) + std::string(calls_text.substr(consumed)), std::move(*calls)};
 }
 
 size_t surely_content(ToolCallSyntax syntax, std::string_view reply) {

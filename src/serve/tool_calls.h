@@ -16,8 +16,9 @@
 //             [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{...} per call (Small 3.2; the
 //             call id optional).
 // The markers of the last three are special tokens in their vocabularies; a
-// reply read for calls keeps their text (tool_call_markers). A reply whose
-// would-be calls are not such JSON stays content, unchanged.
+// reply read for calls keeps their text (tool_call_markers). A call ends
+// after its JSON (a marker inside a string is text); text after the calls is
+// content. A reply whose would-be calls are not such JSON stays content, unchanged.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +40,10 @@ std::vector<std::string_view> tool_call_markers(ToolCallSyntax syntax);
 struct ToolCall {
   std::string name;
   std::string arguments;  // a JSON object's text, as the API sends it
+  // The call's id where the form carries one (Mistral's, made up when the
+  // model gave none: its template takes only 9 letters and digits); empty:
+  // the response names it.
+  std::string id;
 };
 
 struct SplitReply {

@@ -174,9 +174,33 @@ TEST(LogprobsStopText, EntriesLeaveWithTheirTextAndDieWithASwallowedOne) {
   EXPECT_EQ(released, ids.size()) << "without a stop every token's entry goes out";
 }
 
+// text_offset indexes the returned text: a special token the text leaves out
+// adds no character, and a character split over byte tokens counts once.
+TEST(LogprobsStopText, EntriesCountTheCharactersOfTheText) {
+  LogprobsFixture f(1);
+  std::vector<TokenId> ids = f.tok->encode("h\xE6\x97\xA5\xE6\x9C\xAC", false, false);  // h日本
+  ids.insert(ids.begin() + 1, f.tok->eos());
+  StopText t(*f.tok, {});
+  const SampledLogprobs lp{-1.0f, {}};
+  std::string text;
+  int64_t chars = 0;
+  for (const TokenId id : ids) {
+    const auto out = t.push(id, &lp);
+    text += out.text;
+    for (const auto& e : out.logprobs) chars += e.text_chars;
+  }
+  const auto rest = t.finish();
+  text += rest.text;
+  for (const auto& e : rest.logprobs) chars += e.text_chars;
+  EXPECT_EQ(text.find("</s>"), std::string::npos) << text;
+  EXPECT_EQ(chars, int64_t(std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })))
+      << text;
+  EXPECT_GE(ids.size(), 8u) << "日本 is spelled in byte tokens";
+}
+
 TEST(LogprobsFormat, ChatContentAndLegacyCompletion) {
-  const std::vector<LogprobEntry> entries = {{{" a", -0.25f}, {{" a", -0.25f}, {" b", -2.0f}}},
-                                             {{"\xC3\xA9", -1.5f}, {}}};
+  const std::vector<LogprobEntry> entries = {{{" a", -0.25f}, {{" a", -0.25f}, {" b", -2.0f}}, 2},
+                                             {{"\xC3\xA9", -1.5f}, {}, 1}};
   int64_t offset = 0;
   const Json chat = logprobs_json(ApiKind::Chat, entries, offset);
   ASSERT_EQ(chat["content"].size(), 2u);
@@ -193,7 +217,7 @@ TEST(LogprobsFormat, ChatContentAndLegacyCompletion) {
   EXPECT_EQ(legacy["token_logprobs"][1].get<float>(), -1.5f);
   EXPECT_EQ(legacy["top_logprobs"][0][" b"].get<float>(), -2.0f);
   EXPECT_EQ(legacy["text_offset"], Json::array({5, 7}));
-  EXPECT_EQ(offset, 8) << "é is one character";
+  EXPECT_EQ(offset, 8);
   const Json whole = response_json({ApiKind::Chat, "id", 0, "m"}, " a\xC3\xA9", FinishReason::Stop, {}, chat);
   EXPECT_EQ(whole["choices"][0]["logprobs"], chat);
   EXPECT_TRUE(response_json({ApiKind::Chat, "id", 0, "m"}, "x", FinishReason::Stop, {})["choices"][0]["logprobs"].is_null());

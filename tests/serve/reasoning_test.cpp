@@ -166,6 +166,27 @@ TEST(Reasoning, TheServerFlagAndTheRequestField) {
   EXPECT_NE(wrong->body.find("reasoning_format"), std::string::npos) << wrong->body;
 }
 
+// QwQ's template closes the block unless enable_thinking is set: the server
+// sets it, so the model thinks and its reasoning goes apart, unless the request
+// turns thinking off.
+TEST(Reasoning, AThinkingModelThinksUnlessAskedNotTo) {
+  ScriptedServer s("plan\n</think>\n\nanswer", chat_data("Qwen-QwQ-32B.jinja"));
+  const auto prompt = s.post(kQuestion, "/apply-template");
+  ASSERT_TRUE(prompt);
+  EXPECT_TRUE(Json::parse(prompt->body)["prompt"].get<std::string>().ends_with("<think>\n")) << prompt->body;
+  const auto r = s.post(ask(false));
+  ASSERT_TRUE(r);
+  const Json m = Json::parse(r->body)["choices"][0]["message"];
+  EXPECT_EQ(m["reasoning_content"], "plan") << r->body;
+  EXPECT_EQ(m["content"], "answer") << r->body;
+
+  Json off = kQuestion;
+  off["chat_template_kwargs"] = {{"enable_thinking", false}};
+  const auto closed = s.post(off, "/apply-template");
+  ASSERT_TRUE(closed);
+  EXPECT_TRUE(Json::parse(closed->body)["prompt"].get<std::string>().ends_with("</think>")) << closed->body;
+}
+
 // A template that does not think: a <think> in the reply is content.
 TEST(Reasoning, ATemplateWithoutThinkingKeepsTheText) {
   ScriptedServer s("<think>x</think>y", "{% for m in messages %}{{ m.content }}{% endfor %}");

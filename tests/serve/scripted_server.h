@@ -20,12 +20,15 @@
 
 namespace shardlm::serve {
 
+// Room for the long system prompts of real templates (Mistral's) in the test vocabulary's tokens.
+constexpr int64_t kScriptedContext = 8192;
+
 // Replies with the tokens of `reply` then end of text, whatever the prompt.
 class ScriptedEngine final : public Engine {
  public:
   ScriptedEngine(std::vector<TokenId> reply, int64_t n_vocab) : reply_(std::move(reply)), n_vocab_(n_vocab) {}
   int n_slots() const override { return 1; }
-  int64_t n_ctx() const override { return 512; }
+  int64_t n_ctx() const override { return kScriptedContext; }
   int64_t max_step_entries() const override { return 512; }
   int64_t n_vocab() const override { return n_vocab_; }
   void add(SlotId, const SamplerParams&, std::span<const TokenId>) override { next_ = 0; }
@@ -67,7 +70,7 @@ struct ScriptedServer {
     o.port = 0;
     o.model_id = "m";
     o.separate_reasoning = separate_reasoning;
-    http = std::make_unique<HttpServer>(*sched, *tok, metrics, 512, o);
+    http = std::make_unique<HttpServer>(*sched, *tok, metrics, kScriptedContext, o);
     port = http->bind();
     sched->start();
     listener = std::thread([this] { http->listen(); });
@@ -76,10 +79,10 @@ struct ScriptedServer {
     http->stop();
     listener.join();
   }
-  httplib::Result post(const nlohmann::ordered_json& body) {
+  httplib::Result post(const nlohmann::ordered_json& body, const char* path = "/v1/chat/completions") {
     httplib::Client c("127.0.0.1", port);
     c.set_read_timeout(20, 0);
-    return c.Post("/v1/chat/completions", body.dump(), "application/json");
+    return c.Post(path, body.dump(), "application/json");
   }
 };
 

@@ -79,6 +79,43 @@ TEST(ToolCalls, SplitsTheCallsOfDeepSeekKimiAndMistral) {
   }
 }
 
+// A call ends after its JSON: a marker inside one of its strings is text, and
+// text after the calls is content.
+TEST(ToolCalls, ACallEndsAfterItsJson) {
+  const auto tagged = split_tool_calls(ToolCallSyntax::Tagged,
+                                       "<tool_call>{\"name\": \"say\", \"arguments\": {\"text\": \"a</tool_call>b\"}}</tool_call>");
+  ASSERT_EQ(tagged.calls.size(), 1u);
+  EXPECT_EQ(Json::parse(tagged.calls[0].arguments)["text"], "a</tool_call>b");
+  const auto deepseek = split_tool_calls(
+      ToolCallSyntax::DeepSeek,
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>say<｜tool▁sep｜>{\"text\": \"<｜tool▁call▁end｜>\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜> Done.");
+  ASSERT_EQ(deepseek.calls.size(), 1u);
+  EXPECT_EQ(Json::parse(deepseek.calls[0].arguments)["text"], "<｜tool▁call▁end｜>");
+  EXPECT_EQ(deepseek.content, " Done.");
+  const auto small = split_tool_calls(ToolCallSyntax::Mistral, "[TOOL_CALLS]weather[ARGS]{\"city\": \"Paris\"} I called it.");
+  EXPECT_EQ(calls_of(small), (std::vector<std::pair<std::string, Json>>{kWeatherAndTime[0]}));
+  EXPECT_EQ(small.content, " I called it.");
+  const auto nemo = split_tool_calls(ToolCallSyntax::Mistral, "[TOOL_CALLS][{\"name\": \"time\", \"arguments\": {\"tz\": 1}}] then text");
+  EXPECT_EQ(calls_of(nemo), (std::vector<std::pair<std::string, Json>>{kWeatherAndTime[1]}));
+  EXPECT_EQ(nemo.content, " then text");
+}
+
+// Mistral's templates take back only ids of 9 letters and digits: the
+// model's id is kept, a missing one is made up in that form.
+TEST(ToolCalls, MistralCallsKeepOrGetATemplatesId) {
+  const auto given = split_tool_calls(ToolCallSyntax::Mistral, "[TOOL_CALLS]weather[CALL_ID]a1b2c3d4e[ARGS]{}");
+  ASSERT_EQ(given.calls.size(), 1u);
+  EXPECT_EQ(given.calls[0].id, "a1b2c3d4e");
+  const auto listed = split_tool_calls(ToolCallSyntax::Mistral, "[TOOL_CALLS][{\"name\": \"w\", \"arguments\": {}, \"id\": \"Z9y8X7w6V\"}]");
+  ASSERT_EQ(listed.calls.size(), 1u);
+  EXPECT_EQ(listed.calls[0].id, "Z9y8X7w6V");
+  const auto made = split_tool_calls(ToolCallSyntax::Mistral, "[TOOL_CALLS]weather[ARGS]{}");
+  ASSERT_EQ(made.calls.size(), 1u);
+  EXPECT_EQ(made.calls[0].id.size(), 9u);
+  EXPECT_TRUE(std::all_of(made.calls[0].id.begin(), made.calls[0].id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }));
+  EXPECT_TRUE(split_tool_calls(ToolCallSyntax::Kimi, "<|tool_call_begin|>functions.w:0<|tool_call_argument_begin|>{}").calls[0].id.empty());
+}
+
 TEST(ToolCalls, EachFormMarksItsCalls) {
   EXPECT_EQ(tool_call_markers(ToolCallSyntax::Mistral), (std::vector<std::string_view>{"[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"}));
   EXPECT_EQ(tool_call_markers(ToolCallSyntax::Kimi).size(), 5u);
@@ -192,6 +229,23 @@ TEST(ToolCalls, TheApiReadsMistralCalls) {
   ASSERT_TRUE(streamed);
   EXPECT_EQ(streamed->body.find("TOOL_CALLS"), std::string::npos) << streamed->body;
   EXPECT_NE(streamed->body.find("\"tool_calls\""), std::string::npos) << streamed->body;
+}
+
+// The next turn of a conversation with a call goes through the real template,
+// which refuses ids that are not 9 letters and digits.
+TEST(ToolCalls, AMistralCallsIdComesBackThroughItsTemplate) {
+  ScriptedServer s("[TOOL_CALLS]weather[ARGS]{\"city\": \"Paris\"}", chat_data("Mistral-Small-3.2-24B-Instruct-2506.jinja"));
+  const auto r = s.post(request(false));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json call = Json::parse(r->body)["choices"][0]["message"]["tool_calls"][0];
+  Json next = request(false);
+  next["messages"].push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array({call})}});
+  next["messages"].push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "sunny"}});
+  const auto prompt = s.post(next, "/apply-template");
+  ASSERT_TRUE(prompt);
+  EXPECT_EQ(prompt->status, 200) << prompt->body;
+  EXPECT_NE(prompt->body.find(call["id"].get<std::string>()), std::string::npos) << prompt->body;
 }
 
 }  // namespace

@@ -198,4 +198,31 @@ ApiRequest parse_completion_request(const Json& body) {
   return r;
 }
 
+TokenizeRequest parse_tokenize_request(const Json& body) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object");
+  TokenizeRequest r;
+  const Json* content = field(body, "content");
+  if (!content) throw RequestError(400, "'content' is required", "content");
+  if (!content->is_string()) wrong("content", "must be a string");
+  r.content = content->get<std::string>();
+  r.add_special = boolean(body, "add_special").value_or(false);
+  r.parse_special = boolean(body, "parse_special").value_or(true);
+  r.with_pieces = boolean(body, "with_pieces").value_or(false);
+  return r;
+}
+
+std::vector<TokenId> parse_detokenize_request(const Json& body) {
+  if (!body.is_object()) throw RequestError(400, "the request body must be a JSON object");
+  const Json* tokens = field(body, "tokens");
+  if (!tokens) throw RequestError(400, "'tokens' is required", "tokens");
+  if (!tokens->is_array()) wrong("tokens", "must be an array of token ids");
+  std::vector<TokenId> ids;
+  for (const auto& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > std::numeric_limits<TokenId>::max())
+      wrong("tokens", "must be an array of token ids");
+    ids.push_back(TokenId(t.get<int64_t>()));
+  }
+  return ids;
+}
+
 }  // namespace shardlm::serve

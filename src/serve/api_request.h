@@ -45,4 +45,15 @@ struct ApiRequest {
 ApiRequest parse_chat_request(const nlohmann::ordered_json& body);
 ApiRequest parse_completion_request(const nlohmann::ordered_json& body);
 
+// llama-server's /tokenize: {"content", "add_special" (false), "parse_special" (true), "with_pieces" (false)}.
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool parse_special = true;
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::ordered_json& body);
+// /detokenize: {"tokens": [ids]} (ids checked against the vocabulary by the caller).
+std::vector<TokenId> parse_detokenize_request(const nlohmann::ordered_json& body);
+
 }  // namespace shardlm::serve

@@ -195,7 +195,9 @@ std::optional<std::pair<int, std::string>> framing_problem(const httplib::Reques
 
 // The method a route takes (what a 405 offers instead), null for no route.
 const char* method_of_route(const std::string& path) {
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/apply-template") return "POST";
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/apply-template" || path == "/tokenize" ||
+      path == "/detokenize")
+    return "POST";
   if (path == "/v1/models" || path.starts_with("/v1/models/") || path == "/health" || path == "/metrics") return "GET";
   return nullptr;
 }
@@ -333,16 +335,44 @@ void HttpServer::routes() {
   };
   s.Post("/v1/chat/completions", generating(ApiKind::Chat));
   s.Post("/v1/completions", generating(ApiKind::Completion));
-  s.Post("/apply-template", [this](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
-    const auto body = read_body(reader, res, opt_.max_body_bytes);
-    if (!body) return;
-    try {
-      const ApiRequest a = parse_chat_request(parse_body(*body));
-      send_json(res, 200, Json{{"prompt", render(a)}});
-    } catch (const RequestError& e) {
-      send_error(res, e.status(), e.what(), e.param());
-    }
-  });
+  const auto answering = [this](void (HttpServer::*answer)(const std::string&, httplib::Response&) const) {
+    return [this, answer](const httplib::Request&, httplib::Response& res, const httplib::ContentReader& reader) {
+      const auto body = read_body(reader, res, opt_.max_body_bytes);
+      if (!body) return;
+      try {
+        (this->*answer)(*body, res);
+      } catch (const RequestError& e) {
+        send_error(res, e.status(), e.what(), e.param());
+      }
+    };
+  };
+  s.Post("/tokenize", answering(&HttpServer::tokenize));
+  s.Post("/detokenize", answering(&HttpServer::detokenize));
+  s.Post("/apply-template", answering(&HttpServer::apply_template));
+}
+
+void HttpServer::apply_template(const std::string& body, httplib::Response& res) const {
+  send_json(res, 200, Json{{"prompt", render(parse_chat_request(parse_body(body)))}});
+}
+
+// llama-server's /tokenize and /detokenize, for clients that count or edit tokens.
+void HttpServer::tokenize(const std::string& body, httplib::Response& res) const {
+  const TokenizeRequest r = parse_tokenize_request(parse_body(body));
+  if (r.content.size() > max_prompt_bytes_)
+    throw RequestError(400, fmt::format("'content' has {} bytes, more than the context of {} tokens can hold", r.content.size(), n_ctx_), "content");
+  const std::vector<TokenId> ids = tok_.encode(r.content, r.add_special, r.parse_special);
+  Json tokens = Json::array();
+  for (const TokenId id : ids)
+    tokens.push_back(r.with_pieces ? Json{{"id", id}, {"piece", tok_.token_to_piece(id, true)}} : Json(id));
+  send_json(res, 200, Json{{"tokens", std::move(tokens)}});
+}
+
+void HttpServer::detokenize(const std::string& body, httplib::Response& res) const {
+  const std::vector<TokenId> ids = parse_detokenize_request(parse_body(body));
+  for (const TokenId id : ids)
+    if (id >= tok_.n_vocab())
+      throw RequestError(400, fmt::format("'tokens': token id {} is outside the vocabulary of {}", id, tok_.n_vocab()), "tokens");
+  send_json(res, 200, Json{{"content", tok_.decode(ids)}});
 }
 
 nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {

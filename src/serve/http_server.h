@@ -1,5 +1,5 @@
 // The OpenAI-compatible HTTP front of a Scheduler (cpp-httplib): /v1/models (and /v1/models/ID),
-// /v1/chat/completions, /v1/completions, /apply-template, /health, /metrics.
+// /v1/chat/completions, /v1/completions, /apply-template, /tokenize, /detokenize, /health, /metrics.
 // Handlers parse and tokenize on the connection's thread and wait on their
 // RequestStream; only the scheduler's thread touches the engine.
 #pragma once
@@ -51,6 +51,10 @@ class HttpServer {
  private:
   void routes();
   void generate(const httplib::Request& req, const std::string& body, httplib::Response& res, ApiKind kind);
+  // Answers of the small routes; each throws RequestError.
+  void apply_template(const std::string& body, httplib::Response& res) const;
+  void tokenize(const std::string& body, httplib::Response& res) const;
+  void detokenize(const std::string& body, httplib::Response& res) const;
   static nlohmann::ordered_json parse_body(const std::string& body);
   // The chat prompt of a request (chat_prompt.h; enable_thinking is true
   // for a thinking template unless the request sets it). Throws RequestError.

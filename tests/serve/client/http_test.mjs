@@ -478,6 +478,33 @@ test('apply-template renders the chat prompt', async () => {
   assert.equal(JSON.parse(r.text).prompt, '<|im_start|>user\nOnce upon a time<|im_end|>\n<|im_start|>assistant\n');
 });
 
+test('tokenize and detokenize, as llama-server answers them', async () => {
+  const text = 'Once upon a time';
+  const t = await raw('/tokenize', { body: JSON.stringify({ content: text }) });
+  assert.equal(t.status, 200, t.text);
+  const ids = JSON.parse(t.text).tokens;
+  assert.ok(ids.length > 2 && ids.every(Number.isInteger), t.text);
+  // The same ids as the prompt of a completion (with BOS there).
+  const c = await client.completions.create({ model: MODEL, prompt: text, max_tokens: 1 });
+  assert.equal(c.usage.prompt_tokens, ids.length + 1);
+  const withBos = JSON.parse((await raw('/tokenize', { body: JSON.stringify({ content: text, add_special: true }) })).text).tokens;
+  assert.deepEqual(withBos.slice(1), ids);
+  const pieces = JSON.parse((await raw('/tokenize', { body: JSON.stringify({ content: text, with_pieces: true }) })).text).tokens;
+  assert.deepEqual(pieces.map((p) => p.id), ids);
+  assert.equal(pieces.map((p) => p.piece).join('').trim(), text);
+  const d = await raw('/detokenize', { body: JSON.stringify({ tokens: ids }) });
+  assert.equal(d.status, 200, d.text);
+  assert.equal(JSON.parse(d.text).content.trim(), text);
+  for (const [path, body, param] of [['/tokenize', '{}', 'content'], ['/tokenize', '{"content": 5}', 'content'],
+    ['/detokenize', '{"tokens": [1, -2]}', 'tokens'], ['/detokenize', '{"tokens": [99999]}', 'tokens'],
+    ['/detokenize', '[]', 'object']]) {
+    const r = await raw(path, { body });
+    assert.equal(r.status, 400, `${path} ${body}: ${r.text}`);
+    assert.ok(r.text.includes(param), r.text);
+  }
+  assert.equal((await raw('/tokenize', { method: 'GET' })).status, 405);
+});
+
 test('metrics', async () => {
   const r = await raw('/metrics', { method: 'GET' });
   assert.equal(r.status, 200);

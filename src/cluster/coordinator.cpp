@@ -24,7 +24,6 @@
 namespace shardlm::cluster {
 namespace {
 
-
 std::string with_port(const std::string& ip, uint16_t port) {
   return ip.find(':') != std::string::npos ? fmt::format("[{}]:{}", ip, port) : fmt::format("{}:{}", ip, port);
 }
@@ -347,7 +346,7 @@ void ClusterJob::fail_worker(size_t i, Fault fault, const std::string& what) {
       message = fmt::format("worker {} not responding for {:g} s (--peer-timeout); the job was stopped", who,
                             opt_.peer_timeout);
       break;
-    case Fault::Reported: message = fmt::format("worker {}: {}", opt_.nodes[i], what); break;
+    case Fault::Reported: message = reported_by("worker " + opt_.nodes[i], what); break;
   }
   // The others may be blocked waiting for the failed one: tell them to give up.
   beats_.reset();
@@ -376,7 +375,7 @@ void ClusterJob::fail_job(const std::string& what) {
       Message m = workers_[i]->recv_skipping_heartbeats(deadline);
       if (m.type == MsgType::Status) {
         auto j = m.json();
-        if (j.value("status", "") == "error") errors.push_back(fmt::format("{}: {}", opt_.nodes[i], j.value("message", "")));
+        if (j.value("status", "") == "error") errors.push_back(reported_by("worker " + opt_.nodes[i], j.value("message", "")));
       }
     } catch (const net::TimeoutError&) {
       dead.push_back(fmt::format("{} (rank {}, not responding)", opt_.nodes[i], i + 1));
@@ -389,7 +388,7 @@ void ClusterJob::fail_job(const std::string& what) {
   world_.reset();
   if (!dead.empty())
     throw Error(fmt::format("worker {} failed (connection lost); the job was stopped: {}", fmt::join(dead, ", "), what));
-  if (!errors.empty()) throw Error(fmt::format("worker {}", errors.front()));
+  if (!errors.empty()) throw Error(errors.front());
   throw Error(fmt::format("cluster job failed: {}", what));
 }
 

@@ -144,7 +144,7 @@ nlohmann::json Channel::checked_json(const Message& m, MsgType type) const {
     throw Error(fmt::format("{}: {}", peer_, e.what()));
   }
   if (type == MsgType::Status && j.value("status", "") == "error")
-    throw Error(fmt::format("{}: {}", peer_, j.value("message", "unspecified error")));
+    throw Error(reported_by(peer_, j.value("message", "unspecified error")));
   return j;
 }
 
@@ -281,6 +281,15 @@ RequestStats request_stats_from_json(const nlohmann::json& j, const std::string&
     throw Error(fmt::format("{}: malformed rank stats in Status message: {}", who, e.what()));
   }
   return s;
+}
+
+std::string reported_by(std::string_view peer, std::string_view what) {
+  constexpr std::string_view kWorker = "worker ";
+  const size_t colon = peer.starts_with(kWorker) && what.starts_with(kWorker) ? what.find(": ") : std::string_view::npos;
+  const std::string_view host = colon == std::string_view::npos ? std::string_view() : what.substr(kWorker.size(), colon - kWorker.size());
+  if (host.empty() || host.find(' ') != std::string_view::npos) return fmt::format("{}: {}", peer, what);
+  const std::string_view address = peer.substr(kWorker.size()), rest = what.substr(colon + 2);
+  return host == address ? fmt::format("{}: {}", peer, rest) : fmt::format("{} ({}): {}", peer, host, rest);
 }
 
 }  // namespace shardlm::cluster

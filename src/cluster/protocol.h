@@ -35,6 +35,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/error.h"
@@ -72,6 +73,11 @@ struct Message {
   std::vector<uint8_t> payload;
   nlohmann::json json() const;  // throws Error naming `who` on bad JSON
 };
+
+// "PEER: WHAT" for an error a peer reported. A worker's own messages name it
+// by host name ("worker HOST: ..."): where PEER is "worker ADDRESS", the host
+// goes in parentheses, so the worker is named once.
+std::string reported_by(std::string_view peer, std::string_view what);
 
 // A control connection. send() may be called from two threads at once (a
 // heartbeat thread and the job's thread); recv() from one at a time.

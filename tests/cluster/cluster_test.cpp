@@ -170,6 +170,8 @@ TEST_F(ClusterTest, WorkerWithoutMemorySaysSo) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("not enough memory"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("worker " + node), std::string::npos) << r.err;
+  const std::string error = r.err.substr(r.err.find("shardlm: error:"));
+  EXPECT_EQ(error.find("worker "), error.rfind("worker ")) << "named once: " << error;
   EXPECT_TRUE(workers_[0]->running());
 }
 

@@ -253,12 +253,16 @@ struct Builder {
 
   // The requested wire type, else by the slowest link that carries
   // activations: exact f32 on shm, loopback and ≥ 10 GbE-class links; bf16
-  // (f32's range, half the bytes) down to 1 GbE; q8_0 below.
+  // (f32's range, half the bytes) down to 1 GbE; q8_0 below, except for a
+  // model with experts: its 8-bit sums can change which experts the router
+  // picks (the synthetic DeepSeek-V2 parts from one node at its second
+  // token, tests/parallel/distributed_test.cpp), so it stays at bf16.
   DType choose_wire_type(const Plan& p) const {
     if (req.wire_type) return *req.wire_type;
     if (p.size() == 1) return DType::F32;
     const double gbs = slowest_link(p.nodes, 0, p.nodes.size()).link_bandwidth_gbs;
-    return gbs >= kExactWireGbs ? DType::F32 : gbs >= kHalfWireGbs ? DType::BF16 : DType::Q8_0;
+    if (gbs >= kExactWireGbs) return DType::F32;
+    return gbs >= kHalfWireGbs || c.has_experts() ? DType::BF16 : DType::Q8_0;
   }
 
   void cost(Plan& p) const {

@@ -370,6 +370,13 @@ TEST(Planner, WireTypeByLinkSpeedUnlessRequested) {
   // Fewer bytes predicted for the smaller payload (stories: n_embd 64, 5 layers).
   EXPECT_LT(slow.wire_bytes_per_token, asked.wire_bytes_per_token);
   EXPECT_EQ(slow.wire_bytes_per_token, 2 * 5 * 2 * 68.0);  // 2 per layer, 2 ranks, 64 values as q8_0
+  // A model with experts stays at bf16 on the slowest links (8-bit sums can change its routing).
+  auto moe = gguf::File::open(model("synthetic/tiny-random-qwen3moe.gguf"));
+  PlanRequest m;
+  m.tp = 2;
+  EXPECT_EQ(make_plan(*moe, v, m).wire_type, DType::BF16);
+  m.wire_type = DType::Q8_0;
+  EXPECT_EQ(make_plan(*moe, v, m).wire_type, DType::Q8_0) << "asked for, it is used";
 }
 
 TEST(Planner, MeasuredKernelRatesSetThePredictedSpeed) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <random>
 
@@ -107,9 +106,10 @@ void parse_common(const Json& body, ApiRequest& r) {
     if (!bias->is_object()) wrong("logit_bias", "must be an object of token ids and biases");
     if (bias->size() > kMaxLogitBias) wrong("logit_bias", fmt::format("has {} tokens, at most {}", bias->size(), kMaxLogitBias));
     for (const auto& [key, value] : bias->items()) {
-      char* end = nullptr;
-      const long long id = std::strtoll(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<TokenId>::max())
+      // Digits only: strtoll would take "+5", " 5" and "5\0x" as 5.
+      const bool digits = !key.empty() && key.size() <= 10 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const long long id = digits ? std::stoll(key) : -1;
+      if (id < 0 || id > std::numeric_limits<TokenId>::max())
         wrong("logit_bias", fmt::format("key '{}' is not a token id", key));
       if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
         wrong("logit_bias", fmt::format("the bias of token {} must be a number in [-100, 100]", id));

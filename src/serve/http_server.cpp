@@ -20,6 +20,7 @@
 #include "serve/openai_format.h"
 #include "serve/reasoning.h"
 #include "serve/request_error.h"
+#include "tokenizer/unicode_text.h"
 
 namespace shardlm::serve {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr auto kStreamPoll = std::chrono::milliseconds(100);
+constexpr size_t kTokenizeBytes = size_t(1) << 20;  // /tokenize's least limit
 // What the metrics count for a request whose client left before its answer (nginx's code).
 constexpr int kClientClosedRequest = 499;
 
@@ -355,24 +357,38 @@ void HttpServer::apply_template(const std::string& body, httplib::Response& res)
   send_json(res, 200, Json{{"prompt", render(parse_chat_request(parse_body(body)))}});
 }
 
-// llama-server's /tokenize and /detokenize, for clients that count or edit tokens.
+// llama-server's /tokenize and /detokenize, for clients that count or edit
+// tokens: pieces as they are (special tokens' text, no space clean-up), a
+// piece that is part of a character as its bytes.
 void HttpServer::tokenize(const std::string& body, httplib::Response& res) const {
   const TokenizeRequest r = parse_tokenize_request(parse_body(body));
-  if (r.content.size() > max_prompt_bytes_)
-    throw RequestError(400, fmt::format("'content' has {} bytes, more than the context of {} tokens can hold", r.content.size(), n_ctx_), "content");
+  // Tokenizing takes ~30 bytes of memory a byte of text: long documents, not --max-body's 8 MB each.
+  const size_t limit = std::max(max_prompt_bytes_, kTokenizeBytes);
+  if (r.content.size() > limit)
+    throw RequestError(400, fmt::format("'content' has {} bytes; /tokenize takes at most {}", r.content.size(), limit), "content");
   const std::vector<TokenId> ids = tok_.encode(r.content, r.add_special, r.parse_special);
   Json tokens = Json::array();
-  for (const TokenId id : ids)
-    tokens.push_back(r.with_pieces ? Json{{"id", id}, {"piece", tok_.token_to_piece(id, true)}} : Json(id));
+  for (const TokenId id : ids) {
+    if (!r.with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok_.token_to_piece(id, true);
+    bool incomplete = false;
+    const bool whole = text::complete_utf8_prefix(piece, incomplete) == piece.size() && !incomplete;
+    tokens.push_back(Json{{"id", id}, {"piece", whole ? Json(piece) : Json(std::vector<uint8_t>(piece.begin(), piece.end()))}});
+  }
   send_json(res, 200, Json{{"tokens", std::move(tokens)}});
 }
 
 void HttpServer::detokenize(const std::string& body, httplib::Response& res) const {
-  const std::vector<TokenId> ids = parse_detokenize_request(parse_body(body));
-  for (const TokenId id : ids)
+  std::string content;
+  for (const TokenId id : parse_detokenize_request(parse_body(body))) {
     if (id >= tok_.n_vocab())
       throw RequestError(400, fmt::format("'tokens': token id {} is outside the vocabulary of {}", id, tok_.n_vocab()), "tokens");
-  send_json(res, 200, Json{{"content", tok_.decode(ids)}});
+    content += tok_.token_to_piece(id, true);
+  }
+  send_json(res, 200, Json{{"content", content}});
 }
 
 nlohmann::ordered_json HttpServer::parse_body(const std::string& body) {

@@ -283,6 +283,7 @@ test('typed client errors', async () => {
     [{ response_format: { type: 'json_object' } }, 'response_format'],
     [{ logit_bias: { 42: 500 } }, 'logit_bias'],
     [{ logit_bias: { dog: 1 } }, 'logit_bias'],
+    [{ logit_bias: { '+5': 1 } }, 'logit_bias'],
     [{ logit_bias: { 100000: 1 } }, 'logit_bias'],
     [{ logit_bias: [[42, 1]] }, 'logit_bias'],
     [{ tool_choice: 'required' }, 'tool_choice'],
@@ -495,6 +496,12 @@ test('tokenize and detokenize, as llama-server answers them', async () => {
   const d = await raw('/detokenize', { body: JSON.stringify({ tokens: ids }) });
   assert.equal(d.status, 200, d.text);
   assert.equal(JSON.parse(d.text).content.trim(), text);
+  // Pieces as they are, as llama-server gives them: special tokens' text too.
+  const withText = JSON.parse((await raw('/detokenize', { body: JSON.stringify({ tokens: withBos }) })).text).content;
+  assert.equal(withText, '<s>' + JSON.parse(d.text).content);
+  // A piece that is part of a character comes as its bytes.
+  const bytes = JSON.parse((await raw('/tokenize', { body: JSON.stringify({ content: '日', with_pieces: true }) })).text).tokens;
+  assert.ok(bytes.some((p) => Array.isArray(p.piece)), JSON.stringify(bytes));
   for (const [path, body, param] of [['/tokenize', '{}', 'content'], ['/tokenize', '{"content": 5}', 'content'],
     ['/detokenize', '{"tokens": [1, -2]}', 'tokens'], ['/detokenize', '{"tokens": [99999]}', 'tokens'],
     ['/detokenize', '[]', 'object']]) {

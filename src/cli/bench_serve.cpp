@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -213,6 +214,10 @@ nlohmann::ordered_json summary(const ServeBenchOptions& o, const LoadResult& loa
 void bench_serve(const ServeBenchOptions& o) {
   if (o.url.rfind("http://", 0) != 0 && o.url.rfind("https://", 0) != 0)
     throw UsageError(fmt::format("--url: '{}' is not http://host:port", o.url));
+  // cpp-httplib 0.11 writes without MSG_NOSIGNAL: a request sent on a
+  // connection the server has just closed (a worker died, say) would end the
+  // bench with SIGPIPE instead of counting a failed request.
+  std::signal(SIGPIPE, SIG_IGN);
   const int total = o.requests > 0 ? o.requests : 2 * o.clients;
   std::atomic<int> first_texts{0};
   std::atomic<bool> load_done{false}, long_done{false};
@@ -265,8 +270,11 @@ void add_bench_serve(CLI::App& bench) {
       ->excludes("--requests");
   cmd->add_option("--long-prompt", o->long_prompt,
                   "words of one extra request (1 token generated) sent once every client streams; the clients go "
-                  "on until it is answered; reports their inter-token latency while it is read and otherwise")
-      ->check(integer_in(1, 1 << 20));
+                  "on until it is answered (instead of --requests or --duration); reports their inter-token latency "
+                  "while it is read and otherwise")
+      ->check(integer_in(1, 1 << 20))
+      ->excludes("--requests")
+      ->excludes("--duration");
   cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer KEY");
   cmd->add_option("--label", o->label, "label of the result line (default: the URL)");
   cmd->callback([o] { bench_serve(*o); });

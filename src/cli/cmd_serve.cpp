@@ -131,6 +131,9 @@ constexpr double kServeFollowSeconds = 7 * 24 * 3600.0;
 // The scheduler and the HTTP server over `engine`, until SIGINT or SIGTERM.
 void serve_http(serve::Engine& engine, const gguf::File& file, const Tokenizer& tok, const ServeOptions& o,
                 std::set<std::string> keys) {
+  // cpp-httplib 0.11 writes without MSG_NOSIGNAL: a write to a client that
+  // has just gone would end the whole server with SIGPIPE, not with EPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   serve::Metrics metrics;
   serve::SchedulerOptions so;
   so.prefill_budget = o.prefill_budget;

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <limits>
 
+#include "core/text.h"
+
 namespace shardlm::chat {
 
 namespace {
@@ -261,10 +263,7 @@ const char* Value::type_name() const {
 
 std::optional<int64_t> Value::length() const {
   switch (type_) {
-    case Type::String: {
-      const std::string& s = as_string();
-      return std::count_if(s.begin(), s.end(), [](char c) { return !is_utf8_continuation(static_cast<unsigned char>(c)); });
-    }
+    case Type::String: return utf8_chars(as_string());
     case Type::List: return static_cast<int64_t>(list().size());
     case Type::Dict: return static_cast<int64_t>(dict().size());
     case Type::Undefined: return 0;

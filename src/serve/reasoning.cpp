@@ -2,48 +2,32 @@
 
 #include <utility>
 
+#include "core/text.h"
+
 namespace shardlm::serve {
 namespace {
 
 constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-constexpr std::string_view kBlanks = " \t\r\n";
-
-std::string_view without_leading_blanks(std::string_view s) {
-  const size_t first = s.find_first_not_of(kBlanks);
-  return first == std::string_view::npos ? std::string_view() : s.substr(first);
-}
-
-std::string_view without_trailing_blanks(std::string_view s) {
-  const size_t last = s.find_last_not_of(kBlanks);
-  return last == std::string_view::npos ? std::string_view() : s.substr(0, last + 1);
-}
-
-// The longest end of `s` that is a proper start of `tag`.
-size_t partial_tag_at_end(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 
 bool template_thinks(std::string_view template_source) { return template_source.find(kClose) != std::string_view::npos; }
 
 bool prompt_opens_thinking(std::string_view rendered_prompt) {
-  return without_trailing_blanks(rendered_prompt).ends_with(kOpen);
+  return without_trailing(rendered_prompt, kBlanksAndLineEnds).ends_with(kOpen);
 }
 
 ReasonedReply split_reasoning(std::string_view reply, bool starts_thinking) {
   std::string_view body = reply;
   if (!starts_thinking) {
-    const std::string_view start = without_leading_blanks(reply);
+    const std::string_view start = without_leading(reply, kBlanksAndLineEnds);
     if (!start.starts_with(kOpen)) return {{}, std::string(reply)};
     body = start.substr(kOpen.size());
   }
   const size_t close = body.find(kClose);
-  if (close == std::string_view::npos) return {std::string(without_leading_blanks(without_trailing_blanks(body))), {}};
-  return {std::string(without_leading_blanks(without_trailing_blanks(body.substr(0, close)))),
-          std::string(without_leading_blanks(body.substr(close + kClose.size())))};
+  if (close == std::string_view::npos) return {std::string(without_ends(body, kBlanksAndLineEnds)), {}};
+  return {std::string(without_ends(body.substr(0, close), kBlanksAndLineEnds)),
+          std::string(without_leading(body.substr(close + kClose.size()), kBlanksAndLineEnds))};
 }
 
 ReasoningSplitter::ReasoningSplitter(bool starts_thinking)
@@ -54,7 +38,7 @@ ReasonedReply ReasoningSplitter::push(std::string_view text) {
   ReasonedReply out;
   for (;;) {
     if (state_ == State::Start) {
-      const std::string_view start = without_leading_blanks(held_);
+      const std::string_view start = without_leading(held_, kBlanksAndLineEnds);
       if (start.starts_with(kOpen)) {
         held_.erase(0, held_.size() - start.size() + kOpen.size());
         state_ = State::Thinking;
@@ -66,11 +50,11 @@ ReasonedReply ReasoningSplitter::push(std::string_view text) {
       continue;
     }
     if (state_ == State::Thinking) {
-      if (!reasoning_begun_) held_.erase(0, held_.size() - without_leading_blanks(held_).size());
+      if (!reasoning_begun_) held_.erase(0, held_.size() - without_leading(held_, kBlanksAndLineEnds).size());
       const size_t close = held_.find(kClose);
       const std::string_view before = std::string_view(held_).substr(
-          0, close == std::string::npos ? held_.size() - partial_tag_at_end(held_, kClose) : close);
-      const std::string_view sure = without_trailing_blanks(before);  // blanks before the close are dropped
+          0, close == std::string::npos ? held_.size() - partial_start_at_end(held_, kClose) : close);
+      const std::string_view sure = without_trailing(before, kBlanksAndLineEnds);  // blanks before the close are dropped
       out.reasoning += sure;
       reasoning_begun_ = reasoning_begun_ || !sure.empty();
       if (close == std::string::npos) {
@@ -81,7 +65,7 @@ ReasonedReply ReasoningSplitter::push(std::string_view text) {
       state_ = State::Answer;
       continue;
     }
-    if (!answer_begun_) held_.erase(0, held_.size() - without_leading_blanks(held_).size());
+    if (!answer_begun_) held_.erase(0, held_.size() - without_leading(held_, kBlanksAndLineEnds).size());
     answer_begun_ = answer_begun_ || !held_.empty();
     out.content += std::exchange(held_, {});
     return out;
@@ -91,7 +75,7 @@ ReasonedReply ReasoningSplitter::push(std::string_view text) {
 ReasonedReply ReasoningSplitter::finish() {
   ReasonedReply out;
   if (state_ == State::Start) out.content = held_;
-  else if (state_ == State::Thinking) out.reasoning = without_trailing_blanks(held_);
+  else if (state_ == State::Thinking) out.reasoning = without_trailing(held_, kBlanksAndLineEnds);
   held_.clear();
   return out;
 }

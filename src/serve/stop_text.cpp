@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/text.h"
+
 namespace shardlm::serve {
 
 StopText::StopText(const Tokenizer& tok, std::vector<std::string> stops, std::vector<TokenId> shown_special)
@@ -22,8 +24,7 @@ StopText::Out StopText::push(TokenId token, const SampledLogprobs* logprobs) {
   held_ += text;
   if (logprobs) {
     LogprobEntry e = entry(token, *logprobs);
-    // A byte that does not continue a UTF-8 character begins one.
-    e.text_chars = std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+    e.text_chars = utf8_chars(text);
     logprobs_.push_back({begin, sent_ + held_.size(), std::move(e)});
   }
   return release();
@@ -45,14 +46,7 @@ StopText::Out StopText::release() {
   }
   // Longest tail of the held text that begins some stop string.
   size_t keep = 0;
-  for (const auto& s : stops_) {
-    for (size_t n = std::min(s.size() - 1, held_.size()); n > keep; --n) {
-      if (held_.compare(held_.size() - n, n, s, 0, n) == 0) {
-        keep = n;
-        break;
-      }
-    }
-  }
+  for (const auto& s : stops_) keep = std::max(keep, partial_start_at_end(held_, s));
   out.text = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   sent_ += out.text.size();

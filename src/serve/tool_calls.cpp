@@ -6,6 +6,8 @@
 #include <optional>
 #include <random>
 
+#include "core/text.h"
+
 namespace shardlm::serve {
 namespace {
 
@@ -139,7 +141,7 @@ std::string mistral_call_id() {
 // `consumed` is set past the last. A call keeps the id the model gave it.
 std::optional<std::vector<ToolCall>> mistral_calls(std::string_view after, size_t& consumed) {
   std::vector<ToolCall> calls;
-  const size_t first = after.find_first_not_of(" \t\r\n");
+  const size_t first = after.find_first_not_of(kBlanksAndLineEnds);
   if (first != std::string_view::npos && after[first] == '[') {
     consumed = json_end(after, first);
     if (consumed == std::string_view::npos) return std::nullopt;
@@ -155,7 +157,7 @@ std::optional<std::vector<ToolCall>> mistral_calls(std::string_view after, size_
     for (size_t at = 0;;) {
       const size_t args = after.find(kMistralArguments, at);
       if (args == std::string_view::npos) return std::nullopt;
-      const size_t json = after.find_first_not_of(" \t\r\n", args + kMistralArguments.size());
+      const size_t json = after.find_first_not_of(kBlanksAndLineEnds, args + kMistralArguments.size());
       const size_t end = json == std::string_view::npos ? json : json_end(after, json);
       if (end == std::string_view::npos) return std::nullopt;
       std::string_view head = after.substr(at, args - at);
@@ -169,7 +171,7 @@ std::optional<std::vector<ToolCall>> mistral_calls(std::string_view after, size_
       call->id = std::move(id);
       calls.push_back(std::move(*call));
       consumed = end;
-      const size_t next = after.find_first_not_of(" \t\r\n", end);
+      const size_t next = after.find_first_not_of(kBlanksAndLineEnds, end);
       if (next == std::string_view::npos || after.substr(next, kMistralCalls.size()) != kMistralCalls) break;
       at = next + kMistralCalls.size();
     }
@@ -198,11 +200,7 @@ size_t first_opener(ToolCallSyntax syntax, std::string_view reply) {
 
 }  // namespace
 
-std::string_view without_blank_ends(std::string_view s) {
-  const size_t first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
+std::string_view without_blank_ends(std::string_view s) { return without_ends(s, kBlanksAndLineEnds); }
 
 ToolCallSyntax tool_call_syntax(std::string_view source) {
   const auto has = [&](std::string_view s) { return source.find(s) != std::string_view::npos; };
@@ -278,12 +276,7 @@ size_t surely_content(ToolCallSyntax syntax, std::string_view reply) {
   if (const size_t open = first_opener(syntax, reply); open != std::string_view::npos) return open;
   // An opener may be arriving: hold back an end of the reply that begins one.
   size_t keep = 0;
-  for (const std::string_view o : openers(syntax))
-    for (size_t n = std::min(o.size() - 1, reply.size()); n > keep; --n)
-      if (reply.substr(reply.size() - n) == o.substr(0, n)) {
-        keep = n;
-        break;
-      }
+  for (const std::string_view o : openers(syntax)) keep = std::max(keep, partial_start_at_end(reply, o));
   return reply.size() - keep;
 }
 

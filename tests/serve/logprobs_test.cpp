@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "gguf/gguf.h"
 #include "serve/api_request.h"
 #include "serve/local_engine.h"
@@ -193,8 +194,7 @@ TEST(LogprobsStopText, EntriesCountTheCharactersOfTheText) {
   text += rest.text;
   for (const auto& e : rest.logprobs) chars += e.text_chars;
   EXPECT_EQ(text.find("</s>"), std::string::npos) << text;
-  EXPECT_EQ(chars, int64_t(std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })))
-      << text;
+  EXPECT_EQ(chars, utf8_chars(text)) << text;
   EXPECT_GE(ids.size(), 8u) << "日本 is spelled in byte tokens";
 }
 

@@ -53,7 +53,7 @@ void layer_ranges(Collector& col, const gguf::TensorInfo& t, const std::string& 
   else if (part == "attn_k_b.weight" || part == "attn_v_b.weight") col.rows(t, scaled(plan.heads, t.ne[1]));
   else if (part == "attn_kv_b.weight") col.rows(t, scaled(plan.heads, lat.qk_nope_dim + lat.v_dim));
   else if (part == "attn_output.weight") col.cols(t, scaled(plan.heads, v_head));
-  else if (part == "ffn_gate.weight" || part == "ffn_up.weight") col.rows(t, plan.ff_rows);
+  else if (part == "ffn_gate.weight" || part == "ffn_up.weight") col.rows(t, plan.ff_held);
   else if (part == "ffn_down.weight") col.cols(t, plan.ff_rows);
   else if (part == "ffn_gate_exps.weight" || part == "ffn_up_exps.weight") col.expert_rows(t, plan.experts, plan.expert_rows);
   else if (part == "ffn_down_exps.weight") col.cols(t, plan.expert_rows, scaled(plan.experts, c.n_embd));

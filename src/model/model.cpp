@@ -94,8 +94,12 @@ Model::Model(const gguf::File& file, ModelOptions options)
     expert_out_.resize(rows((m.n_expert_used + 1) * c.n_embd));
     ff_width = std::max(ff_width, m.n_shared * m.n_ff_expert);
   }
-  gate_.resize(rows(ff_width));
-  up_.resize(rows(ff_width));
+  gate_.resize(rows(std::max(ff_width, plan_.ff_held.size())));
+  up_.resize(rows(std::max(ff_width, plan_.ff_held.size())));
+  if (opt_.hooks.ffn_rows) {
+    ffn_act_.resize(rows(n_ff_));
+    ffn_shipped_.resize(rows(std::max(n_ff_, plan_.ff_held.size() - n_ff_)));
+  }
   rope_angles_.resize(rows(c.rope.dims));
   // Per thread: the scores of one KV head's query heads (at most a group).
   scores_.resize(size_t(n_threads_ * opt_.n_ctx * std::min(c.n_group(), n_head_)));
@@ -316,19 +320,6 @@ void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, fl
                          n_head_ * c.head_dim_v);
     }
   }, then);
-}
-
-void Model::dense_ffn(const LayerWeights& L, const MatrixView* then) {
-  const auto& c = config_;
-  const int64_t n = n_tokens_;
-  PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for gate and up
-  const MatmulTarget gate_up[] = {{&L.w_gate, gate_.data()}, {&L.w_up, up_.data()}};
-  matmul_many(gate_up, normed, opt_.pool, &L.w_down);
-  for_each_token([&](int64_t t) {
-    const size_t row = size_t(t * n_ff_);
-    ops::swiglu(&gate_[row], &up_[row], &gate_[row], n_ff_);
-  });
-  matmul(L.w_down, gate_.data(), n, proj_.data(), opt_.pool, then);
 }
 
 void Model::compute_logits(const Batch& batch) {

@@ -13,6 +13,7 @@ RankPlan RankPlan::whole(const ModelConfig& c) {
   p.heads = {0, c.n_head};
   p.kv_heads = {0, c.n_head_kv};
   p.ff_rows = {0, c.n_ff};
+  p.ff_held = p.ff_rows;
   p.vocab_rows = {0, c.n_vocab};
   if (c.has_experts()) {
     p.experts = {0, c.moe.n_expert};
@@ -34,6 +35,10 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("head", heads, c.n_head);
   check("kv-head", kv_heads, c.n_head_kv);
   check("ffn-row", ff_rows, c.n_ff);
+  check("held ffn-row", ff_held, c.n_ff);
+  if (ff_held.begin > ff_rows.begin || ff_held.end < ff_rows.end)
+    throw Error(fmt::format("rank plan: held ffn rows [{}, {}) do not cover the ffn rows [{}, {})", ff_held.begin,
+                            ff_held.end, ff_rows.begin, ff_rows.end));
   check("vocab-row", vocab_rows, c.n_vocab);
   if (c.has_experts()) {
     check("expert", experts, c.moe.n_expert);
@@ -57,6 +62,7 @@ std::string RankPlan::to_string() const {
   std::string s = fmt::format("layers [{},{}) heads [{},{}) kv [{},{}) ffn [{},{}) vocab [{},{})", layers.begin,
                               layers.end, heads.begin, heads.end, kv_heads.begin, kv_heads.end, ff_rows.begin,
                               ff_rows.end, vocab_rows.begin, vocab_rows.end);
+  if (ff_held != ff_rows) s += fmt::format(" ffn held [{},{})", ff_held.begin, ff_held.end);
   if (experts.size() > 0)
     s += fmt::format(" experts [{},{}) rows [{},{})", experts.begin, experts.end, expert_rows.begin, expert_rows.end);
   if (shared_rows.size() > 0) s += fmt::format(" shared [{},{})", shared_rows.begin, shared_rows.end);

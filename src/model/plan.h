@@ -31,6 +31,9 @@ struct RankPlan {
   Range heads;       // query heads; any range (partial KV groups replicate their KV head)
   Range kv_heads;    // the KV heads of `heads`: [begin / group, ceil(end / group))
   Range ff_rows;     // rows of ffn_gate/ffn_up = columns of ffn_down
+  // Rows of ffn_gate/ffn_up held: ff_rows and a margin into each neighbour's,
+  // which this rank may compute for that neighbour (parallel/ffn_balance.h).
+  Range ff_held;
   Range vocab_rows;  // rows of the output matrix: this rank's slice of the logits
   Range experts;      // whole experts held in every MoE layer (empty without experts)
   Range expert_rows;  // of each held expert: rows of gate/up = columns of down
@@ -50,6 +53,15 @@ struct ForwardHooks {
   // projection (dense or experts), each with n_tokens × n_embd values. Empty
   // on a single rank.
   std::function<void(float* data, size_t count)> all_reduce;
+  // Tensor parallel over uneven cores (parallel/ffn_balance.h): the rows of a
+  // dense FFN's gate/up this rank computes in a forward of n_tokens, inside
+  // RankPlan::ff_held. Rows outside its ff_rows go to the neighbour owning
+  // them (side -1: the rank before, +1: the rank after) as n_tokens × rows
+  // activated values; rows of its ff_rows it does not compute come from that
+  // neighbour. Empty: ff_rows, nothing sent.
+  std::function<Range(int64_t n_tokens)> ffn_rows;
+  std::function<void(int side, const float* values, size_t count)> ffn_send;
+  std::function<void(int side, float* values, size_t count)> ffn_recv;
 };
 
 }  // namespace shardlm

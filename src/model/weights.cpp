@@ -228,6 +228,7 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
                                bool copy_vectors) {
   plan.validate(c);
   ModelWeights w;
+  w.own_ffn_share = double(plan.ff_rows.size()) / double(plan.ff_held.size());
   const TensorMapper t(file, copy_vectors ? &w.derived : nullptr);
   w.token_embd = t.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (c.rope.has_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.rope.dims / 2);
@@ -262,8 +263,8 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
     if (c.layer_has_experts(l)) {
       map_experts(t, p, c, plan, L);
     } else {
-      L.w_gate = t.row_slice(p + "ffn_gate.weight", c.n_embd, c.n_ff, plan.ff_rows);
-      L.w_up = t.row_slice(p + "ffn_up.weight", c.n_embd, c.n_ff, plan.ff_rows);
+      L.w_gate = t.row_slice(p + "ffn_gate.weight", c.n_embd, c.n_ff, plan.ff_held);
+      L.w_up = t.row_slice(p + "ffn_up.weight", c.n_embd, c.n_ff, plan.ff_held);
       L.w_down = t.col_slice(p + "ffn_down.weight", c.n_ff, c.n_embd, plan.ff_rows);
     }
     w.layers.push_back(std::move(L));
@@ -282,10 +283,12 @@ void ModelWeights::for_each_matrix(int64_t tokens,
     if (m.data) fn(m, share, routed);
   };
   for (const auto& L : layers) {
-    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.latent.wq_a,
-                                &L.latent.wq, &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate,
-                                &L.experts.shared_up, &L.experts.shared_down})
+    for (const MatrixView* m : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_down, &L.latent.wq_a, &L.latent.wq,
+                                &L.latent.wkv_a, &L.experts.router, &L.experts.shared_gate, &L.experts.shared_up,
+                                &L.experts.shared_down})
       visit(*m, 1.0);
+    visit(L.w_gate, own_ffn_share);
+    visit(L.w_up, own_ffn_share);
     for (const auto* heads : {&L.latent.k_b, &L.latent.v_b})
       for (const auto& m : *heads) visit(m, 1.0);
     const ExpertWeights& e = L.experts;

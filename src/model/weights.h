@@ -69,7 +69,7 @@ struct LayerWeights {
   LatentAttentionWeights latent;                   // latent attention only
   MatrixView wo;                                   // columns: this rank's heads
   const float* ffn_norm = nullptr;                 // [n_embd]
-  MatrixView w_gate, w_up;                         // dense FFN, rows: this rank's FFN rows
+  MatrixView w_gate, w_up;                         // dense FFN, rows: this rank's held FFN rows (RankPlan::ff_held)
   MatrixView w_down;                               // columns: this rank's FFN rows
   ExpertWeights experts;                           // MoE layers only
 };
@@ -84,6 +84,9 @@ struct ModelWeights {
   // (attn_k_b made from an older file's attn_kv_b), and the copied 1-D
   // tensors (map's copy_vectors), owned here.
   std::vector<std::vector<float>> derived;
+  // The share of the held gate/up rows that are this rank's own, which a
+  // forward reads (the rest is a margin, RankPlan::ff_held).
+  double own_ffn_share = 1;
 
   // Throws Error("<path>: tensor '<name>' ...") for a missing tensor, a wrong
   // shape or a type this engine cannot compute with. With `copy_vectors`
@@ -96,7 +99,8 @@ struct ModelWeights {
                           bool copy_vectors = false);
 
   // Every weight matrix with the share of it a forward step of `tokens`
-  // tokens reads: 1, except a rank's routed experts, of which the step is
+  // tokens reads: 1, except a dense FFN's held gate/up rows (own_ffn_share of
+  // them) and a rank's routed experts, of which the step is
   // expected to read 1 − (1 − n_used / n_expert)^tokens (tokens routed
   // uniformly and independently; one token: n_used of the n_expert).
   // `routed` marks those experts (whose reads depend on the routing).

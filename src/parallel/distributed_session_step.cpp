@@ -115,8 +115,11 @@ std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch&
   const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
   const ContextSwitches switches = context_switches();
+  const double waits = stats_.all_reduce_seconds + stats_.ffn_wait_seconds;
   model_->forward(batch, hidden);
-  stats_.forward_seconds += seconds_since(t);
+  const double forward = seconds_since(t);
+  stats_.forward_seconds += forward;
+  note_ffn_window(int64_t(batch.size()), forward - (stats_.all_reduce_seconds + stats_.ffn_wait_seconds - waits));
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   const ContextSwitches after = context_switches();
   stats_.voluntary_switches += after.voluntary - switches.voluntary;

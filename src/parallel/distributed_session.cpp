@@ -88,6 +88,8 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
   // No CPU clock here: reading one is a system call (1.5 us on a paravirtual
   // guest), and two of them cost as much as a whole shm all-reduce.
   const auto t = SteadyClock::now();
+  // Every second all-reduce of a forward ends an FFN (the first, attention).
+  if (all_reduces_in_forward_++ % 2 == 1) ffn_segment_seconds_ += std::chrono::duration<double>(t - segment_begin_).count();
   double sent = 0;
   if (plan_.wire_type == DType::F32) {
     stage_->all_reduce(data, count, DType::F32);
@@ -97,7 +99,8 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
     const size_t n_embd = size_t(model_->config().n_embd);
     sent = wire_all_reduce_.run(*stage_, data, count / n_embd, n_embd);
   }
-  const double waited = seconds_since(t);
+  segment_begin_ = SteadyClock::now();
+  const double waited = std::chrono::duration<double>(segment_begin_ - t).count();
   stats_.collective_seconds += waited;
   stats_.all_reduce_seconds += waited;
   ++stats_.all_reduces;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
+#include "core/clock.h"
 #include "model/model.h"
 #include "model/sampler.h"
 #include "parallel/ffn_balance.h"
@@ -142,7 +143,7 @@ class DistributedSession {
   void all_reduce_hook(float* data, size_t count);
   // distributed_session_ffn.cpp: the dense FFN rows this rank computes, and the balance's window.
   void install_ffn_hooks(ModelOptions& mo);
-  void note_ffn_window(int64_t n_tokens, double compute_seconds);
+  void note_ffn_window(int64_t n_tokens, double ffn_seconds);
   void note_expert_balance();
 
   std::shared_ptr<comm::Communicator> world_, stage_;
@@ -159,6 +160,11 @@ class DistributedSession {
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
   std::unique_ptr<FfnBalancer> ffn_balancer_;  // tp with held margins
+  // Within a forward: all-reduces so far, when the last one ended, and the
+  // seconds from each attention all-reduce to the next (the FFNs).
+  int64_t all_reduces_in_forward_ = 0;
+  SteadyClock::time_point segment_begin_;
+  double ffn_segment_seconds_ = 0;
   FfnWindow ffn_window_;
   std::vector<FfnWindow> ffn_windows_;
   std::vector<Candidate> cand_mine_, cand_all_;

@@ -50,17 +50,17 @@ void DistributedSession::install_ffn_hooks(ModelOptions& mo) {
   };
 }
 
-void DistributedSession::note_ffn_window(int64_t n_tokens, double compute_seconds) {
+void DistributedSession::note_ffn_window(int64_t n_tokens, double ffn_seconds) {
   if (!ffn_balancer_ || opt_.ffn_shift || n_tokens > FfnBalancer::kMaxTokens) return;
-  ffn_window_.compute_seconds += compute_seconds;
+  ffn_window_.compute_seconds += ffn_seconds;
   ffn_window_.forwards += 1;
   if (ffn_window_.forwards < FfnBalancer::kWindow) return;
   if (ffn_window_.row_bytes == 0) {
-    const ModelWeights& w = model_->weights();
-    for (const LayerWeights& L : w.layers)
-      if (L.w_gate.data) ffn_window_.row_bytes += double(row_bytes(L.w_gate.type, L.w_gate.cols) + row_bytes(L.w_up.type, L.w_up.cols));
-    ffn_window_.fixed_bytes =
-        double(w.matrix_bytes_per_token()) - double(plan_.ranks[size_t(rank_)].ff_rows.size()) * ffn_window_.row_bytes;
+    for (const LayerWeights& L : model_->weights().layers) {
+      if (!L.w_gate.data) continue;
+      ffn_window_.row_bytes += double(row_bytes(L.w_gate.type, L.w_gate.cols) + row_bytes(L.w_up.type, L.w_up.cols));
+      ffn_window_.fixed_bytes += double(row_bytes(L.w_down.type, L.w_down.cols)) * double(L.w_down.rows);
+    }
   }
   ffn_windows_.resize(size_t(plan_.tp));
   const auto t = SteadyClock::now();

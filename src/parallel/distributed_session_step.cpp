@@ -115,11 +115,12 @@ std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch&
   const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
   const ContextSwitches switches = context_switches();
-  const double waits = stats_.all_reduce_seconds + stats_.ffn_wait_seconds;
+  const double ffn_waits = stats_.ffn_wait_seconds;
+  all_reduces_in_forward_ = 0;
+  ffn_segment_seconds_ = 0;
   model_->forward(batch, hidden);
-  const double forward = seconds_since(t);
-  stats_.forward_seconds += forward;
-  note_ffn_window(int64_t(batch.size()), forward - (stats_.all_reduce_seconds + stats_.ffn_wait_seconds - waits));
+  stats_.forward_seconds += seconds_since(t);
+  note_ffn_window(int64_t(batch.size()), ffn_segment_seconds_ - (stats_.ffn_wait_seconds - ffn_waits));
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   const ContextSwitches after = context_switches();
   stats_.voluntary_switches += after.voluntary - switches.voluntary;

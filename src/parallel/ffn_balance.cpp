@@ -61,6 +61,13 @@ int64_t FfnBalancer::clamp_boundary(size_t i, double want) const {
   return std::clamp(o + steps * kFfnStepRows, lo, hi);
 }
 
+int64_t FfnBalancer::balanced_boundary(size_t i, double want) const {
+  const int64_t b = clamp_boundary(i, want);
+  // A step's worth of rows moved saves less than the messages cost (about
+  // one all-reduce's latency a layer on loopback TCP).
+  return std::abs(b - owned_[i].begin) < kMinShipSteps * kFfnStepRows ? owned_[i].begin : b;
+}
+
 void FfnBalancer::shift_all(int64_t rows) {
   for (size_t i = 1; i + 1 < bounds_.size(); ++i) bounds_[i] = clamp_boundary(i, double(owned_[i].begin + rows));
 }
@@ -101,7 +108,7 @@ void FfnBalancer::observe(std::span<const FfnWindow> windows) {
     want += (t / seconds_per_byte_[i - 1] - windows[i - 1].fixed_bytes) / row_bytes;
     if (!std::isfinite(want)) return;
     // Kept unless the move is most of a step: timing noise does not flip it.
-    if (std::abs(want - double(bounds_[i])) >= 0.75 * double(kFfnStepRows)) bounds_[i] = clamp_boundary(i, want);
+    if (std::abs(want - double(bounds_[i])) >= 0.75 * double(kFfnStepRows)) bounds_[i] = balanced_boundary(i, want);
   }
 }
 

@@ -13,11 +13,16 @@
 // made, so results are bit-identical for any boundaries b_i.
 //
 // The boundaries follow the measured speeds: every kWindow forwards of at
-// most kMaxTokens tokens the ranks of a stage exchange their compute time
-// (waits excluded), and every rank derives the same new boundaries from the
-// same numbers: per rank a time per byte of weights, smoothed, then the
-// boundaries that give every rank the same time, in steps of kStepRows,
-// within the margins, kept unless they move by most of a step.
+// most kMaxTokens tokens the ranks of a stage exchange the time their FFNs
+// took (from the attention's all-reduce to the FFN's, waits for rows
+// excluded), and every rank derives the same new boundaries from the same
+// numbers: per rank a time per byte of FFN weights, smoothed, then the
+// boundaries that give every rank's FFN the same time, in steps of
+// kFfnStepRows, within the margins, kept unless they move by most of a step,
+// and none moved by less than kMinShipSteps.
+// The FFN alone is balanced, not the whole step: a step lasts the sum over
+// its all-reduce segments of the slowest rank's, and the attention between
+// them cannot move.
 #pragma once
 
 #include <cstdint>
@@ -44,9 +49,9 @@ std::vector<Range> ffn_held_ranges(std::span<const Range> owned, double margin);
 
 // What one rank measured over a window (exchanged as is).
 struct FfnWindow {
-  double compute_seconds = 0;  // in forwards, all-reduces and FFN receives excluded
+  double compute_seconds = 0;  // in the dense FFNs of its forwards, waits for rows excluded
   double forwards = 0;
-  double fixed_bytes = 0;      // weight bytes a forward reads on this rank, gate/up rows aside
+  double fixed_bytes = 0;      // ffn_down bytes a forward reads on this rank
   double row_bytes = 0;        // bytes of one gate/up row over all the stage's dense layers
 };
 
@@ -56,6 +61,7 @@ class FfnBalancer {
   FfnBalancer(std::vector<Range> owned, std::vector<Range> held);
 
   static constexpr int kWindow = 8;
+  static constexpr int64_t kMinShipSteps = 2;
   static constexpr int64_t kMaxTokens = 16;
 
   // The rows rank i computes.
@@ -70,6 +76,7 @@ class FfnBalancer {
 
  private:
   int64_t clamp_boundary(size_t i, double want) const;
+  int64_t balanced_boundary(size_t i, double want) const;
 
   std::vector<Range> owned_, held_;
   std::vector<int64_t> bounds_;         // b_0 .. b_n: rank i computes [b_i, b_i+1)

@@ -38,8 +38,8 @@ struct DistBenchOptions {
   int spin_us = -1;  // -1: the wait rule of comm/wait_policy.h
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
-  double ffn_margin = parallel::kDefaultFfnMargin;
-  std::optional<int64_t> ffn_shift;  // fixed FFN boundaries (DistributedSessionOptions::ffn_shift)
+  double balance_margin = parallel::kDefaultBalanceMargin;
+  std::optional<int64_t> balance_shift;  // fixed FFN boundaries (DistributedSessionOptions::balance_shift)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
   parallel::TokenCosts token_costs;  // likewise
 };
@@ -106,10 +106,10 @@ void report(const DistBenchOptions& o, const parallel::Plan& plan, const ModelCo
                 "sent %.0f B per token)\n",
                 r, br.compute_ms, cpu.c_str(), br.collective_ms, br.p2p_wait_ms, br.other_ms, br.wire_bytes);
     if (all[r].all_reduces > 0) std::printf("(rank %zu %s)\n", r, wait_histogram(all[r], steps_r).c_str());
-    if (all[r].ffn_rows_sent > 0 || all[r].ffn_wait_seconds > 0)
-      std::printf("(rank %zu FFN balance per step: %.0f gate/up rows computed for a neighbour (all layers), %.3f ms "
-                  "waiting for rows a neighbour computed)\n",
-                  r, all[r].ffn_rows_sent / steps_r, all[r].ffn_wait_seconds * 1e3 / steps_r);
+    if (all[r].rows_sent > 0 || all[r].rows_wait_seconds > 0)
+      std::printf("(rank %zu row balance per step: %.0f FFN gate/up and output rows computed for a neighbour (all "
+                  "layers), %.3f ms waiting for rows a neighbour computed)\n",
+                  r, all[r].rows_sent / steps_r, all[r].rows_wait_seconds * 1e3 / steps_r);
   }
   // Tensor-parallel ranks meet in every all-reduce, so the faster ones wait
   // out the difference (expert parallel: the experts each step routed to them).
@@ -199,17 +199,17 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     std::optional<DType> wire;
     if (!o.wire_type.empty()) wire = parallel::wire_type_from_name(o.wire_type);
     const int64_t n_ctx = o.prompt + o.gen + 1;
-    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx, o.ffn_margin);
+    parallel::Plan plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx, o.balance_margin);
     if (o.tp > 1 && o.measure_rates) {  // the measured link in place of default_node's assumed one
       node.link_latency_us = measured_link_latency_us(*world, o, *file, plan, node);
-      plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx, o.ffn_margin);
+      plan = parallel::uniform_plan(*file, o.tp, o.pp, {}, node, o.seqs, wire, o.ep, n_ctx, o.balance_margin);
     }
     parallel::DistributedSessionOptions ro;
     ro.n_ctx = n_ctx;
     ro.n_seq = o.seqs;
     ro.n_batch = std::max(o.prompt, o.seqs);
     ro.threads = o.threads;
-    ro.ffn_shift = o.ffn_shift;
+    ro.balance_shift = o.balance_shift;
     parallel::DistributedSession s(world, plan, *file, ro);
     double decode_seconds = 0;
     int64_t decoded = 0;
@@ -328,12 +328,12 @@ void add_bench_dist(CLI::App& bench) {
       ->capture_default_str()
       ->check(integer_in(-1, 1000000));
   cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
-  cmd->add_option("--ffn-margin", o->ffn_margin,
+  cmd->add_option("--balance-margin", o->balance_margin,
                   "share of each tp neighbour's dense gate/up rows a rank also holds, to compute for it when it is "
                   "slower (0: none)")
       ->capture_default_str()
       ->check(finite_in(0, 0.5));
-  cmd->add_option("--ffn-shift", o->ffn_shift,
+  cmd->add_option("--balance-shift", o->balance_shift,
                   "rows every FFN boundary moves towards the rank after it, fixed (default: by measured speed)")
       ->check(integer_in(-1000000, 1000000));
   cmd->callback([o] { bench_dist(*o); });

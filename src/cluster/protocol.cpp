@@ -202,6 +202,7 @@ nlohmann::json plan_to_json(const parallel::Plan& plan) {
                      {"ff_rows", {r.ff_rows.begin, r.ff_rows.end}},
                      {"ff_held", {r.ff_held.begin, r.ff_held.end}},
                      {"vocab_rows", {r.vocab_rows.begin, r.vocab_rows.end}},
+                     {"vocab_held", {r.vocab_held.begin, r.vocab_held.end}},
                      {"experts", {r.experts.begin, r.experts.end}},
                      {"expert_rows", {r.expert_rows.begin, r.expert_rows.end}},
                      {"shared_rows", {r.shared_rows.begin, r.shared_rows.end}}});
@@ -223,9 +224,10 @@ parallel::Plan plan_from_json(const nlohmann::json& j, const std::string& who) {
       rp.heads = range_from(r.at("heads"), who);
       rp.kv_heads = range_from(r.at("kv_heads"), who);
       rp.ff_rows = range_from(r.at("ff_rows"), who);
-      // Absent in plans from before FFN balancing: no margin.
+      // Absent in plans from before row balancing: no margins.
       rp.ff_held = r.contains("ff_held") ? range_from(r.at("ff_held"), who) : rp.ff_rows;
       rp.vocab_rows = range_from(r.at("vocab_rows"), who);
+      rp.vocab_held = r.contains("vocab_held") ? range_from(r.at("vocab_held"), who) : rp.vocab_rows;
       // Absent in plans from before expert parallelism: no experts.
       if (r.contains("experts")) {
         rp.experts = range_from(r.at("experts"), who);

@@ -91,9 +91,9 @@ std::vector<ByteRange> shard_ranges(const gguf::File& file, const ModelConfig& c
       layer_ranges(col, t, part, c, plan);
     } else if (t.name == "token_embd.weight") {
       if (first) col.whole(t);  // the first stage embeds any token
-      else if (last && c.tied_output) col.rows(t, plan.vocab_rows);
+      else if (last && c.tied_output) col.rows(t, plan.vocab_held);
     } else if (t.name == "output.weight") {
-      if (last) col.rows(t, plan.vocab_rows);
+      if (last) col.rows(t, plan.vocab_held);
     } else {
       col.whole(t);
     }

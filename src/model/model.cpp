@@ -96,7 +96,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
   }
   gate_.resize(rows(std::max(ff_width, plan_.ff_held.size())));
   up_.resize(rows(std::max(ff_width, plan_.ff_held.size())));
-  if (opt_.hooks.ffn_rows) {
+  if (opt_.hooks.rows) {
     ffn_act_.resize(rows(n_ff_));
     ffn_shipped_.resize(rows(std::max(n_ff_, plan_.ff_held.size() - n_ff_)));
   }
@@ -106,6 +106,10 @@ Model::Model(const gguf::File& file, ModelOptions options)
   if (plan_.last_stage(c)) {
     out_in_.resize(size_t(opt_.n_outputs * c.n_embd));
     logits_.resize(size_t(opt_.n_outputs * n_vocab_));
+    if (opt_.hooks.rows) {
+      vocab_shipped_.resize(size_t(opt_.n_outputs * std::max(n_vocab_, plan_.vocab_held.size() - n_vocab_)));
+      vocab_scratch_.resize(size_t(opt_.n_outputs * n_vocab_));
+    }
   }
 }
 
@@ -332,7 +336,9 @@ void Model::compute_logits(const Batch& batch) {
   }
   // Then the next step's first matrix: the pool's idle threads fetch its start
   // while the caller samples and embeds the next token.
-  if (n_out_ > 0) matmul(weights_.output, out_in_.data(), n_out_, logits_.data(), opt_.pool, first_matrix_after(-1));
+  if (n_out_ > 0)
+    share_rows(SharedRows::Vocab, plan_.vocab_rows, plan_.vocab_held, n_out_, logits_.data(), vocab_shipped_.data(),
+               [&](Range rows, float* dst, int64_t stride) { output_rows(rows, dst, stride, first_matrix_after(-1)); });
 }
 
 std::span<const float> Model::logits(size_t k) const {

@@ -102,11 +102,19 @@ class Model {
   void multi_head_attention(int64_t layer, const Batch& batch);
   void latent_attention(int64_t layer, const Batch& batch);   // model_latent_attention.cpp
   // xn_ → proj_; `then`: the matrix multiplied after w_down (see matmul).
-  void dense_ffn(const LayerWeights& L, const MatrixView* then);  // model_dense_ffn.cpp
+  void dense_ffn(const LayerWeights& L, const MatrixView* then);  // model_shared_rows.cpp
+  // model_shared_rows.cpp: own rows `own` of a product over n tokens into
+  // out (n × own.size()), each row computed here or by the neighbour the
+  // hooks say; compute(rows, dst, stride) writes rows' values of token t at
+  // dst + t · stride. `shipped`: n × (the larger of own and held − own).
+  void share_rows(SharedRows what, Range own, Range held, int64_t n, float* out, float* shipped,
+                  const std::function<void(Range rows, float* dst, int64_t stride)>& compute);
   // SwiGLU of gate/up rows `rows` (of the held ones) for every token into
   // out[t · out_stride ...]; `then` as in matmul.
   void gated_rows(const LayerWeights& L, PreparedInput& x, Range rows, float* out, int64_t out_stride,
                   const MatrixView* then);
+  // Logits of the output's rows `rows` (of the held ones) for every entry with logits.
+  void output_rows(Range rows, float* dst, int64_t stride, const MatrixView* then);
   void expert_ffn(const LayerWeights& L);                     // model_experts.cpp
   ops::RopeParams rope_params(int head_dim) const;
   // Each token's rope angles (ops::rope_angles) into rope_angles_, once a step
@@ -141,9 +149,9 @@ class Model {
   int64_t n_out_ = 0;
   // Scratch, n_batch rows each.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_;
-  // With an ffn_rows hook: the activated own rows (n_batch × n_ff_), and the
-  // rows sent to or received from a neighbour.
-  std::vector<float> ffn_act_, ffn_shipped_;
+  // With the rows hook: the activated own rows (n_batch × n_ff_), and the
+  // rows sent to or received from a neighbour; the same for logits.
+  std::vector<float> ffn_act_, ffn_shipped_, vocab_shipped_, vocab_scratch_;
   std::vector<float> scores_, out_in_, logits_, rope_angles_;
   // Latent attention: q-LoRA, latent + rope key, absorbed queries, latent outputs, one head's gathered rows.
   std::vector<float> q_lora_, kv_latent_, q_absorbed_, out_latent_, head_in_, head_out_;

@@ -15,6 +15,7 @@ RankPlan RankPlan::whole(const ModelConfig& c) {
   p.ff_rows = {0, c.n_ff};
   p.ff_held = p.ff_rows;
   p.vocab_rows = {0, c.n_vocab};
+  p.vocab_held = p.vocab_rows;
   if (c.has_experts()) {
     p.experts = {0, c.moe.n_expert};
     p.expert_rows = {0, c.moe.n_ff_expert};
@@ -40,6 +41,10 @@ void RankPlan::validate(const ModelConfig& c) const {
     throw Error(fmt::format("rank plan: held ffn rows [{}, {}) do not cover the ffn rows [{}, {})", ff_held.begin,
                             ff_held.end, ff_rows.begin, ff_rows.end));
   check("vocab-row", vocab_rows, c.n_vocab);
+  check("held vocab-row", vocab_held, c.n_vocab);
+  if (vocab_held.begin > vocab_rows.begin || vocab_held.end < vocab_rows.end)
+    throw Error(fmt::format("rank plan: held vocab rows [{}, {}) do not cover the vocab rows [{}, {})",
+                            vocab_held.begin, vocab_held.end, vocab_rows.begin, vocab_rows.end));
   if (c.has_experts()) {
     check("expert", experts, c.moe.n_expert);
     check("expert-row", expert_rows, c.moe.n_ff_expert);
@@ -63,6 +68,7 @@ std::string RankPlan::to_string() const {
                               layers.end, heads.begin, heads.end, kv_heads.begin, kv_heads.end, ff_rows.begin,
                               ff_rows.end, vocab_rows.begin, vocab_rows.end);
   if (ff_held != ff_rows) s += fmt::format(" ffn held [{},{})", ff_held.begin, ff_held.end);
+  if (vocab_held != vocab_rows) s += fmt::format(" vocab held [{},{})", vocab_held.begin, vocab_held.end);
   if (experts.size() > 0)
     s += fmt::format(" experts [{},{}) rows [{},{})", experts.begin, experts.end, expert_rows.begin, expert_rows.end);
   if (shared_rows.size() > 0) s += fmt::format(" shared [{},{})", shared_rows.begin, shared_rows.end);

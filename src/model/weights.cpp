@@ -229,6 +229,7 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
   plan.validate(c);
   ModelWeights w;
   w.own_ffn_share = double(plan.ff_rows.size()) / double(plan.ff_held.size());
+  w.own_vocab_share = double(plan.vocab_rows.size()) / double(plan.vocab_held.size());
   const TensorMapper t(file, copy_vectors ? &w.derived : nullptr);
   w.token_embd = t.matrix("token_embd.weight", c.n_embd, c.n_vocab);
   if (c.rope.has_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.rope.dims / 2);
@@ -272,7 +273,7 @@ ModelWeights ModelWeights::map(const gguf::File& file, const ModelConfig& c, con
   if (plan.last_stage(c)) {
     w.output_norm = t.vector("output_norm.weight", c.n_embd);
     const std::string out = c.tied_output ? "token_embd.weight" : "output.weight";
-    w.output = t.row_slice(out, c.n_embd, c.n_vocab, plan.vocab_rows);
+    w.output = t.row_slice(out, c.n_embd, c.n_vocab, plan.vocab_held);
   }
   return w;
 }
@@ -302,7 +303,7 @@ void ModelWeights::for_each_matrix(int64_t tokens,
       visit(held, share, true);
     }
   }
-  visit(output, 1.0);
+  visit(output, own_vocab_share);
 }
 
 size_t ModelWeights::matrix_bytes_per_token() const {

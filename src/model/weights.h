@@ -78,7 +78,7 @@ struct ModelWeights {
   MatrixView token_embd;                // all rows: any rank may embed any token
   std::vector<LayerWeights> layers;     // plan.layers only
   const float* output_norm = nullptr;   // last stage only
-  MatrixView output;                    // last stage: rows = plan.vocab_rows
+  MatrixView output;                    // last stage: rows = plan.vocab_held
   const float* rope_freq_factors = nullptr;  // [rope_dims / 2] or null
   // Matrices the file does not hold in the form the forward pass reads
   // (attn_k_b made from an older file's attn_kv_b), and the copied 1-D
@@ -87,6 +87,7 @@ struct ModelWeights {
   // The share of the held gate/up rows that are this rank's own, which a
   // forward reads (the rest is a margin, RankPlan::ff_held).
   double own_ffn_share = 1;
+  double own_vocab_share = 1;  // the same for the output's rows (RankPlan::vocab_held)
 
   // Throws Error("<path>: tensor '<name>' ...") for a missing tensor, a wrong
   // shape or a type this engine cannot compute with. With `copy_vectors`
@@ -99,8 +100,8 @@ struct ModelWeights {
                           bool copy_vectors = false);
 
   // Every weight matrix with the share of it a forward step of `tokens`
-  // tokens reads: 1, except a dense FFN's held gate/up rows (own_ffn_share of
-  // them) and a rank's routed experts, of which the step is
+  // tokens reads: 1, except a dense FFN's held gate/up rows and the output's
+  // held rows (the own shares of them) and a rank's routed experts, of which the step is
   // expected to read 1 − (1 − n_used / n_expert)^tokens (tokens routed
   // uniformly and independently; one token: n_used of the n_expert).
   // `routed` marks those experts (whose reads depend on the routing).

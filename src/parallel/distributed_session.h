@@ -26,7 +26,7 @@
 #include "core/clock.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "parallel/ffn_balance.h"
+#include "parallel/row_balance.h"
 #include "parallel/planner.h"
 #include "parallel/sharded_sampler.h"
 #include "parallel/step_message.h"
@@ -42,11 +42,11 @@ struct DistributedSessionOptions {
   int threads = 1;        // compute threads of this rank
   bool commit_kv_cache = false;  // this rank's KV cache resident from the start (ModelOptions)
   bool time_kernels_at_load = false;  // every kernel choice timed at load (ModelOptions)
-  // Dense FFN rows computed for tp neighbours (parallel/ffn_balance.h): by
+  // Dense FFN rows computed for tp neighbours (parallel/row_balance.h): by
   // the measured speeds when unset; else every boundary moved by this many
   // rows towards the rank after it (negative: before), for good (tests and
-  // benchmarks). Needs held margins in the plan (PlanRequest::ffn_margin).
-  std::optional<int64_t> ffn_shift;
+  // benchmarks). Needs held margins in the plan (PlanRequest::balance_margin).
+  std::optional<int64_t> balance_shift;
 };
 
 // Where this rank's time went, summed since construction or reset_stats().
@@ -56,8 +56,11 @@ struct RankStats {
   double collective_seconds = 0;  // all-reduces and candidate exchanges
   double all_reduce_seconds = 0;  // the all-reduces alone (they run inside forward)
   double p2p_wait_seconds = 0;    // waiting for hidden states or tokens
-  double ffn_wait_seconds = 0;    // waiting for FFN rows a tp neighbour computed (inside forward)
-  double ffn_rows_sent = 0;       // gate/up rows computed for tp neighbours, Σ over layers and forwards
+  // Rows of column-parallel products (dense FFN gate/up, output) computed
+  // for tp neighbours, Σ over layers and forwards, and the time spent
+  // waiting for those a neighbour computed (inside forward).
+  double rows_sent = 0;
+  double rows_wait_seconds = 0;
   double total_seconds = 0;       // inside steps
   int64_t all_reduces = 0;
   int64_t forward_calls = 0;
@@ -141,9 +144,10 @@ class DistributedSession {
   void send_tokens(const std::vector<SlotToken>& tokens);
   std::vector<SlotToken> recv_tokens(size_t expected);
   void all_reduce_hook(float* data, size_t count);
-  // distributed_session_ffn.cpp: the dense FFN rows this rank computes, and the balance's window.
-  void install_ffn_hooks(ModelOptions& mo);
-  void note_ffn_window(int64_t n_tokens, double ffn_seconds);
+  // distributed_session_balance.cpp: the rows this rank computes for its
+  // neighbours, and the window of timings after which they change.
+  void install_row_hooks(ModelOptions& mo);
+  void note_balance_window(int64_t n_tokens, double ffn_seconds, double output_seconds);
   void note_expert_balance();
 
   std::shared_ptr<comm::Communicator> world_, stage_;
@@ -159,14 +163,20 @@ class DistributedSession {
   std::vector<uint8_t> send_buf_, recv_buf_, message_buf_;
   std::vector<float> hidden_in_;
   WireAllReduce wire_all_reduce_;
-  std::unique_ptr<FfnBalancer> ffn_balancer_;  // tp with held margins
+  // By SharedRows (dense FFN, output): the stage's boundaries where its
+  // ranks hold margins, this rank's window of timings, its waits for rows.
+  struct RowBalance {
+    std::unique_ptr<RowBalancer> balancer;
+    BalanceWindow window;
+    double wait_seconds = 0;
+  };
+  RowBalance balance_[2];
+  std::vector<BalanceWindow> balance_windows_;
   // Within a forward: all-reduces so far, when the last one ended, and the
   // seconds from each attention all-reduce to the next (the FFNs).
   int64_t all_reduces_in_forward_ = 0;
   SteadyClock::time_point segment_begin_;
   double ffn_segment_seconds_ = 0;
-  FfnWindow ffn_window_;
-  std::vector<FfnWindow> ffn_windows_;
   std::vector<Candidate> cand_mine_, cand_all_;
   std::vector<LogprobPart> lp_mine_, lp_all_;
   RankStats stats_;

@@ -115,12 +115,17 @@ std::vector<SlotToken> DistributedSession::run_batch(StepKind kind, const Batch&
   const auto t = SteadyClock::now();
   const double cpu = process_cpu_seconds();
   const ContextSwitches switches = context_switches();
-  const double ffn_waits = stats_.ffn_wait_seconds;
+  const double ffn_waits = balance_[0].wait_seconds, output_waits = balance_[1].wait_seconds;
   all_reduces_in_forward_ = 0;
   ffn_segment_seconds_ = 0;
+  segment_begin_ = t;
   model_->forward(batch, hidden);
-  stats_.forward_seconds += seconds_since(t);
-  note_ffn_window(int64_t(batch.size()), ffn_segment_seconds_ - (stats_.ffn_wait_seconds - ffn_waits));
+  const auto end = SteadyClock::now();
+  stats_.forward_seconds += std::chrono::duration<double>(end - t).count();
+  // The output's segment: from the last all-reduce to the logits.
+  note_balance_window(int64_t(batch.size()), ffn_segment_seconds_ - (balance_[0].wait_seconds - ffn_waits),
+                      std::chrono::duration<double>(end - segment_begin_).count() -
+                          (balance_[1].wait_seconds - output_waits));
   stats_.forward_cpu_seconds += process_cpu_seconds() - cpu;
   const ContextSwitches after = context_switches();
   stats_.voluntary_switches += after.voluntary - switches.voluntary;

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
-#include "parallel/ffn_balance.h"
+#include "parallel/row_balance.h"
 #include "parallel/expert_imbalance.h"
 #include "parallel/wire_format.h"
 
@@ -128,8 +128,9 @@ struct Builder {
       const auto heads = weighted_split(c.n_head / units.heads, units.heads, speed, "attention heads");
       const auto ff = weighted_split(c.n_ff / units.ff, units.ff, speed, "FFN rows");
       // Models with experts: their dense layers are few (deepseek2's first).
-      const auto held = ffn_held_ranges(ff, c.has_experts() ? 0 : req.ffn_margin);
+      const auto held = held_ranges(ff, c.has_experts() ? 0 : req.balance_margin);
       const auto vocab = weighted_split(c.n_vocab, 1, speed, "vocabulary rows");
+      const auto vocab_held = held_ranges(vocab, req.balance_margin);
       const ExpertRanges ex = expert_ranges(p, s, speed);
       for (int t = 0; t < tp; ++t) {
         RankPlan r;
@@ -140,6 +141,7 @@ struct Builder {
         r.ff_rows = ff[size_t(t)];
         r.ff_held = held[size_t(t)];
         r.vocab_rows = vocab[size_t(t)];
+        r.vocab_held = vocab_held[size_t(t)];
         if (c.has_experts()) {
           r.experts = ex.experts[size_t(t)];
           r.expert_rows = ex.rows[size_t(t)];
@@ -549,7 +551,7 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers, const NodeSpec& node,
                   int64_t n_seq, std::optional<DType> wire_type, bool whole_experts, int64_t n_ctx,
-                  double ffn_margin) {
+                  double balance_margin) {
   std::vector<NodeSpec> nodes(size_t(tp * pp), node);
   for (int i = 0; i < tp * pp; ++i) nodes[size_t(i)].name = fmt::format("rank{}", i);
   PlanRequest req;
@@ -560,7 +562,7 @@ Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> l
   req.force = true;
   req.n_ctx = n_ctx;
   req.wire_type = wire_type;
-  req.ffn_margin = ffn_margin;
+  req.balance_margin = balance_margin;
   return make_plan(file, nodes, req);
 }
 

@@ -31,7 +31,7 @@
 #include "core/error.h"
 #include "model/config.h"
 #include "model/plan.h"
-#include "parallel/ffn_balance.h"
+#include "parallel/row_balance.h"
 #include "parallel/nodes.h"
 
 namespace shardlm::gguf { class File; }
@@ -62,8 +62,8 @@ struct PlanRequest {
   DType kv_type = DType::F32;
   std::optional<DType> wire_type;  // activations on the wire (--wire-type); unset: by link speed
   // The share of each tp neighbour's dense gate/up rows a rank also holds, to
-  // compute for it when it is slower (parallel/ffn_balance.h; 0: none).
-  double ffn_margin = kDefaultFfnMargin;
+  // compute for it when it is slower (parallel/row_balance.h; 0: none).
+  double balance_margin = kDefaultBalanceMargin;
   bool force = false;           // skip the memory check
 };
 
@@ -145,6 +145,6 @@ Plan make_plan(const gguf::File& file, const std::vector<NodeSpec>& nodes, const
 Plan uniform_plan(const gguf::File& file, int tp, int pp, std::vector<int64_t> layers = {},
                   const NodeSpec& node = default_node("127.0.0.1"), int64_t n_seq = 1,
                   std::optional<DType> wire_type = {}, bool whole_experts = false, int64_t n_ctx = 512,
-                  double ffn_margin = kDefaultFfnMargin);
+                  double balance_margin = kDefaultBalanceMargin);
 
 }  // namespace shardlm::parallel

@@ -1,4 +1,4 @@
-// Dense FFN rows computed for a tensor-parallel neighbour (parallel/ffn_balance.h):
+// Dense FFN rows computed for a tensor-parallel neighbour (parallel/row_balance.h):
 // the boundaries' arithmetic, and forked ranks on loopback TCP giving the
 // same bits whatever rows each computes.
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "parallel/distributed_session.h"
-#include "parallel/ffn_balance.h"
+#include "parallel/row_balance.h"
 #include "step_driver.h"
 #include "test_paths.h"
 
@@ -24,47 +24,47 @@ namespace {
 using comm::testing::describe;
 using comm::testing::run_ranks;
 
-TEST(FfnHeldRanges, ReachIntoEachNeighbourInWholeSteps) {
+TEST(HeldRanges, ReachIntoEachNeighbourInWholeSteps) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  const auto held = ffn_held_ranges(owned, 0.25);
+  const auto held = held_ranges(owned, 0.25);
   EXPECT_EQ(held[0], (Range{0, 5120}));
   EXPECT_EQ(held[1], (Range{3072, 8192}));
   // A middle rank reaches both ways; steps are whole (0.25 · 320 = 80 → 64).
   const std::vector<Range> three{{0, 320}, {320, 640}, {640, 960}};
-  const auto h3 = ffn_held_ranges(three, 0.25);
+  const auto h3 = held_ranges(three, 0.25);
   EXPECT_EQ(h3[0], (Range{0, 384}));
   EXPECT_EQ(h3[1], (Range{256, 704}));
   EXPECT_EQ(h3[2], (Range{576, 960}));
-  EXPECT_EQ(ffn_held_ranges(owned, 0)[0], owned[0]);
+  EXPECT_EQ(held_ranges(owned, 0)[0], owned[0]);
   // A boundary off a 16-row group, or a margin under a step: none.
-  EXPECT_EQ(ffn_held_ranges(std::vector<Range>{{0, 1000}, {1000, 2000}}, 0.25)[0], (Range{0, 1000}));
-  EXPECT_EQ(ffn_held_ranges(std::vector<Range>{{0, 128}, {128, 256}}, 0.25)[1], (Range{128, 256}));
+  EXPECT_EQ(held_ranges(std::vector<Range>{{0, 1000}, {1000, 2000}}, 0.25)[0], (Range{0, 1000}));
+  EXPECT_EQ(held_ranges(std::vector<Range>{{0, 128}, {128, 256}}, 0.25)[1], (Range{128, 256}));
 }
 
-FfnWindow window(double seconds, double fixed, double row_bytes) {
+BalanceWindow window(double seconds, double fixed, double row_bytes) {
   return {.compute_seconds = seconds, .forwards = 8, .fixed_bytes = fixed, .row_bytes = row_bytes};
 }
 
-TEST(FfnBalancer, MovesRowsToTheFasterRankWithinTheMargin) {
+TEST(RowBalancer, MovesRowsToTheFasterRankWithinTheMargin) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  FfnBalancer b(owned, ffn_held_ranges(owned, 0.25));
+  RowBalancer b(owned, held_ranges(owned, 0.25));
   EXPECT_EQ(b.computed(0), owned[0]);
   EXPECT_FALSE(b.shipping());
   // Rank 1 takes 20 % longer for the same bytes: rank 0 should compute more.
   const double fixed = 4096 * 100, row = 100;
   const double t0 = 8 * (fixed + 4096 * row) * 1e-9;
-  const FfnWindow w[] = {window(t0, fixed, row), window(1.2 * t0, fixed, row)};
+  const BalanceWindow w[] = {window(t0, fixed, row), window(1.2 * t0, fixed, row)};
   b.observe(w);
   EXPECT_TRUE(b.shipping());
   // Equal time: (F + g0 β) = 1.2 (F + (8192 − g0) β) → g0 = 4096 + 0.2·8192·... ≈ 4841.
   EXPECT_EQ(b.computed(0).end, 4864);
   EXPECT_EQ(b.computed(1), (Range{4864, 8192}));
   // Much slower: clamped to the margin.
-  const FfnWindow slow[] = {window(t0, fixed, row), window(10 * t0, fixed, row)};
+  const BalanceWindow slow[] = {window(t0, fixed, row), window(10 * t0, fixed, row)};
   for (int i = 0; i < 8; ++i) b.observe(slow);
   EXPECT_EQ(b.computed(0).end, 5120);
   // Garbage from a peer changes nothing.
-  const FfnWindow bad[] = {window(t0, fixed, row), window(std::nan(""), fixed, row)};
+  const BalanceWindow bad[] = {window(t0, fixed, row), window(std::nan(""), fixed, row)};
   b.observe(bad);
   EXPECT_EQ(b.computed(0).end, 5120);
   b.shift_all(-4096);
@@ -73,26 +73,26 @@ TEST(FfnBalancer, MovesRowsToTheFasterRankWithinTheMargin) {
   EXPECT_FALSE(b.shipping());
 }
 
-TEST(FfnBalancer, KeepsTheBoundariesForNoiseUnderAStep) {
+TEST(RowBalancer, KeepsTheBoundariesForNoiseUnderAStep) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  FfnBalancer b(owned, ffn_held_ranges(owned, 0.25));
+  RowBalancer b(owned, held_ranges(owned, 0.25));
   const double fixed = 4096 * 100, row = 100, t = 8 * (fixed + 4096 * row) * 1e-9;
-  const FfnWindow w[] = {window(t, fixed, row), window(1.01 * t, fixed, row)};
+  const BalanceWindow w[] = {window(t, fixed, row), window(1.01 * t, fixed, row)};
   for (int i = 0; i < 4; ++i) b.observe(w);
   EXPECT_FALSE(b.shipping());
   // Nor for a step's worth (1.5 % slower: ~61 rows), which costs more than it saves.
-  const FfnWindow small[] = {window(t, fixed, row), window(1.015 * t, fixed, row)};
+  const BalanceWindow small[] = {window(t, fixed, row), window(1.015 * t, fixed, row)};
   for (int i = 0; i < 4; ++i) b.observe(small);
   EXPECT_FALSE(b.shipping());
 }
 
-TEST(FfnBalancer, RefusesRangesThatDoNotFit) {
+TEST(RowBalancer, RefusesRangesThatDoNotFit) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  EXPECT_THROW(FfnBalancer(owned, {{0, 4096}, {4000, 8192}}), Error);  // not whole steps
-  EXPECT_THROW(FfnBalancer(owned, {{0, 4000}, {4096, 8192}}), Error);   // own rows not covered
-  EXPECT_THROW(FfnBalancer(owned, {{0, 4096}, {4096, 8256}}), Error);   // past the last rank
-  EXPECT_THROW(FfnBalancer({{0, 4096}, {4000, 8192}}, {{0, 4096}, {4000, 8192}}), Error);  // gap
-  EXPECT_THROW(FfnBalancer(owned, {{0, 4096}}), Error);
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4000, 8192}}), Error);  // not whole steps
+  EXPECT_THROW(RowBalancer(owned, {{0, 4000}, {4096, 8192}}), Error);   // own rows not covered
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4096, 8256}}), Error);   // past the last rank
+  EXPECT_THROW(RowBalancer({{0, 4096}, {4000, 8192}}, {{0, 4096}, {4000, 8192}}), Error);  // gap
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}}), Error);
 }
 
 std::string synth_model(const std::string& type) {
@@ -118,7 +118,7 @@ nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> sh
     o.n_ctx = 64;
     o.n_seq = 3;
     o.n_batch = 32;
-    o.ffn_shift = shift;
+    o.balance_shift = shift;
     DistributedSession s(comm.shared_from_this(), plan, *file, o);
     nlohmann::json j;
     if (comm.rank() == 0) {
@@ -138,7 +138,7 @@ nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> sh
       while (s.serve()) {
       }
     }
-    j["rows_sent"] = s.stats().ffn_rows_sent;
+    j["rows_sent"] = s.stats().rows_sent;
     return j.dump();
   });
   for (const auto& o : outcomes)
@@ -160,7 +160,7 @@ void expect_same_bits(const nlohmann::json& a, const nlohmann::json& b, const st
 
 // Every weight type with its own kernels, every row a rank may compute for
 // either neighbour: the same bits as with each rank computing its own rows.
-TEST(FfnBalance, RowsComputedByANeighbourGiveTheSameBits) {
+TEST(RowBalance, RowsComputedByANeighbourGiveTheSameBits) {
   for (const std::string type : {"q4_0", "q8_0", "q5_1", "bf16"}) {
     const std::string path = synth_model(type);
     const auto own = run_tp(path, 2, 0);
@@ -179,7 +179,7 @@ TEST(FfnBalance, RowsComputedByANeighbourGiveTheSameBits) {
 }
 
 // A middle rank sends to, or receives from, both neighbours.
-TEST(FfnBalance, ThreeRanksGiveTheSameBits) {
+TEST(RowBalance, ThreeRanksGiveTheSameBits) {
   const std::string path = synth_model("q8_0");
   const auto own = run_tp(path, 3, 0);
   ASSERT_FALSE(own[0].is_null());

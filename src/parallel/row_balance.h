@@ -1,5 +1,6 @@
 // Tensor parallel on cores of uneven speed: exact work moves from a slow
-// rank to a fast one, inside each dense FFN.
+// rank to a fast one, in the column-parallel products whose outputs the
+// rank itself consumes: each dense FFN's gate/up, and the output matrix.
 //
 // The ranks of a stage own consecutive rows of ffn_gate/ffn_up ([o_i, o_i+1)
 // for rank i) and the same columns of ffn_down, whose partial products the
@@ -10,19 +11,21 @@
 // ([b_i, b_i+1)) may leave its own, and the activated values a rank computes
 // for its neighbour are sent to it before that neighbour's down projection
 // needs them. Every product and every sum is the one the owner would have
-// made, so results are bit-identical for any boundaries b_i.
+// made, so results are bit-identical for any boundaries b_i. The output's
+// rows (each rank's slice of the logits, sampled where they are) move the
+// same way (RankPlan::vocab_held).
 //
 // The boundaries follow the measured speeds: every kWindow forwards of at
-// most kMaxTokens tokens the ranks of a stage exchange the time their FFNs
-// took (from the attention's all-reduce to the FFN's, waits for rows
-// excluded), and every rank derives the same new boundaries from the same
-// numbers: per rank a time per byte of FFN weights, smoothed, then the
-// boundaries that give every rank's FFN the same time, in steps of
-// kFfnStepRows, within the margins, kept unless they move by most of a step,
-// and none moved by less than kMinShipSteps.
-// The FFN alone is balanced, not the whole step: a step lasts the sum over
-// its all-reduce segments of the slowest rank's, and the attention between
-// them cannot move.
+// most kMaxTokens tokens the ranks of a stage exchange the time each kind
+// took (the FFNs: from the attention's all-reduce to the FFN's; the output:
+// from the last all-reduce to the logits; waits for rows excluded), and
+// every rank derives the same new boundaries from the same numbers: per
+// rank a time per byte of those weights, smoothed, then the boundaries that
+// give every rank the same time, in steps of kBalanceStepRows, within the
+// margins, kept unless they move by most of a step, and none moved by less
+// than kMinShipSteps. Those segments alone are balanced, not the whole
+// step: a step lasts the sum over its all-reduce segments of the slowest
+// rank's, and the attention between them cannot move.
 #pragma once
 
 #include <cstdint>
@@ -36,29 +39,29 @@ namespace shardlm::parallel {
 
 // Rows a boundary moves by, a multiple of the panel groups (core/matmul.h)
 // and of the kernels' row alignment, so each row's tiling stays the same.
-inline constexpr int64_t kFfnStepRows = 64;
+inline constexpr int64_t kBalanceStepRows = 64;
 // The margin of a neighbour's rows a rank holds, as a share of that
-// neighbour's rows (memory: a quarter more of the gate/up rows).
-inline constexpr double kDefaultFfnMargin = 0.25;
+// neighbour's rows (memory: a quarter more of the gate/up and output rows).
+inline constexpr double kDefaultBalanceMargin = 0.25;
 
 // The held ranges of a stage's ranks, whose own rows are `owned` (in rank
 // order, consecutive): each extends into its neighbours' rows by `margin` of
 // theirs, in whole steps. No margin where a boundary is not a multiple of 16
 // rows or the margin is under one step.
-std::vector<Range> ffn_held_ranges(std::span<const Range> owned, double margin);
+std::vector<Range> held_ranges(std::span<const Range> owned, double margin);
 
-// What one rank measured over a window (exchanged as is).
-struct FfnWindow {
-  double compute_seconds = 0;  // in the dense FFNs of its forwards, waits for rows excluded
+// What one rank measured over a window, of one kind (exchanged as is).
+struct BalanceWindow {
+  double compute_seconds = 0;  // in its segments of its forwards, waits for rows excluded
   double forwards = 0;
-  double fixed_bytes = 0;      // ffn_down bytes a forward reads on this rank
-  double row_bytes = 0;        // bytes of one gate/up row over all the stage's dense layers
+  double fixed_bytes = 0;      // other weight bytes a forward reads there (ffn_down; none for the output)
+  double row_bytes = 0;        // bytes of one movable row (gate and up over all the stage's dense layers)
 };
 
-class FfnBalancer {
+class RowBalancer {
  public:
   // Throws Error when the ranges do not fit together (a plan from the network).
-  FfnBalancer(std::vector<Range> owned, std::vector<Range> held);
+  RowBalancer(std::vector<Range> owned, std::vector<Range> held);
 
   static constexpr int kWindow = 8;
   static constexpr int64_t kMinShipSteps = 2;
@@ -70,7 +73,7 @@ class FfnBalancer {
   // within the margins, in whole steps (tests and benchmarks).
   void shift_all(int64_t rows);
   // New boundaries from every rank's window (rank order).
-  void observe(std::span<const FfnWindow> windows);
+  void observe(std::span<const BalanceWindow> windows);
   // Whether any rank computes rows it does not own.
   bool shipping() const;
 

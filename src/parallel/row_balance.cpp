@@ -1,4 +1,4 @@
-#include "parallel/ffn_balance.h"
+#include "parallel/row_balance.h"
 
 #include <fmt/format.h>
 
@@ -14,11 +14,11 @@ namespace {
 // row views at the boundaries, which must start whole groups.
 constexpr int64_t kGroupRows = 16;
 
-int64_t whole_steps(double rows) { return int64_t(std::floor(rows / double(kFfnStepRows))) * kFfnStepRows; }
+int64_t whole_steps(double rows) { return int64_t(std::floor(rows / double(kBalanceStepRows))) * kBalanceStepRows; }
 
 }  // namespace
 
-std::vector<Range> ffn_held_ranges(std::span<const Range> owned, double margin) {
+std::vector<Range> held_ranges(std::span<const Range> owned, double margin) {
   std::vector<Range> held(owned.begin(), owned.end());
   if (owned.size() < 2 || margin <= 0) return held;
   for (size_t i = 1; i < owned.size(); ++i)
@@ -31,7 +31,7 @@ std::vector<Range> ffn_held_ranges(std::span<const Range> owned, double margin) 
   return held;
 }
 
-FfnBalancer::FfnBalancer(std::vector<Range> owned, std::vector<Range> held)
+RowBalancer::RowBalancer(std::vector<Range> owned, std::vector<Range> held)
     : owned_(std::move(owned)), held_(std::move(held)) {
   const size_t n = owned_.size();
   if (n == 0 || held_.size() != n) throw Error("ffn balance: one owned and one held range per rank needed");
@@ -44,7 +44,7 @@ FfnBalancer::FfnBalancer(std::vector<Range> owned, std::vector<Range> held)
     if (o.size() <= 0 || h.begin > o.begin || h.end < o.end) throw bad("they do not cover its own");
     if (i > 0 && owned_[i - 1].end != o.begin) throw bad("the ranks' rows are not consecutive");
     if ((i == 0 && h.begin != o.begin) || (i + 1 == n && h.end != o.end)) throw bad("no neighbour owns the margin");
-    if ((o.begin - h.begin) % kFfnStepRows != 0 || (h.end - o.end) % kFfnStepRows != 0)
+    if ((o.begin - h.begin) % kBalanceStepRows != 0 || (h.end - o.end) % kBalanceStepRows != 0)
       throw bad("the margins are not whole steps");
     if ((h.begin != o.begin && o.begin % kGroupRows != 0) || (h.end != o.end && o.end % kGroupRows != 0))
       throw bad("a boundary with a margin is not a multiple of 16 rows");
@@ -55,37 +55,37 @@ FfnBalancer::FfnBalancer(std::vector<Range> owned, std::vector<Range> held)
   for (const Range& o : owned_) bounds_.push_back(o.end);
 }
 
-int64_t FfnBalancer::clamp_boundary(size_t i, double want) const {
+int64_t RowBalancer::clamp_boundary(size_t i, double want) const {
   const int64_t o = owned_[i].begin, lo = held_[i].begin, hi = held_[i - 1].end;
-  const int64_t steps = int64_t(std::llround((want - double(o)) / double(kFfnStepRows)));
-  return std::clamp(o + steps * kFfnStepRows, lo, hi);
+  const int64_t steps = int64_t(std::llround((want - double(o)) / double(kBalanceStepRows)));
+  return std::clamp(o + steps * kBalanceStepRows, lo, hi);
 }
 
-int64_t FfnBalancer::balanced_boundary(size_t i, double want) const {
+int64_t RowBalancer::balanced_boundary(size_t i, double want) const {
   const int64_t b = clamp_boundary(i, want);
   // A step's worth of rows moved saves less than the messages cost (about
   // one all-reduce's latency a layer on loopback TCP).
-  return std::abs(b - owned_[i].begin) < kMinShipSteps * kFfnStepRows ? owned_[i].begin : b;
+  return std::abs(b - owned_[i].begin) < kMinShipSteps * kBalanceStepRows ? owned_[i].begin : b;
 }
 
-void FfnBalancer::shift_all(int64_t rows) {
+void RowBalancer::shift_all(int64_t rows) {
   for (size_t i = 1; i + 1 < bounds_.size(); ++i) bounds_[i] = clamp_boundary(i, double(owned_[i].begin + rows));
 }
 
-bool FfnBalancer::shipping() const {
+bool RowBalancer::shipping() const {
   for (size_t i = 1; i + 1 < bounds_.size(); ++i)
     if (bounds_[i] != owned_[i].begin) return true;
   return false;
 }
 
-void FfnBalancer::observe(std::span<const FfnWindow> windows) {
+void RowBalancer::observe(std::span<const BalanceWindow> windows) {
   const size_t n = owned_.size();
   if (windows.size() != n || n < 2) return;
   const double row_bytes = windows[0].row_bytes;
   if (!(row_bytes > 0)) return;
   std::vector<double> rate(n);  // seconds per byte this window
   for (size_t i = 0; i < n; ++i) {
-    const FfnWindow& w = windows[i];
+    const BalanceWindow& w = windows[i];
     const double bytes = w.forwards * (w.fixed_bytes + double(computed(int(i)).size()) * row_bytes);
     // From the network: anything not a plain positive number leaves the boundaries alone.
     if (!(w.compute_seconds > 0) || !(bytes > 0) || !std::isfinite(w.compute_seconds) || !std::isfinite(bytes) ||
@@ -108,7 +108,7 @@ void FfnBalancer::observe(std::span<const FfnWindow> windows) {
     want += (t / seconds_per_byte_[i - 1] - windows[i - 1].fixed_bytes) / row_bytes;
     if (!std::isfinite(want)) return;
     // Kept unless the move is most of a step: timing noise does not flip it.
-    if (std::abs(want - double(bounds_[i])) >= 0.75 * double(kFfnStepRows)) bounds_[i] = balanced_boundary(i, want);
+    if (std::abs(want - double(bounds_[i])) >= 0.75 * double(kBalanceStepRows)) bounds_[i] = balanced_boundary(i, want);
   }
 }
 

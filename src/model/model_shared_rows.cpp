@@ -1,6 +1,6 @@
 // The dense FFN: SwiGLU of gate and up, then down. On a tensor-parallel rank
 // whose neighbour computes some of its gate/up rows, or which computes some
-// of a neighbour's (ForwardHooks::ffn_rows, parallel/ffn_balance.h), the
+// of a neighbour's (ForwardHooks::ffn_rows, parallel/row_balance.h), the
 // neighbour's rows come first and go out at once, so they travel while this
 // rank computes its own; the rows it did not compute arrive just before its
 // down projection, which covers its own rows (RankPlan::ff_rows) as always.
@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "core/matmul.h"
@@ -38,37 +39,54 @@ void Model::gated_rows(const LayerWeights& L, PreparedInput& x, Range rows, floa
   });
 }
 
-void Model::dense_ffn(const LayerWeights& L, const MatrixView* then) {
-  const int64_t n = n_tokens_;
-  const Range own = plan_.ff_rows, held = plan_.ff_held;
-  const Range rows = opt_.hooks.ffn_rows ? opt_.hooks.ffn_rows(n) : own;
+void Model::share_rows(SharedRows what, Range own, Range held, int64_t n, float* out, float* shipped,
+                       const std::function<void(Range rows, float* dst, int64_t stride)>& compute) {
+  const Range rows = opt_.hooks.rows ? opt_.hooks.rows(what, n) : own;
   if (rows.begin < held.begin || rows.end > held.end || rows.begin > rows.end)
-    throw Error(fmt::format("forward: FFN rows [{}, {}) outside the held rows [{}, {})", rows.begin, rows.end,
+    throw Error(fmt::format("forward: rows [{}, {}) to compute outside the held rows [{}, {})", rows.begin, rows.end,
                             held.begin, held.end));
-  PreparedInput normed(xn_.data(), n, config_.n_embd);  // quantized once for every gate and up product
-  // Without the hook (all own rows, no neighbour) they are activated in place.
-  float* act = ffn_act_.empty() ? gate_.data() : ffn_act_.data();
   const Range before{rows.begin, std::min(rows.end, own.begin)}, after{std::max(rows.begin, own.end), rows.end};
   for (const auto& [side, theirs] : {std::pair{-1, before}, std::pair{1, after}}) {
     if (theirs.size() <= 0) continue;
-    gated_rows(L, normed, theirs, ffn_shipped_.data(), theirs.size(), nullptr);
-    opt_.hooks.ffn_send(side, ffn_shipped_.data(), size_t(n * theirs.size()));
+    compute(theirs, shipped, theirs.size());
+    opt_.hooks.send_rows(what, side, shipped, size_t(n * theirs.size()));
   }
+  const int64_t width = own.size();
   const Range mine{std::clamp(rows.begin, own.begin, own.end), std::clamp(rows.end, own.begin, own.end)};
-  gated_rows(L, normed, mine, act + (mine.begin - own.begin), n_ff_, &L.w_down);
+  if (mine.size() > 0) compute(mine, out + (mine.begin - own.begin), width);
   const Range missing_before{own.begin, mine.begin}, missing_after{mine.end, own.end};
   for (const auto& [side, missing] : {std::pair{-1, missing_before}, std::pair{1, missing_after}}) {
     const int64_t k = missing.size(), at = missing.begin - own.begin;
     if (k <= 0) continue;
     if (n == 1) {
-      opt_.hooks.ffn_recv(side, act + at, size_t(k));
+      opt_.hooks.recv_rows(what, side, out + at, size_t(k));
       continue;
     }
-    opt_.hooks.ffn_recv(side, ffn_shipped_.data(), size_t(n * k));
-    for (int64_t t = 0; t < n; ++t)
-      std::memcpy(act + t * n_ff_ + at, &ffn_shipped_[size_t(t * k)], size_t(k) * sizeof(float));
+    opt_.hooks.recv_rows(what, side, shipped, size_t(n * k));
+    for (int64_t t = 0; t < n; ++t) std::memcpy(out + t * width + at, shipped + t * k, size_t(k) * sizeof(float));
   }
+}
+
+void Model::dense_ffn(const LayerWeights& L, const MatrixView* then) {
+  const int64_t n = n_tokens_;
+  PreparedInput normed(xn_.data(), n, config_.n_embd);  // quantized once for every gate and up product
+  // Without the hooks (all own rows, no neighbour) they are activated in place.
+  float* act = ffn_act_.empty() ? gate_.data() : ffn_act_.data();
+  share_rows(SharedRows::Ffn, plan_.ff_rows, plan_.ff_held, n, act, ffn_shipped_.data(),
+             [&](Range rows, float* dst, int64_t stride) { gated_rows(L, normed, rows, dst, stride, &L.w_down); });
   matmul(L.w_down, act, n, proj_.data(), opt_.pool, then);
+}
+
+void Model::output_rows(Range rows, float* dst, int64_t stride, const MatrixView* then) {
+  const int64_t k = rows.size(), n = n_out_;
+  const MatrixView w = row_view(weights_.output, rows.begin - plan_.vocab_held.begin, k);
+  if (n == 1 || stride == k) {
+    matmul(w, out_in_.data(), n, dst, opt_.pool, then);
+    return;
+  }
+  matmul(w, out_in_.data(), n, vocab_scratch_.data(), opt_.pool, then);
+  for (int64_t t = 0; t < n; ++t)
+    std::memcpy(dst + t * stride, &vocab_scratch_[size_t(t * k)], size_t(k) * sizeof(float));
 }
 
 }  // namespace shardlm

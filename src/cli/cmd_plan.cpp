@@ -102,6 +102,10 @@ void add_plan(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(1, 4096));
   add_kv_type_option(*cmd, o->kv_type);
+  cmd->add_option("--balance-margin", o->request.balance_margin,
+                  "share of each tensor-parallel neighbour's FFN and output rows a rank also holds (0: none)")
+      ->capture_default_str()
+      ->check(finite_in(0, 0.5));
   cmd->add_option("--wire-type", o->wire_type, "activations on the wire: f32|f16|bf16|q8_0 (default: by link speed)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   cmd->add_flag("--force", o->request.force, "plan even when a node's memory is too small");

@@ -57,6 +57,11 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
   cmd.add_option("--wire-type", o.wire_type,
                  "activations on the wire (all-reduces, stage hand-offs): f32|f16|bf16|q8_0; default: by link speed")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
+  cmd.add_option("--balance-margin", o.balance_margin,
+                 "share of each tensor-parallel neighbour's FFN and output rows a rank also holds, to compute them "
+                 "while the neighbour is slower (0: none, less memory)")
+      ->capture_default_str()
+      ->check(finite_in(0, 0.5));
   cmd.add_flag("--force", o.force, "plan even when the layout does not fit the workers' memory");
   cmd.add_option("--peer-timeout", o.peer_timeout,
                  "seconds of silence after which a worker is declared dead (heartbeats; a long step is not silence)")
@@ -78,7 +83,8 @@ void add_cluster_run_options(CLI::App& cmd, ClusterRunOptions& o) {
 
 void reject_cluster_flags_alone(const CLI::App& cmd, const ClusterRunOptions& o) {
   if (o.enabled()) return;
-  for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--token-file", "--wire-type", "--force",
+  for (const char* flag : {"--tp", "--ep", "--pp", "--layers", "--worker-model", "--token-file", "--wire-type",
+                           "--balance-margin", "--force",
                            "--peer-timeout", "--comm-port", "--distribute-weights", "--cache-dir"})
     if (cmd.count(flag)) throw UsageError(fmt::format("{}: only with --nodes or --hostfile", flag));
 }
@@ -93,6 +99,7 @@ parallel::PlanRequest plan_request(const ClusterRunOptions& c, int64_t ctx, DTyp
   r.force = c.force;
   r.kv_type = kv_type;
   if (!c.wire_type.empty()) r.wire_type = parallel::wire_type_from_name(c.wire_type);
+  r.balance_margin = c.balance_margin;
   return r;
 }
 

@@ -13,6 +13,7 @@
 #include "cluster/mpi_job.h"
 #include "model/config.h"
 #include "model/sampler.h"
+#include "parallel/row_balance.h"
 
 namespace shardlm::cli {
 
@@ -32,6 +33,7 @@ struct ClusterRunOptions {
   std::string worker_model;
   std::string token_file;
   std::string wire_type;  // --wire-type; empty: the planner's choice by link speed
+  double balance_margin = parallel::kDefaultBalanceMargin;  // --balance-margin (parallel/row_balance.h)
   bool force = false;
   double peer_timeout = cluster::kDefaultPeerTimeoutSeconds;
   std::string comm_port;  // --comm-port PORT or LO-HI; empty: any

@@ -106,6 +106,7 @@ nlohmann::json settings_of(const MpiJobOptions& o) {
           {"sequences", p.n_seq},
           {"--kv-type", std::string(dtype_name(p.kv_type))},
           {"--wire-type", p.wire_type ? std::string(dtype_name(*p.wire_type)) : "by link speed"},
+          {"--balance-margin", p.balance_margin},
           {"--distribute-weights", o.distribute_weights}};
 }
 

@@ -108,6 +108,17 @@ std::vector<int64_t> layers_by_weight(int64_t n_layer, const std::vector<double>
   return layers;
 }
 
+// n rows split by weight in multiples of `unit`, and of whole 16-row panel
+// groups where n allows, so that the ranks' rows can be balanced
+// (parallel/row_balance.h); the last part takes the rows past the last group.
+std::vector<Range> row_split(int64_t n, int64_t unit, const std::vector<double>& speed, const std::string& what) {
+  const int64_t aligned = std::lcm(unit, int64_t(16));
+  if (n / aligned < int64_t(speed.size())) return weighted_split(n / unit, unit, speed, what);
+  auto parts = weighted_split(n / aligned, aligned, speed, what);
+  parts.back().end = n;
+  return parts;
+}
+
 struct Builder {
   const gguf::File& file;
   const ModelConfig& c;
@@ -126,10 +137,10 @@ struct Builder {
       std::vector<double> speed;
       for (int t = 0; t < tp; ++t) speed.push_back(p.nodes[size_t(p.rank_of(s, t))].memory_bandwidth_gbs);
       const auto heads = weighted_split(c.n_head / units.heads, units.heads, speed, "attention heads");
-      const auto ff = weighted_split(c.n_ff / units.ff, units.ff, speed, "FFN rows");
+      const auto ff = row_split(c.n_ff, units.ff, speed, "FFN rows");
       // Models with experts: their dense layers are few (deepseek2's first).
       const auto held = held_ranges(ff, c.has_experts() ? 0 : req.balance_margin);
-      const auto vocab = weighted_split(c.n_vocab, 1, speed, "vocabulary rows");
+      const auto vocab = row_split(c.n_vocab, 1, speed, "vocabulary rows");
       const auto vocab_held = held_ranges(vocab, req.balance_margin);
       const ExpertRanges ex = expert_ranges(p, s, speed);
       for (int t = 0; t < tp; ++t) {

@@ -64,7 +64,7 @@ class RowBalancer {
   RowBalancer(std::vector<Range> owned, std::vector<Range> held);
 
   static constexpr int kWindow = 8;
-  static constexpr int64_t kMinShipSteps = 2;
+  static constexpr int64_t kMinShipSteps = 3;
   static constexpr int64_t kMaxTokens = 16;
 
   // The rows rank i computes.

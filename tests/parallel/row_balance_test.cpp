@@ -80,8 +80,8 @@ TEST(RowBalancer, KeepsTheBoundariesForNoiseUnderAStep) {
   const BalanceWindow w[] = {window(t, fixed, row), window(1.01 * t, fixed, row)};
   for (int i = 0; i < 4; ++i) b.observe(w);
   EXPECT_FALSE(b.shipping());
-  // Nor for a step's worth (1.5 % slower: ~61 rows), which costs more than it saves.
-  const BalanceWindow small[] = {window(t, fixed, row), window(1.015 * t, fixed, row)};
+  // Nor for two steps' worth (3 % slower: ~120 rows), which cost more than they save.
+  const BalanceWindow small[] = {window(t, fixed, row), window(1.03 * t, fixed, row)};
   for (int i = 0; i < 4; ++i) b.observe(small);
   EXPECT_FALSE(b.shipping());
 }

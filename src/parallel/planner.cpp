@@ -132,6 +132,10 @@ struct Builder {
     p.pp = pp;
     p.nodes.assign(nodes.begin(), nodes.begin() + tp * pp);
     p.expert_split = split;
+    // Rows move between ranks only over links fast enough for exact
+    // activations: on slower ones (a lossy wire type) a message a layer costs
+    // more latency and bytes than a slower neighbour does.
+    const double margin = choose_wire_type(p) == DType::F32 ? req.balance_margin : 0;
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {
       std::vector<double> speed;
@@ -139,9 +143,9 @@ struct Builder {
       const auto heads = weighted_split(c.n_head / units.heads, units.heads, speed, "attention heads");
       const auto ff = row_split(c.n_ff, units.ff, speed, "FFN rows");
       // Models with experts: their dense layers are few (deepseek2's first).
-      const auto held = held_ranges(ff, c.has_experts() ? 0 : req.balance_margin);
+      const auto held = held_ranges(ff, c.has_experts() ? 0 : margin);
       const auto vocab = row_split(c.n_vocab, 1, speed, "vocabulary rows");
-      const auto vocab_held = held_ranges(vocab, req.balance_margin);
+      const auto vocab_held = held_ranges(vocab, margin);
       const ExpertRanges ex = expert_ranges(p, s, speed);
       for (int t = 0; t < tp; ++t) {
         RankPlan r;

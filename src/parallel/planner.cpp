@@ -125,8 +125,20 @@ struct Builder {
   SplitUnits units;
   const PlanRequest& req;
 
+  // The layout with row-balance margins (parallel/row_balance.h) where they
+  // fit, else without: the memory is worth more than the balance.
   Plan build(const std::vector<NodeSpec>& nodes, int tp, int pp, const std::vector<int64_t>& layers,
              ExpertSplit split) const {
+    Plan p = build(nodes, tp, pp, layers, split, req.balance_margin);
+    if (p.fits || req.balance_margin <= 0 || tp < 2) return p;
+    Plan lean = build(nodes, tp, pp, layers, split, 0);
+    if (!lean.fits) return p;
+    lean.notes.push_back(fmt::format("no row-balance margins: with --balance-margin {} it would not fit", req.balance_margin));
+    return lean;
+  }
+
+  Plan build(const std::vector<NodeSpec>& nodes, int tp, int pp, const std::vector<int64_t>& layers,
+             ExpertSplit split, double margin) const {
     Plan p;
     p.tp = tp;
     p.pp = pp;
@@ -135,7 +147,7 @@ struct Builder {
     // Rows move between ranks only over links fast enough for exact
     // activations: on slower ones (a lossy wire type) a message a layer costs
     // more latency and bytes than a slower neighbour does.
-    const double margin = choose_wire_type(p) == DType::F32 ? req.balance_margin : 0;
+    if (choose_wire_type(p) != DType::F32) margin = 0;
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {
       std::vector<double> speed;

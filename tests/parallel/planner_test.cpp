@@ -104,6 +104,32 @@ TEST(Planner, ImpossibleSplitsAreClearErrors) {
             std::string::npos);
 }
 
+// Tensor-parallel ranks hold margins of their neighbours' FFN and output
+// rows (parallel/row_balance.h), unless asked for none, over a slow link (a
+// lossy wire type), or where the margins would not fit and the rows alone do.
+TEST(Planner, HoldsRowBalanceMarginsWhereTheyFit) {
+  auto f = gguf::File::open(model("stories260K.gguf"));
+  PlanRequest r;
+  r.tp = 2;
+  const auto roomy = make_plan(*f, nodes(2), r);
+  EXPECT_NE(roomy.ranks[0].vocab_held, roomy.ranks[0].vocab_rows);
+  r.balance_margin = 0;
+  const auto none = make_plan(*f, nodes(2), r);
+  EXPECT_EQ(none.ranks[0].vocab_held, none.ranks[0].vocab_rows);
+  auto small = nodes(2);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_LT(none.costs[i].memory_bytes(), roomy.costs[i].memory_bytes());
+    small[i].memory_bytes = (none.costs[i].memory_bytes() + roomy.costs[i].memory_bytes()) / 2;
+  }
+  r.balance_margin = kDefaultBalanceMargin;
+  const auto tight = make_plan(*f, small, r);
+  EXPECT_EQ(tight.ranks[0].vocab_held, tight.ranks[0].vocab_rows);
+  EXPECT_EQ(tight.costs[1].memory_bytes(), none.costs[1].memory_bytes());
+  EXPECT_NE(tight.notes.back().find("no row-balance margins"), std::string::npos);
+  r.wire_type = DType::BF16;
+  EXPECT_EQ(make_plan(*f, nodes(2), r).ranks[1].vocab_held, roomy.ranks[1].vocab_rows);
+}
+
 TEST(Planner, RefusesWhatDoesNotFitUnlessForced) {
   auto f = gguf::File::open(model("stories260K.gguf"));
   PlanRequest r;

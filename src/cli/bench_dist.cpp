@@ -39,7 +39,7 @@ struct DistBenchOptions {
   double bandwidth_gbs = 20;  // for the prediction: this machine's per-rank memory bandwidth
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
   double balance_margin = parallel::kDefaultBalanceMargin;
-  std::optional<int64_t> balance_shift;  // fixed FFN boundaries (DistributedSessionOptions::balance_shift)
+  std::optional<int64_t> balance_shift;  // fixed row boundaries (DistributedSessionOptions::balance_shift)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
   parallel::TokenCosts token_costs;  // likewise
 };
@@ -329,12 +329,13 @@ void add_bench_dist(CLI::App& bench) {
       ->check(integer_in(-1, 1000000));
   cmd->add_flag("!--no-kernel-rates", o->measure_rates, "predict from --bandwidth alone (no kernel measurement)");
   cmd->add_option("--balance-margin", o->balance_margin,
-                  "share of each tp neighbour's dense gate/up rows a rank also holds, to compute for it when it is "
-                  "slower (0: none)")
+                  "share of each tp neighbour's FFN gate/up and output rows a rank also holds, to compute for it "
+                  "when it is slower (0: none)")
       ->capture_default_str()
       ->check(finite_in(0, 0.5));
   cmd->add_option("--balance-shift", o->balance_shift,
-                  "rows every FFN boundary moves towards the rank after it, fixed (default: by measured speed)")
+                  "rows every FFN and output boundary moves towards the rank after it, fixed (default: by measured "
+                  "speed)")
       ->check(integer_in(-1000000, 1000000));
   cmd->callback([o] { bench_dist(*o); });
 }

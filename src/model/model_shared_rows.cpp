@@ -1,9 +1,10 @@
-// The dense FFN: SwiGLU of gate and up, then down. On a tensor-parallel rank
-// whose neighbour computes some of its gate/up rows, or which computes some
-// of a neighbour's (ForwardHooks::ffn_rows, parallel/row_balance.h), the
+// Column-parallel products whose rows a tensor-parallel rank may compute for
+// a neighbour, or a neighbour for it (ForwardHooks::rows,
+// parallel/row_balance.h): a dense FFN's gate/up, and the output's rows. The
 // neighbour's rows come first and go out at once, so they travel while this
-// rank computes its own; the rows it did not compute arrive just before its
-// down projection, which covers its own rows (RankPlan::ff_rows) as always.
+// rank computes its own; the rows it did not compute arrive last, just
+// before the FFN's down projection (over its own rows, RankPlan::ff_rows, as
+// always) or the sampling of its logits.
 #include <fmt/format.h>
 
 #include <algorithm>

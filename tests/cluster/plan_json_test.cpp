@@ -42,6 +42,25 @@ TEST(PlanJson, CarriesTheWireType) {
   }
 }
 
+// The held margins (parallel/row_balance.h) travel with each rank; a plan
+// without them (an older coordinator) holds the own rows alone.
+TEST(PlanJson, CarriesTheHeldRows) {
+  auto p = two_rank_plan();
+  p.ranks[0].ff_held = {0, 128};
+  p.ranks[1].vocab_held = {36, 200};
+  const auto back = plan_from_json(plan_to_json(p), "w");
+  EXPECT_EQ(back.ranks[0].ff_held, (Range{0, 128}));
+  EXPECT_EQ(back.ranks[1].vocab_held, (Range{36, 200}));
+  auto old = plan_to_json(p);
+  for (auto& r : old["ranks"]) {
+    r.erase("ff_held");
+    r.erase("vocab_held");
+  }
+  const auto older = plan_from_json(old, "w");
+  EXPECT_EQ(older.ranks[0].ff_held, older.ranks[0].ff_rows);
+  EXPECT_EQ(older.ranks[1].vocab_held, older.ranks[1].vocab_rows);
+}
+
 // Expert ranges travel with each rank; a plan without them (an older
 // coordinator) means a model without experts.
 TEST(PlanJson, CarriesTheExpertRanges) {

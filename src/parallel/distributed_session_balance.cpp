@@ -35,7 +35,7 @@ void DistributedSession::install_row_hooks(ModelOptions& mo) {
       margins |= held.back() != owned.back();
     }
     if (!margins) continue;
-    balance_[k].balancer = std::make_unique<RowBalancer>(std::move(owned), std::move(held));
+    balance_[k].balancer = std::make_unique<RowBalancer>(std::move(owned), std::move(held), kRowsName[k]);
     if (opt_.balance_shift) balance_[k].balancer->shift_all(*opt_.balance_shift);
   }
   if (!balance_[0].balancer && !balance_[1].balancer) return;

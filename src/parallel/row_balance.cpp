@@ -31,14 +31,14 @@ std::vector<Range> held_ranges(std::span<const Range> owned, double margin) {
   return held;
 }
 
-RowBalancer::RowBalancer(std::vector<Range> owned, std::vector<Range> held)
+RowBalancer::RowBalancer(std::vector<Range> owned, std::vector<Range> held, const std::string& what)
     : owned_(std::move(owned)), held_(std::move(held)) {
   const size_t n = owned_.size();
-  if (n == 0 || held_.size() != n) throw Error("ffn balance: one owned and one held range per rank needed");
+  if (n == 0 || held_.size() != n) throw Error(fmt::format("row balance: one owned and one held range of {} rows per rank needed", what));
   for (size_t i = 0; i < n; ++i) {
     const Range o = owned_[i], h = held_[i];
     const auto bad = [&](const char* why) {
-      return Error(fmt::format("ffn balance: rank {} holds ffn rows [{}, {}) for its rows [{}, {}): {}", i, h.begin,
+      return Error(fmt::format("row balance: rank {} holds {} rows [{}, {}) for its rows [{}, {}): {}", i, what, h.begin,
                                h.end, o.begin, o.end, why));
     };
     if (o.size() <= 0 || h.begin > o.begin || h.end < o.end) throw bad("they do not cover its own");

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/plan.h"
@@ -60,8 +61,9 @@ struct BalanceWindow {
 
 class RowBalancer {
  public:
-  // Throws Error when the ranges do not fit together (a plan from the network).
-  RowBalancer(std::vector<Range> owned, std::vector<Range> held);
+  // Throws Error naming `what` (e.g. "FFN") when the ranges do not fit
+  // together (a plan from the network).
+  RowBalancer(std::vector<Range> owned, std::vector<Range> held, const std::string& what);
 
   static constexpr int kWindow = 8;
   static constexpr int64_t kMinShipSteps = 3;

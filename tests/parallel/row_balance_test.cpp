@@ -47,7 +47,7 @@ BalanceWindow window(double seconds, double fixed, double row_bytes) {
 
 TEST(RowBalancer, MovesRowsToTheFasterRankWithinTheMargin) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  RowBalancer b(owned, held_ranges(owned, 0.25));
+  RowBalancer b(owned, held_ranges(owned, 0.25), "FFN");
   EXPECT_EQ(b.computed(0), owned[0]);
   EXPECT_FALSE(b.shipping());
   // Rank 1 takes 20 % longer for the same bytes: rank 0 should compute more.
@@ -75,7 +75,7 @@ TEST(RowBalancer, MovesRowsToTheFasterRankWithinTheMargin) {
 
 TEST(RowBalancer, KeepsTheBoundariesForNoiseUnderAStep) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  RowBalancer b(owned, held_ranges(owned, 0.25));
+  RowBalancer b(owned, held_ranges(owned, 0.25), "FFN");
   const double fixed = 4096 * 100, row = 100, t = 8 * (fixed + 4096 * row) * 1e-9;
   const BalanceWindow w[] = {window(t, fixed, row), window(1.01 * t, fixed, row)};
   for (int i = 0; i < 4; ++i) b.observe(w);
@@ -88,11 +88,18 @@ TEST(RowBalancer, KeepsTheBoundariesForNoiseUnderAStep) {
 
 TEST(RowBalancer, RefusesRangesThatDoNotFit) {
   const std::vector<Range> owned{{0, 4096}, {4096, 8192}};
-  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4000, 8192}}), Error);  // not whole steps
-  EXPECT_THROW(RowBalancer(owned, {{0, 4000}, {4096, 8192}}), Error);   // own rows not covered
-  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4096, 8256}}), Error);   // past the last rank
-  EXPECT_THROW(RowBalancer({{0, 4096}, {4000, 8192}}, {{0, 4096}, {4000, 8192}}), Error);  // gap
-  EXPECT_THROW(RowBalancer(owned, {{0, 4096}}), Error);
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4000, 8192}}, "FFN"), Error);  // not whole steps
+  EXPECT_THROW(RowBalancer(owned, {{0, 4000}, {4096, 8192}}, "FFN"), Error);   // own rows not covered
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}, {4096, 8256}}, "FFN"), Error);   // past the last rank
+  EXPECT_THROW(RowBalancer({{0, 4096}, {4000, 8192}}, {{0, 4096}, {4000, 8192}}, "FFN"), Error);  // gap
+  EXPECT_THROW(RowBalancer(owned, {{0, 4096}}, "FFN"), Error);
+  try {
+    RowBalancer(owned, {{0, 4000}, {4096, 8192}}, "output");
+    ADD_FAILURE() << "uncovered rows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 holds output rows [0, 4000) for its rows [0, 4096)"), std::string::npos)
+        << e.what();
+  }
 }
 
 std::string synth_model(const std::string& type) {

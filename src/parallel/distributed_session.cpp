@@ -71,7 +71,7 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
   mo.pool = pool_.get();
   mo.plan = plan_.ranks[size_t(rank_)];
   if (plan_.tp > 1) mo.hooks.all_reduce = [this](float* data, size_t count) { all_reduce_hook(data, count); };
-  install_row_hooks(mo);
+  install_row_hooks(mo, ModelConfig::from_gguf(file));
   model_ = std::make_unique<Model>(file, mo);
   const auto& c = model_->config();
   hidden_in_.resize(size_t(opt_.n_batch * c.n_embd));

@@ -146,7 +146,8 @@ class DistributedSession {
   void all_reduce_hook(float* data, size_t count);
   // distributed_session_balance.cpp: the rows this rank computes for its
   // neighbours, and the window of timings after which they change.
-  void install_row_hooks(ModelOptions& mo);
+  void install_row_hooks(ModelOptions& mo, const ModelConfig& c);
+  void check_stage_rows_agree(const ModelConfig& c);
   void note_balance_window(int64_t n_tokens, double ffn_seconds, double output_seconds);
   void note_expert_balance();
 

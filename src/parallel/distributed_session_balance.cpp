@@ -4,9 +4,12 @@
 // boundaries.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/matmul.h"
+#include "model/config.h"
 #include "parallel/distributed_session.h"
 
 namespace shardlm::parallel {
@@ -21,8 +24,31 @@ size_t kind(SharedRows what) { return what == SharedRows::Ffn ? 0 : 1; }
 
 }  // namespace
 
-void DistributedSession::install_row_hooks(ModelOptions& mo) {
+// The stage's ranks must agree on who holds which rows before any of them
+// waits for rows from another: a plan altered for one rank (the plan comes
+// over the network) would otherwise leave it waiting for rows never sent.
+void DistributedSession::check_stage_rows_agree(const ModelConfig& c) {
+  std::vector<int64_t> mine;
+  for (int i = 0; i < plan_.tp; ++i) {
+    const RankPlan& r = plan_.ranks[size_t(plan_.rank_of(stage_index_, i))];
+    r.validate(c);
+    for (const Range x : {r.ff_rows, r.ff_held, r.vocab_rows, r.vocab_held}) {
+      mine.push_back(x.begin);
+      mine.push_back(x.end);
+    }
+  }
+  std::vector<int64_t> all(mine.size() * size_t(plan_.tp));
+  stage_->all_gather(mine.data(), all.data(), mine.size() * sizeof(int64_t));
+  for (int i = 0; i < plan_.tp; ++i)
+    if (!std::equal(mine.begin(), mine.end(), all.begin() + ptrdiff_t(size_t(i) * mine.size())))
+      throw Error(fmt::format("distributed session: rank {} was given other FFN or output rows for this stage's ranks "
+                              "than rank {} (their plans differ)",
+                              plan_.rank_of(stage_index_, i), rank_));
+}
+
+void DistributedSession::install_row_hooks(ModelOptions& mo, const ModelConfig& c) {
   if (plan_.tp < 2) return;
+  check_stage_rows_agree(c);
   const bool last_stage = stage_index_ == plan_.pp - 1;
   for (size_t k = 0; k < 2; ++k) {
     if (k == 1 && !last_stage) continue;

@@ -131,9 +131,11 @@ struct Builder {
              ExpertSplit split) const {
     Plan p = build(nodes, tp, pp, layers, split, req.balance_margin);
     if (p.fits || req.balance_margin <= 0 || tp < 2) return p;
+    // Without them it fits, or at least needs the least memory (what a
+    // refusal quotes, and what --force runs).
     Plan lean = build(nodes, tp, pp, layers, split, 0);
-    if (!lean.fits) return p;
-    lean.notes.push_back(fmt::format("no row-balance margins: with --balance-margin {} it would not fit", req.balance_margin));
+    if (lean.fits)
+      lean.notes.push_back(fmt::format("no row-balance margins: with --balance-margin {} it would not fit", req.balance_margin));
     return lean;
   }
 
@@ -147,7 +149,11 @@ struct Builder {
     // Rows move between ranks only over links fast enough for exact
     // activations: on slower ones (a lossy wire type) a message a layer costs
     // more latency and bytes than a slower neighbour does.
-    if (choose_wire_type(p) != DType::F32) margin = 0;
+    if (choose_wire_type(p) != DType::F32 && margin > 0 && tp > 1) {
+      margin = 0;
+      p.notes.push_back(fmt::format("no row-balance margins with {} activations (rows move only with exact f32 ones)",
+                                    wire_type_name(choose_wire_type(p))));
+    }
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {
       std::vector<double> speed;

@@ -117,13 +117,14 @@ std::string synth_model(const std::string& type) {
 // sequences decoded together, with the FFN boundaries moved by `shift`
 // (none: by measured speed), as JSON; and the rows each rank computed for
 // a neighbour.
-nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> shift) {
+nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> shift,
+                      const std::vector<size_t>& lengths = {1, 9, 24}, int n_seq = 3) {
   auto outcomes = run_ranks(tp, [&](comm::Communicator& comm) -> std::string {
     auto file = gguf::File::open(path);
     const Plan plan = uniform_plan(*file, tp, 1, {}, default_node("127.0.0.1"));
     DistributedSessionOptions o;
     o.n_ctx = 64;
-    o.n_seq = 3;
+    o.n_seq = n_seq;
     o.n_batch = 32;
     o.balance_shift = shift;
     DistributedSession s(comm.shared_from_this(), plan, *file, o);
@@ -131,7 +132,7 @@ nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> sh
     if (comm.rank() == 0) {
       const int64_t vocab = s.n_vocab();
       std::vector<std::vector<TokenId>> prompts;
-      for (size_t len : {1, 9, 24}) {
+      for (size_t len : lengths) {
         std::vector<TokenId> p;
         for (size_t i = 0; i < len; ++i) p.push_back(TokenId((i * 7919 + len) % size_t(vocab)));
         j["logits"].push_back(s.prompt_logits(p));
@@ -139,6 +140,7 @@ nlohmann::json run_tp(const std::string& path, int tp, std::optional<int64_t> sh
       }
       SamplerParams greedy;
       greedy.temperature = 0;
+      if (prompts.size() > size_t(n_seq)) prompts.resize(size_t(n_seq));
       j["tokens"] = testing::generate_steps(s, prompts, greedy, 12);
       s.shutdown();
     } else {
@@ -183,6 +185,25 @@ TEST(RowBalance, RowsComputedByANeighbourGiveTheSameBits) {
     expect_same_bits(own, run_tp(path, 2, std::nullopt), type + " measured");
     std::filesystem::remove(path);
   }
+}
+
+// A plan altered for one rank (plans come over the network) fails at once
+// on every rank, naming the one that differs, instead of leaving a rank
+// waiting for rows its neighbour never sends.
+TEST(RowBalance, RanksWithOtherRowsFailAtOnce) {
+  const std::string path = synth_model("q8_0");
+  auto outcomes = run_ranks(2, [&](comm::Communicator& comm) -> std::string {
+    auto file = gguf::File::open(path);
+    Plan plan = uniform_plan(*file, 2, 1, {}, default_node("127.0.0.1"));
+    if (comm.rank() == 1) plan.ranks[0].vocab_held.end -= kBalanceStepRows;
+    DistributedSession s(comm.shared_from_this(), plan, *file, DistributedSessionOptions{});
+    return "constructed";
+  });
+  for (const auto& o : outcomes) {
+    EXPECT_FALSE(o.ok());
+    EXPECT_NE(o.output.find("other FFN or output rows for this stage's ranks"), std::string::npos) << o.output;
+  }
+  std::filesystem::remove(path);
 }
 
 // A middle rank sends to, or receives from, both neighbours.

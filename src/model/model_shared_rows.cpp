@@ -26,6 +26,11 @@ MatrixView row_view(const MatrixView& m, int64_t first, int64_t rows) {
   return v;
 }
 
+// n tokens' k values, packed, into rows of `stride` values.
+void unpack_rows(const float* packed, int64_t n, int64_t k, float* dst, int64_t stride) {
+  for (int64_t t = 0; t < n; ++t) std::memcpy(dst + t * stride, packed + t * k, size_t(k) * sizeof(float));
+}
+
 }  // namespace
 
 void Model::gated_rows(const LayerWeights& L, PreparedInput& x, Range rows, float* out, int64_t out_stride,
@@ -64,7 +69,7 @@ void Model::share_rows(SharedRows what, Range own, Range held, int64_t n, float*
       continue;
     }
     opt_.hooks.recv_rows(what, side, shipped, size_t(n * k));
-    for (int64_t t = 0; t < n; ++t) std::memcpy(out + t * width + at, shipped + t * k, size_t(k) * sizeof(float));
+    unpack_rows(shipped, n, k, out + at, width);
   }
 }
 
@@ -86,8 +91,7 @@ void Model::output_rows(Range rows, float* dst, int64_t stride, const MatrixView
     return;
   }
   matmul(w, out_in_.data(), n, vocab_scratch_.data(), opt_.pool, then);
-  for (int64_t t = 0; t < n; ++t)
-    std::memcpy(dst + t * stride, &vocab_scratch_[size_t(t * k)], size_t(k) * sizeof(float));
+  unpack_rows(vocab_scratch_.data(), n, k, dst, stride);
 }
 
 }  // namespace shardlm

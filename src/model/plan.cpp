@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "core/error.h"
 #include "model/config.h"
 
@@ -27,7 +29,7 @@ RankPlan RankPlan::whole(const ModelConfig& c) {
 bool RankPlan::last_stage(const ModelConfig& c) const { return layers.end == c.n_layer; }
 
 void RankPlan::validate(const ModelConfig& c) const {
-  auto check = [](const char* what, Range r, int64_t limit) {
+  auto check = [](std::string_view what, Range r, int64_t limit) {
     if (r.begin < 0 || r.end > limit || r.begin >= r.end)
       throw Error(fmt::format("rank plan: {} range [{}, {}) is not a non-empty part of [0, {})", what, r.begin,
                               r.end, limit));
@@ -35,16 +37,16 @@ void RankPlan::validate(const ModelConfig& c) const {
   check("layer", layers, c.n_layer);
   check("head", heads, c.n_head);
   check("kv-head", kv_heads, c.n_head_kv);
-  check("ffn-row", ff_rows, c.n_ff);
-  check("held ffn-row", ff_held, c.n_ff);
-  if (ff_held.begin > ff_rows.begin || ff_held.end < ff_rows.end)
-    throw Error(fmt::format("rank plan: held ffn rows [{}, {}) do not cover the ffn rows [{}, {})", ff_held.begin,
-                            ff_held.end, ff_rows.begin, ff_rows.end));
-  check("vocab-row", vocab_rows, c.n_vocab);
-  check("held vocab-row", vocab_held, c.n_vocab);
-  if (vocab_held.begin > vocab_rows.begin || vocab_held.end < vocab_rows.end)
-    throw Error(fmt::format("rank plan: held vocab rows [{}, {}) do not cover the vocab rows [{}, {})",
-                            vocab_held.begin, vocab_held.end, vocab_rows.begin, vocab_rows.end));
+  // Rows, and the held rows around them (parallel/row_balance.h's margins).
+  auto check_held = [&](std::string_view what, Range rows, Range held, int64_t limit) {
+    check(fmt::format("{}-row", what), rows, limit);
+    check(fmt::format("held {}-row", what), held, limit);
+    if (held.begin > rows.begin || held.end < rows.end)
+      throw Error(fmt::format("rank plan: held {} rows [{}, {}) do not cover the {} rows [{}, {})", what, held.begin,
+                              held.end, what, rows.begin, rows.end));
+  };
+  check_held("ffn", ff_rows, ff_held, c.n_ff);
+  check_held("vocab", vocab_rows, vocab_held, c.n_vocab);
   if (c.has_experts()) {
     check("expert", experts, c.moe.n_expert);
     check("expert-row", expert_rows, c.moe.n_ff_expert);

@@ -26,8 +26,8 @@
 #include "core/clock.h"
 #include "model/model.h"
 #include "model/sampler.h"
-#include "parallel/row_balance.h"
 #include "parallel/planner.h"
+#include "parallel/row_balance.h"
 #include "parallel/sharded_sampler.h"
 #include "parallel/step_message.h"
 #include "parallel/wire_all_reduce.h"
@@ -42,7 +42,7 @@ struct DistributedSessionOptions {
   int threads = 1;        // compute threads of this rank
   bool commit_kv_cache = false;  // this rank's KV cache resident from the start (ModelOptions)
   bool time_kernels_at_load = false;  // every kernel choice timed at load (ModelOptions)
-  // Dense FFN rows computed for tp neighbours (parallel/row_balance.h): by
+  // Dense FFN and output rows computed for tp neighbours (parallel/row_balance.h): by
   // the measured speeds when unset; else every boundary moved by this many
   // rows towards the rank after it (negative: before), for good (tests and
   // benchmarks). Needs held margins in the plan (PlanRequest::balance_margin).

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -21,6 +22,11 @@ constexpr uint32_t kTagRows[2] = {4, 5};
 constexpr const char* kRowsName[2] = {"FFN", "output"};
 
 size_t kind(SharedRows what) { return what == SharedRows::Ffn ? 0 : 1; }
+
+// A rank's own rows of a kind, and the rows it holds.
+std::pair<Range, Range> rows_of(const RankPlan& r, size_t kind) {
+  return kind == 0 ? std::pair{r.ff_rows, r.ff_held} : std::pair{r.vocab_rows, r.vocab_held};
+}
 
 }  // namespace
 
@@ -55,10 +61,10 @@ void DistributedSession::install_row_hooks(ModelOptions& mo, const ModelConfig& 
     std::vector<Range> owned, held;
     bool margins = false;
     for (int i = 0; i < plan_.tp; ++i) {
-      const RankPlan& r = plan_.ranks[size_t(plan_.rank_of(stage_index_, i))];
-      owned.push_back(k == 0 ? r.ff_rows : r.vocab_rows);
-      held.push_back(k == 0 ? r.ff_held : r.vocab_held);
-      margins |= held.back() != owned.back();
+      const auto [own, holds] = rows_of(plan_.ranks[size_t(plan_.rank_of(stage_index_, i))], k);
+      owned.push_back(own);
+      held.push_back(holds);
+      margins |= holds != own;
     }
     if (!margins) continue;
     balance_[k].balancer = std::make_unique<RowBalancer>(std::move(owned), std::move(held), kRowsName[k]);
@@ -66,8 +72,7 @@ void DistributedSession::install_row_hooks(ModelOptions& mo, const ModelConfig& 
   }
   if (!balance_[0].balancer && !balance_[1].balancer) return;
   mo.hooks.rows = [this](SharedRows what, int64_t n_tokens) {
-    const RankPlan& me = plan_.ranks[size_t(rank_)];
-    const Range own = what == SharedRows::Ffn ? me.ff_rows : me.vocab_rows;
+    const Range own = rows_of(plan_.ranks[size_t(rank_)], kind(what)).first;
     const RowBalancer* b = balance_[kind(what)].balancer.get();
     if (!b || n_tokens > RowBalancer::kMaxTokens) return own;
     const Range rows = b->computed(tp_index_);

@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "gguf/gguf.h"
 #include "model/weights.h"
-#include "parallel/row_balance.h"
 #include "parallel/expert_imbalance.h"
+#include "parallel/row_balance.h"
 #include "parallel/wire_format.h"
 
 namespace shardlm::parallel {
@@ -149,10 +149,10 @@ struct Builder {
     // Rows move between ranks only over links fast enough for exact
     // activations: on slower ones (a lossy wire type) a message a layer costs
     // more latency and bytes than a slower neighbour does.
-    if (choose_wire_type(p) != DType::F32 && margin > 0 && tp > 1) {
+    if (const DType wire = choose_wire_type(p); wire != DType::F32 && margin > 0 && tp > 1) {
       margin = 0;
       p.notes.push_back(fmt::format("no row-balance margins with {} activations (rows move only with exact f32 ones)",
-                                    wire_type_name(choose_wire_type(p))));
+                                    wire_type_name(wire)));
     }
     int64_t layer = 0;
     for (int s = 0; s < pp; ++s) {

@@ -126,12 +126,12 @@ int64_t find_above(const float* x, int64_t n, float floor) {
   return use_avx2() ? avx2::find_above(x, n, floor) : ref::find_above(x, n, floor);
 }
 bool attend_with_isa(Isa isa, const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale,
-                     float* scores, float* out) {
+                     float* scores, float* out, SumOrder order) {
   if (isa > active_isa()) return false;
   switch (isa) {
     case Isa::Scalar: ref::attend(q, n_q, kv, n_pos, scale, scores, out); return true;
-    case Isa::Avx2: avx2::attend(q, n_q, kv, n_pos, scale, scores, out); return true;
-    case Isa::Avx512: return avx512::attend(q, n_q, kv, n_pos, scale, scores, out);
+    case Isa::Avx2: avx2::attend(q, n_q, kv, n_pos, scale, scores, out, order); return true;
+    case Isa::Avx512: return avx512::attend(q, n_q, kv, n_pos, scale, scores, out, order);
     default: return false;  // AMX has no attention of its own
   }
 }
@@ -142,18 +142,19 @@ Isa attend_isa(const KvHead& kv) {
 }
 
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-            float* out) {
-  attend_with_isa(attend_isa(kv), q, n_q, kv, n_pos, scale, scores, out);
+            float* out, SumOrder order) {
+  attend_with_isa(attend_isa(kv), q, n_q, kv, n_pos, scale, scores, out, order);
 }
 
 void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
-                   float scale, float* scores, float* out, int64_t out_stride) {
+                   float scale, float* scores, float* out, int64_t out_stride, SumOrder order) {
   if (n_tok > 1 && active_isa() >= Isa::Avx512 &&
       avx512::attend_block(q, q_stride, n_tok, n_q, kv, n_pos, scale, out, out_stride))
     return;
   if (n_tok > 1 && use_avx2() && avx2::attend_block(q, q_stride, n_tok, n_q, kv, n_pos, scale, out, out_stride))
     return;
-  for (int64_t i = 0; i < n_tok; ++i) attend(q + i * q_stride, n_q, kv, n_pos + i, scale, scores, out + i * out_stride);
+  for (int64_t i = 0; i < n_tok; ++i)
+    attend(q + i * q_stride, n_q, kv, n_pos + i, scale, scores, out + i * out_stride, order);
 }
 
 // The compiler vectorizes these two well enough at -O2 for the baseline ISA.

@@ -53,13 +53,22 @@ struct KvHead {
   int64_t dim_k, dim_v;
   bool f16 = false;
 };
+// The order in which attention of one token adds: Fastest, its own (each
+// dot product over lanes of dimensions, then across them); AsBlocks, each
+// dot product's multiply-adds in dimension order and the softmax's sum in
+// position order, as a lane of the blocked prefill kernels (attend_tokens)
+// takes them, so a token gets the same bits attended alone or among others
+// (batch invariance: what a server of several sequences needs); it costs
+// decode with a long cache 5-30 % (docs/BENCHMARKS.md). The scalar path is
+// per token either way.
+enum class SumOrder { Fastest, AsBlocks };
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-            float* out);
+            float* out, SumOrder order = SumOrder::Fastest);
 // attend on one ISA's path (benchmarks): false, with nothing done, where this
 // CPU lacks it or it does not take the shape (AVX-512: head dimensions in
 // multiples of 16). attend_isa: the path attend takes for this shape.
 bool attend_with_isa(Isa isa, const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale,
-                     float* scores, float* out);
+                     float* scores, float* out, SumOrder order = SumOrder::Fastest);
 Isa attend_isa(const KvHead& kv);
 
 // attend for n_tok consecutive tokens of one sequence (prefill): token i has
@@ -69,11 +78,11 @@ Isa attend_isa(const KvHead& kv);
 // the block is one matmul-shaped pass that reads each cached row once for
 // several of its queries; both ISAs give the same bits, and a token's result
 // does not depend on which other tokens share the block; otherwise (and for
-// one token: decode) it is attend per token. scores: what attend needs for
-// one token.
+// one token: decode) it is attend per token in `order` (with AsBlocks, the
+// same bits as a block's). scores: what attend needs for one token.
 constexpr int64_t kAttendLanes = 32;
 void attend_tokens(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
-                   float scale, float* scores, float* out, int64_t out_stride);
+                   float scale, float* scores, float* out, int64_t out_stride, SumOrder order = SumOrder::Fastest);
 
 // Rotary position embedding.
 // Which elements rotate together: llama.cpp's "normal" mode pairs

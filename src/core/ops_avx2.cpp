@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/ops_attend_streams.h"
 #include "core/ops_exp_avx2.h"
@@ -108,6 +109,38 @@ void softmax(float* x, int64_t n) {
   binary(x, x, x, n, [&](__m256 v, __m256) { return _mm256_mul_ps(v, inv); });
 }
 
+void softmax_in_order(float* x, int64_t rows, int64_t n) {
+  if (n <= 0) return;
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * n;
+    __m256 vmax = neg_inf;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + i));
+    float max = horizontal_max(vmax);
+    for (; i < n; ++i) max = std::fmax(max, row[i]);
+    const __m256 vm = _mm256_set1_ps(max);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), vm)));
+    if (i < n) {
+      const __m256i m = tail_mask(n - i);
+      _mm256_maskstore_ps(row + i, m, exp_ps(_mm256_sub_ps(_mm256_maskload_ps(row + i, m), vm)));
+    }
+  }
+  // The sums in position order, four rows' chains at a time so their
+  // latencies overlap.
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t k = std::min<int64_t>(4, rows - r0);
+    float sum[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < k; ++r) sum[r] += x[(r0 + r) * n + i];
+    for (int64_t r = 0; r < k; ++r) {
+      const __m256 inv = _mm256_set1_ps(1.0f / std::max(sum[r], 1e-30f));
+      float* row = x + (r0 + r) * n;
+      binary(row, row, row, n, [&](__m256 v, __m256) { return _mm256_mul_ps(v, inv); });
+    }
+  }
+}
+
 void silu(const float* x, float* out, int64_t n) {
   binary(x, x, out, n, [](__m256 v, __m256) { return silu_ps(v); });
 }
@@ -196,6 +229,115 @@ float score_at(const float* q, const KvHead& kv, int64_t p, float scale) {
   return horizontal_sum(_mm256_add_ps(acc[0], acc[1])) * scale;
 }
 
+// Rows r[0..8) become columns: r[j] = lane j of every row, in row order.
+inline __attribute__((always_inline)) void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  // u[4h + c]: in 128-bit lane L, element 4L + c of rows 4h..4h+3.
+  for (int h = 0; h < 8; h += 4) {
+    u[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+// Positions a tile of decode scores takes: two vectors, so each head has two
+// dependency chains of multiply-adds (four heads: eight, FMA latency hidden).
+constexpr int kTile = 16;
+
+// kt[d·16 + i] = k_(rows[i])[d]: a tile's cached K rows (element offsets)
+// as dim_k pairs of vectors of positions.
+template <bool F16>
+void transposed_keys(const KvHead& kv, const int64_t (&rows)[kTile], float* kt) {
+  for (int64_t d0 = 0; d0 < kv.dim_k; d0 += 8) {
+    const int64_t n = std::min<int64_t>(8, kv.dim_k - d0);
+    for (int half = 0; half < 2; ++half) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i) {
+        const int64_t at = rows[8 * half + i] + d0;
+        r[i] = n == 8 ? load8<F16>(kv.k, at) : load_part<F16>(kv.k, at, n);
+      }
+      transpose8(r);
+      // (Whole chunks apart: a store loop of a run-time count becomes a slow rep movs.)
+      if (n == 8)
+        for (int j = 0; j < 8; ++j) _mm256_store_ps(kt + (d0 + j) * kTile + 8 * half, r[j]);
+      else
+        for (int64_t j = 0; j < n; ++j) _mm256_store_ps(kt + (d0 + j) * kTile + 8 * half, r[j]);
+    }
+  }
+}
+
+// scores[g·n_pos + i] = scale · q_g·k_i for NH heads (≤ 4) over the first
+// `valid` positions of kt, a lane a position: each dot product's
+// multiply-adds in dimension order from zero, as a lane of the blocked
+// kernels makes it (ops_attend_block_avx2.cpp, ops_avx512.cpp), so a token
+// scores the same bits attended alone or in a block.
+template <int NH>
+inline __attribute__((always_inline)) void scores_tile(const float* q, int64_t dim_k, const float* kt, int64_t valid,
+                                                       float scale, float* scores, int64_t n_pos) {
+  __m256 acc[NH][2];
+  for (auto& a : acc) a[0] = a[1] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < dim_k; ++d) {
+    const __m256 k0 = _mm256_load_ps(kt + d * kTile), k1 = _mm256_load_ps(kt + d * kTile + 8);
+    for (int g = 0; g < NH; ++g) {
+      const __m256 qd = _mm256_broadcast_ss(q + g * dim_k + d);
+      acc[g][0] = _mm256_fmadd_ps(qd, k0, acc[g][0]);
+      acc[g][1] = _mm256_fmadd_ps(qd, k1, acc[g][1]);
+    }
+  }
+  for (int g = 0; g < NH; ++g)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = std::clamp<int64_t>(valid - 8 * h, 0, 8);
+      const __m256 s = _mm256_mul_ps(acc[g][h], _mm256_set1_ps(scale));
+      float* at = scores + g * n_pos + 8 * h;
+      if (n == 8)
+        _mm256_storeu_ps(at, s);
+      else if (n > 0)
+        _mm256_maskstore_ps(at, tail_mask(n), s);
+    }
+}
+
+// Every head's scores in the blocked kernels' order, 16 positions at a
+// time; a tile's K rows, read and transposed once, serve all heads from L1.
+// The tiles of the two halves alternate (two streams).
+template <bool F16>
+void scores_as_blocks(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores) {
+  constexpr int64_t elem = F16 ? 2 : 4;
+  const auto* k_bytes = static_cast<const char*>(kv.k);
+  thread_local std::vector<float> scratch;  // one tile's K rows, transposed
+  if (scratch.size() < size_t(kv.dim_k * kTile + 8)) scratch.resize(size_t(kv.dim_k * kTile + 8));
+  float* kt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 31) & ~uintptr_t(31));
+  const auto tile = [&](int64_t p0) {
+    const int64_t valid = std::min<int64_t>(kTile, n_pos - p0);
+    int64_t rows[kTile];  // positions past the cache's end repeat its last (their scores are not stored)
+    for (int i = 0; i < kTile; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
+    // The next tile of this stream, its rows kAttendAheadBytes ahead (a prefetch
+    // past the cache's end is harmless: it never faults).
+    const char* next = k_bytes + ((p0 + kTile) * kv.k_stride) * elem + kAttendAheadBytes;
+    for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    transposed_keys<F16>(kv, rows, kt);
+    for (int64_t g = 0; g < n_q; g += 4) {
+      const float* qg = q + g * kv.dim_k;
+      float* sg = scores + g * n_pos + p0;
+      switch (std::min<int64_t>(4, n_q - g)) {
+        case 1: scores_tile<1>(qg, kv.dim_k, kt, valid, scale, sg, n_pos); break;
+        case 2: scores_tile<2>(qg, kv.dim_k, kt, valid, scale, sg, n_pos); break;
+        case 3: scores_tile<3>(qg, kv.dim_k, kt, valid, scale, sg, n_pos); break;
+        default: scores_tile<4>(qg, kv.dim_k, kt, valid, scale, sg, n_pos); break;
+      }
+    }
+  };
+  in_two_streams((n_pos + kTile - 1) / kTile, [&](int64_t i) { tile(kTile * i); });
+}
+
 constexpr int64_t kValueChunkBytes = 16 << 10;  // V rows re-read from L1 by the other slices and heads
 
 // out_g[d0, d0 + 8·C) += Σ_p w_g[p] · v_p[d0, d0 + 8·C) over [p0, p1) for the
@@ -265,12 +407,12 @@ void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, int64_t p0, in
 // other dimension slices and heads (else a long context's V streams from
 // memory once per slice). None of it changes a bit.
 
+// Every head's scores in this kernel's own order (scores4), four positions
+// at a time, the groups of the two halves in turn (two streams).
 template <bool F16>
-void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-                  float* out) {
+void scores_fastest(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores) {
   constexpr int64_t elem = F16 ? 2 : 4;
   const auto* k_bytes = static_cast<const char*>(kv.k);
-  prefetch_head_start(kv, n_pos, elem);
   const auto group = [&](int64_t p) {
     // (A prefetch past the cache's end is harmless: it never faults.)
     for (int64_t i = 0; i < 4; ++i)
@@ -282,6 +424,19 @@ void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
   for (int64_t p = n_pos / 4 * 4; p < n_pos; ++p)
     for (int64_t g = 0; g < n_q; ++g) scores[g * n_pos + p] = score_at<F16>(q + g * kv.dim_k, kv, p, scale);
   for (int64_t g = 0; g < n_q; ++g) softmax(scores + g * n_pos, n_pos);
+}
+
+template <bool F16>
+void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
+                  float* out, SumOrder order) {
+  constexpr int64_t elem = F16 ? 2 : 4;
+  prefetch_head_start(kv, n_pos, elem);
+  if (order == SumOrder::AsBlocks) {
+    scores_as_blocks<F16>(q, n_q, kv, n_pos, scale, scores);
+    softmax_in_order(scores, n_q, n_pos);
+  } else {
+    scores_fastest<F16>(q, n_q, kv, n_pos, scale, scores);
+  }
   const int64_t chunk = std::max<int64_t>(16, kValueChunkBytes / (kv.dim_v * elem));
   for (int64_t p0 = 0; p0 < n_pos; p0 += chunk) {
     const int64_t p1 = std::min(n_pos, p0 + chunk);
@@ -302,9 +457,9 @@ void attend_cache(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, 
 }  // namespace
 
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-            float* out) {
-  kv.f16 ? attend_cache<true>(q, n_q, kv, n_pos, scale, scores, out)
-         : attend_cache<false>(q, n_q, kv, n_pos, scale, scores, out);
+            float* out, SumOrder order) {
+  kv.f16 ? attend_cache<true>(q, n_q, kv, n_pos, scale, scores, out, order)
+         : attend_cache<false>(q, n_q, kv, n_pos, scale, scores, out, order);
 }
 
 }  // namespace shardlm::ops::avx2

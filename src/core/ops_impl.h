@@ -25,6 +25,10 @@ void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float 
 namespace avx2 {
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
 void softmax(float* x, int64_t n);
+// Softmax of each of `rows` rows of n, each row's sum taken in element order
+// from zero as a lane of the blocked attention kernels takes it (and their
+// 1 / max(sum, 1e-30)): decode attention's weights, the same bits as a block's.
+void softmax_in_order(float* x, int64_t rows, int64_t n);
 void silu(const float* x, float* out, int64_t n);
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
@@ -37,7 +41,7 @@ int64_t find_above(const float* x, int64_t n, float floor);  // core/ops_find_ab
 bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, const KvHead& kv, int64_t n_pos,
                   float scale, float* out, int64_t out_stride);
 void attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores,
-            float* out);
+            float* out, SumOrder order);
 }  // namespace avx2
 
 // Compiled with AVX-512 flags; call only when active_isa() >= Isa::Avx512.
@@ -50,7 +54,8 @@ bool attend_block(const float* q, int64_t q_stride, int64_t n_tok, int64_t n_q, 
 // takes_attend accepts (both head dimensions multiples of 16); false
 // (nothing done) for the others.
 inline bool takes_attend(const KvHead& kv) { return kv.dim_k % 16 == 0 && kv.dim_v % 16 == 0; }
-bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out);
+bool attend(const float* q, int64_t n_q, const KvHead& kv, int64_t n_pos, float scale, float* scores, float* out,
+            SumOrder order);
 int64_t argmax(const float* x, int64_t n);  // core/ops_argmax_avx512.cpp
 void silu(const float* x, float* out, int64_t n);  // core/ops_silu_avx512.cpp
 void swiglu(const float* gate, const float* up, float* out, int64_t n);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -154,7 +155,8 @@ INSTANTIATE_TEST_SUITE_P(Lengths, OpsAvx2, ::testing::Values(1, 7, 8, 9, 31, 33,
 // below, at and past the register blocks (AVX-512: multiples of 16 up to
 // latent attention's 576 / 512), 1 to 301 positions (every remainder of the
 // 4-position steps), rows padded (strides larger than the head, as in the KV
-// cache); f32 and f16 caches; AVX2 and AVX-512 against the reference.
+// cache); f32 and f16 caches; AVX2 and AVX-512 against the reference, in
+// either sum order (in the blocks' order, the two ISAs' bits alike).
 TEST(OpsAvx2Attention, MatchesReference) {
   if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
   struct Shape { int64_t n_q, dim_k, dim_v, n_pos; };
@@ -178,13 +180,23 @@ TEST(OpsAvx2Attention, MatchesReference) {
               << isa << (f16 ? " f16" : " f32") << " n_q " << sh.n_q << " dim_k " << sh.dim_k << " dim_v "
               << sh.dim_v << " n_pos " << sh.n_pos << " [" << i << "]";
       };
-      avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
-      check("avx2");
-      if (!isa_available(Isa::Avx512)) continue;
-      std::fill(got.begin(), got.end(), -1.0f);
-      const bool taken = avx512::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data());
-      ASSERT_EQ(taken, sh.dim_k % 16 == 0 && sh.dim_v % 16 == 0) << sh.dim_k << " " << sh.dim_v;
-      if (taken) check("avx512");
+      for (const SumOrder order : {SumOrder::Fastest, SumOrder::AsBlocks}) {
+        const bool blocks = order == SumOrder::AsBlocks;
+        std::fill(got.begin(), got.end(), -1.0f);
+        avx2::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data(), order);
+        check(blocks ? "avx2 as blocks" : "avx2");
+        if (!isa_available(Isa::Avx512)) continue;
+        const auto avx2_got = got;
+        std::fill(got.begin(), got.end(), -1.0f);
+        const bool taken = avx512::attend(q.data(), sh.n_q, kv, sh.n_pos, 0.125f, scores.data(), got.data(), order);
+        ASSERT_EQ(taken, sh.dim_k % 16 == 0 && sh.dim_v % 16 == 0) << sh.dim_k << " " << sh.dim_v;
+        if (!taken) continue;
+        check(blocks ? "avx512 as blocks" : "avx512");
+        // In the blocks' order the two ISAs add alike.
+        if (blocks) {
+          ASSERT_EQ(0, std::memcmp(got.data(), avx2_got.data(), got.size() * sizeof(float)));
+        }
+      }
     }
   }
 }

@@ -44,11 +44,11 @@ struct Fixture {
     kv = KvHead{f16 ? static_cast<const void*>(k16.data()) : k.data(), f16 ? static_cast<const void*>(v16.data()) : v.data(),
                 k_stride, v_stride, c.dim, c.dim, f16};
   }
-  std::vector<float> blocked(int64_t t0, int64_t n_tok) const {
+  std::vector<float> blocked(int64_t t0, int64_t n_tok, SumOrder order = SumOrder::AsBlocks) const {
     std::vector<float> out(size_t(c.n_tok * out_stride), NAN);
     std::vector<float> scores(size_t(c.n_q * (c.n_pos + c.n_tok)));
     attend_tokens(q.data() + t0 * q_stride, q_stride, n_tok, c.n_q, kv, c.n_pos + t0, 0.125f, scores.data(),
-                  out.data() + t0 * out_stride, out_stride);
+                  out.data() + t0 * out_stride, out_stride, order);
     return out;
   }
   // Tokens [t0, t0 + n_tok) through one ISA's block kernel (false: shape not taken).
@@ -116,29 +116,41 @@ TEST(OpsAttendTokens, Avx2BlocksMatchReferenceAndAvx512Bits) {
   }
 }
 
-// Tokens 0..31 attended as one block, or in blocks of 2, 3, 7, 20: the same
-// bits (a block of one token is decode: attend, which sums in another order).
+// Tokens 0..31 attended as one block, or in blocks of 1, 2, 3, 7, 19 (a
+// block of one is decode: attend in the blocks' sum order) on each ISA: the
+// same bits, f32 and f16 caches, one query head and a group of four.
 TEST(OpsAttendTokens, TokenResultDoesNotDependOnItsBlock) {
-  const Case c{32, 1, 64, 20};
+  for (const Case c : {Case{32, 1, 64, 20}, Case{8, 4, 128, 45}}) {
   for (const bool f16 : {false, true}) {
     const Fixture f(c, f16);
-    const auto whole = f.blocked(0, 32);
-    const int64_t splits[] = {0, 2, 5, 12, 32};
-    for (size_t s = 0; s + 1 < std::size(splits); ++s) {
+    const auto whole = f.blocked(0, c.n_tok);
+    const int64_t splits[] = {0, 1, 3, 6, 7, 8, 13, 32};
+    for (size_t s = 0; s + 1 < std::size(splits) && splits[s + 1] <= c.n_tok; ++s) {
       const int64_t t0 = splits[s], n = splits[s + 1] - t0;
       const auto part = f.blocked(t0, n);
       std::vector<float> part_avx2;
-      const bool avx2_ran = active_isa() >= Isa::Avx2 && f.blocked_with(avx2::attend_block, t0, n, part_avx2);
+      bool avx2_ran = false;
+      if (n > 1 && active_isa() >= Isa::Avx2) {
+        avx2_ran = f.blocked_with(avx2::attend_block, t0, n, part_avx2);
+      } else if (active_isa() >= Isa::Avx2) {  // decode on AVX2 (the default is AVX-512's where the CPU has it)
+        part_avx2.assign(size_t(c.n_tok * f.out_stride), NAN);
+        std::vector<float> scores(size_t(c.n_q * (c.n_pos + c.n_tok)));
+        avx2::attend(f.q.data() + t0 * f.q_stride, c.n_q, f.kv, c.n_pos + t0, 0.125f, scores.data(),
+                     part_avx2.data() + t0 * f.out_stride, SumOrder::AsBlocks);
+        avx2_ran = true;
+      }
       for (int64_t i = t0; i < t0 + n; ++i) {
-        ASSERT_EQ(0, std::memcmp(part.data() + i * f.out_stride, whole.data() + i * f.out_stride, size_t(c.dim) * 4))
-            << (f16 ? "f16" : "f32") << " token " << i;
+        ASSERT_EQ(0, std::memcmp(part.data() + i * f.out_stride, whole.data() + i * f.out_stride,
+                                 size_t(c.n_q * c.dim) * 4))
+            << (f16 ? "f16" : "f32") << " n_q " << c.n_q << " token " << i << " in a block of " << n;
         if (avx2_ran) {
           ASSERT_EQ(0, std::memcmp(part_avx2.data() + i * f.out_stride, whole.data() + i * f.out_stride,
-                                   size_t(c.dim) * 4))
-              << "avx2 " << (f16 ? "f16" : "f32") << " token " << i;
+                                   size_t(c.n_q * c.dim) * 4))
+              << "avx2 " << (f16 ? "f16" : "f32") << " token " << i << " in a block of " << n;
         }
       }
     }
+  }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -55,6 +56,67 @@ TEST(Forward, SeveralSequencesInOneBatchMatchEachAlone) {
   for (size_t s = 0; s < 3; ++s) {
     auto l = m.model->logits(s);
     EXPECT_LT(max_abs_diff({l.begin(), l.end()}, alone_step[s]), 1e-5) << "sequence " << s;
+  }
+}
+
+// A model serving several sequences gives a request the same bits whatever
+// shares its steps: its prompt as one batch, interleaved with two others'
+// prompts, or in chunks of 1, 3 and 7 tokens beside others' tokens (a
+// prompt token attended alone, ops::SumOrder::AsBlocks), then decoded alone
+// or beside them. Quantized weights (16-row panels: a row's result does not
+// depend on the batch); F32/F16/BF16 weights are not covered.
+TEST(Forward, SeveralSequencesGiveARequestTheSameBitsWhateverItsCompany) {
+  const std::vector<TokenId> prompt{1, 403, 407, 261, 378, 88, 312, 270, 433, 261, 290};
+  const std::vector<TokenId> decoded{500, 501, 502};
+  ModelOptions opt;
+  opt.n_seq = 3;
+  for (const char* name : {"stories260K-Q4_0.gguf", "tiny-random-llama-kq-Q4_K_M.gguf"}) {
+    SCOPED_TRACE(name);
+    // Sequence 0's logits after its prompt, then after each decoded token;
+    // `company` adds other sequences' entries before each of its own.
+    const auto run = [&](const std::vector<int64_t>& chunks, bool company) {
+      Loaded m(model_path(name), 1, opt);
+      std::vector<std::vector<float>> got;
+      const auto forward = [&](Batch& b) {
+        m.model->forward(b);
+        for (size_t k = 0; k < b.size(); ++k) {
+          if (b.entries[k].seq != 0 || !b.entries[k].want_logits) continue;
+          size_t index = 0;
+          for (size_t j = 0; j < k; ++j) index += b.entries[j].want_logits;
+          auto l = m.model->logits(index);
+          got.emplace_back(l.begin(), l.end());
+        }
+      };
+      int32_t other_pos = 0;
+      size_t at = 0;
+      for (int64_t n : chunks) {
+        Batch b;
+        for (int64_t i = 0; i < n; ++i, ++at) {
+          if (company) b.add(1 + int32_t(at % 2), other_pos + int32_t(i / 2), kPromptC[at % kPromptC.size()], i == 0);
+          b.add(0, int32_t(at), prompt[at], at + 1 == prompt.size());
+        }
+        other_pos += int32_t(n);
+        forward(b);
+      }
+      for (size_t i = 0; i < decoded.size(); ++i) {
+        Batch b;
+        if (company) b.add(2, other_pos++, 300, true);
+        b.add(0, int32_t(prompt.size() + i), decoded[i], true);
+        if (company) b.add(1, other_pos++, 301, false);
+        forward(b);
+      }
+      return got;
+    };
+    const auto alone = run({int64_t(prompt.size())}, false);
+    ASSERT_EQ(alone.size(), 1 + decoded.size());
+    for (const auto& [chunks, company] : {std::pair{std::vector<int64_t>{11}, true}, std::pair{std::vector<int64_t>{1, 3, 7}, true},
+                                          std::pair{std::vector<int64_t>{1, 3, 7}, false}}) {
+      const auto got = run(chunks, company);
+      ASSERT_EQ(got.size(), alone.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_EQ(0, std::memcmp(got[i].data(), alone[i].data(), got[i].size() * sizeof(float)))
+            << "logits " << i << " (0: the prompt's), chunks of " << chunks[0] << (company ? ", with company" : "");
+    }
   }
 }
 

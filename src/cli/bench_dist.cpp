@@ -40,6 +40,7 @@ struct DistBenchOptions {
   bool measure_rates = true;  // the prediction from measured kernel rates (else bandwidth alone)
   double balance_margin = parallel::kDefaultBalanceMargin;
   std::optional<int64_t> balance_shift;  // fixed row boundaries (DistributedSessionOptions::balance_shift)
+  bool batch_invariant = false;  // DistributedSessionOptions::batch_invariant
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
   parallel::TokenCosts token_costs;  // likewise
 };
@@ -210,6 +211,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     ro.n_batch = std::max(o.prompt, o.seqs);
     ro.threads = o.threads;
     ro.balance_shift = o.balance_shift;
+    ro.batch_invariant = o.batch_invariant;
     parallel::DistributedSession s(world, plan, *file, ro);
     double decode_seconds = 0;
     int64_t decoded = 0;
@@ -337,6 +339,8 @@ void add_bench_dist(CLI::App& bench) {
                   "rows every FFN and output boundary moves towards the rank after it, fixed (default: by measured "
                   "speed)")
       ->check(integer_in(-1000000, 1000000));
+  cmd->add_flag("--batch-invariant", o->batch_invariant,
+                "attend single tokens in the blocked kernels' sum order, as `serve --batch-invariant` does");
   cmd->callback([o] { bench_dist(*o); });
 }
 

@@ -207,11 +207,13 @@ void print_prefill_table(const KernelBenchOptions& o, const std::vector<DType>& 
 // Decode attention per ISA path, one thread: a token's 4 query heads (a
 // Llama 3's group) over each of many cached K/V heads of one context, f32
 // rows on 2 MiB pages as in the KV cache, more of them than the caches hold,
-// so the rows come from memory as in a decode step.
+// so the rows come from memory as in a decode step; each ISA in both sum
+// orders (ops::SumOrder: "blocks" is what a model serving several sequences
+// runs).
 void print_attention_table(bool quick, double bandwidth_gbs, double min_time) {
   fmt::print("\ndecode attention: 4 query heads per K/V head, f32 cache; K and V bytes / time, 1 thread; "
-             "* = the path attend() picks\n");
-  fmt::print("| head dim | positions | isa | MiB | us per head | GB/s | % of bw |\n|---:|---:|---|---:|---:|---:|---:|\n");
+             "* = the path attend() picks; order: ops::SumOrder (blocks: a server of several sequences)\n");
+  fmt::print("| head dim | positions | isa | order | MiB | us per head | GB/s | % of bw |\n|---:|---:|---|---|---:|---:|---:|---:|\n");
   struct Case { int64_t dim, n_pos; };
   const std::vector<Case> cases = quick ? std::vector<Case>{{64, 1024}} : std::vector<Case>{{64, 1024}, {64, 4096}, {128, 4096}};
   const int64_t n_q = 4;
@@ -232,20 +234,24 @@ void print_attention_table(bool quick, double bandwidth_gbs, double min_time) {
     const Isa chosen = ops::attend_isa(kv);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (isa > active_isa() || (isa == Isa::Scalar && chosen != Isa::Scalar)) continue;
-      bool taken = true;
-      const double sec = best_seconds(min_time, [&] {
-        for (int64_t h = 0; h < heads && taken; ++h) {
-          ops::KvHead head = kv;
-          head.k = kf + size_t(h) * head_floats;
-          head.v = vf + size_t(h) * head_floats;
-          taken = ops::attend_with_isa(isa, q.data(), n_q, head, c.n_pos, 0.125f, scores.data(), out.data());
-        }
-      });
-      if (!taken) continue;
-      const double gbs = 2.0 * double(bytes) / sec / 1e9;
-      fmt::print("| {} | {} | {}{} | {:.0f} | {:.0f} | {:.1f} | {} |\n", c.dim, c.n_pos, isa_name(isa),
-                 isa == chosen ? " *" : "", 2.0 * double(bytes) / (1 << 20), sec * 1e6 / double(heads), gbs,
-                 bandwidth_gbs > 0 ? fmt::format("{:.0f}%", 100.0 * gbs / bandwidth_gbs) : "-");
+      for (const ops::SumOrder order : {ops::SumOrder::Fastest, ops::SumOrder::AsBlocks}) {
+        if (isa == Isa::Scalar && order == ops::SumOrder::AsBlocks) continue;  // per token either way
+        bool taken = true;
+        const double sec = best_seconds(min_time, [&] {
+          for (int64_t h = 0; h < heads && taken; ++h) {
+            ops::KvHead head = kv;
+            head.k = kf + size_t(h) * head_floats;
+            head.v = vf + size_t(h) * head_floats;
+            taken = ops::attend_with_isa(isa, q.data(), n_q, head, c.n_pos, 0.125f, scores.data(), out.data(), order);
+          }
+        });
+        if (!taken) continue;
+        const double gbs = 2.0 * double(bytes) / sec / 1e9;
+        fmt::print("| {} | {} | {}{} | {} | {:.0f} | {:.0f} | {:.1f} | {} |\n", c.dim, c.n_pos, isa_name(isa),
+                   isa == chosen ? " *" : "", order == ops::SumOrder::AsBlocks ? "blocks" : "fastest",
+                   2.0 * double(bytes) / (1 << 20), sec * 1e6 / double(heads), gbs,
+                   bandwidth_gbs > 0 ? fmt::format("{:.0f}%", 100.0 * gbs / bandwidth_gbs) : "-");
+      }
     }
   }
 }

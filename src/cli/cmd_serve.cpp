@@ -58,6 +58,7 @@ struct ServeOptions {
   std::string chat_template_file;
   std::string reasoning_format = "auto";
   bool mmap = false;
+  bool batch_invariant = false;  // ModelOptions::batch_invariant
   ClusterRunOptions cluster;  // --nodes/--hostfile: the workers compute (cli/run_cluster.h)
 };
 
@@ -174,6 +175,7 @@ void serve(const ServeOptions& o) {
     cluster::log_to_stderr();
     auto mo = make_mpi_job_options(o.cluster, o.ctx, step_entries, "f32", o.threads, o.parallel);
     mo.op_timeout_seconds = kServeFollowSeconds;
+    mo.runtime.batch_invariant = o.batch_invariant;
     mpi_job = std::make_unique<cluster::MpiJob>(o.model, mo);
     if (mpi_job->rank() != 0) return mpi_job->finish();  // follows rank 0's steps until it stops serving
   }
@@ -190,6 +192,7 @@ void serve(const ServeOptions& o) {
     cluster::log_to_stderr();
     auto co = make_cluster_options(o.cluster, o.ctx, step_entries, "f32", o.threads);
     co.plan.n_seq = o.parallel;
+    co.batch_invariant = o.batch_invariant;
     co.progress = false;
     auto engine = std::make_unique<serve::ClusterEngine>(
         [&file, co](std::span<const std::string> left_out) {
@@ -212,6 +215,7 @@ void serve(const ServeOptions& o) {
     mo.commit_kv_cache = true;
     mo.time_kernels_at_load = true;
     mo.weights_in_memory = !o.mmap;
+    mo.batch_invariant = o.batch_invariant;
     auto local = std::make_unique<serve::LocalEngine>(*file, mo);
     spdlog::info("serve: KV cache {} slots × {} positions, {:.0f} MiB resident", o.parallel, o.ctx,
                  double(local->kv_cache_bytes()) / (1 << 20));
@@ -264,6 +268,9 @@ void add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "deepseek", "none"}));
   cmd->add_option("--alias", o->alias, "model id in the API (default: the file name)");
   add_mmap_flag(*cmd, o->mmap);
+  cmd->add_flag("--batch-invariant", o->batch_invariant,
+                "a request's results do not depend on the requests served beside it (reproducible greedy "
+                "answers under load; quantized weights; decode with a long context is slower)");
   add_cluster_run_options(*cmd, o->cluster);
   cmd->callback([o, cmd] {
     if (o->cluster.mpi() && (!o->cluster.nodes.empty() || !o->cluster.hostfile.empty()))

@@ -134,7 +134,8 @@ nlohmann::json ClusterJob::job_message(size_t i, const gguf::File& file, const s
           {"plan", plan_to_json(plan_)},
           {"options",
            {{"n_ctx", opt_.plan.n_ctx}, {"n_seq", opt_.plan.n_seq}, {"n_batch", opt_.n_batch}, {"threads", opt_.threads},
-            {"kv_type", dtype_name(opt_.plan.kv_type)}, {"peer_timeout", opt_.peer_timeout}}},
+            {"kv_type", dtype_name(opt_.plan.kv_type)}, {"peer_timeout", opt_.peer_timeout},
+            {"batch_invariant", opt_.batch_invariant}}},
           {"model", model},
           {"memory_needed", stream ? plan_.costs[i].memory_bytes() : plan_.costs[i].kv_bytes}};
 }

@@ -39,6 +39,7 @@ struct ClusterOptions {
   parallel::PlanRequest plan;      // tp, pp, layers, n_ctx, n_seq (KV slots), kv_type, force
   int64_t n_batch = 512;           // most entries per step
   int threads = 0;                 // per worker; 0: all its cores
+  bool batch_invariant = false;    // ModelOptions::batch_invariant on every worker
   std::string worker_model;        // non-empty: workers map this path instead of receiving slices
   bool progress = true;            // progress bar on stderr
   double peer_timeout = kDefaultPeerTimeoutSeconds;  // silence that makes a worker dead

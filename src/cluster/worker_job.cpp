@@ -82,6 +82,7 @@ JobSpec parse_job(const nlohmann::json& j, const std::string& who) {
     s.runtime.n_ctx = o.at("n_ctx").get<int64_t>();
     s.runtime.n_batch = o.at("n_batch").get<int64_t>();
     s.runtime.n_seq = o.value("n_seq", int64_t(1));
+    s.runtime.batch_invariant = o.value("batch_invariant", false);
     const auto kv_type = kv_type_from_name(o.at("kv_type").get<std::string>());
     if (!kv_type) throw Error("kv_type is not f32 or f16");
     s.runtime.kv_type = *kv_type;

@@ -182,10 +182,12 @@ void scores_as_blocks(const float* q, int64_t n_q, const KvHead& kv, int64_t n_p
     const int64_t valid = std::min<int64_t>(kTile, n_pos - p0);
     int64_t rows[kTile];  // positions past the cache's end repeat its last (their scores are not stored)
     for (int i = 0; i < kTile; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
-    // The next tile of this stream, its rows kAttendAheadBytes ahead (a prefetch
-    // past the cache's end is harmless: it never faults).
-    const char* next = k_bytes + ((p0 + kTile) * kv.k_stride) * elem + kAttendAheadBytes;
-    for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    // The tile two ahead of this one (the other stream's comes between): on
+    // Zen 5, 4096 rows of 64 f32 read at 12-14 GB/s so against 9-10 with the
+    // next tile or rows 2 KiB ahead (docs/BENCHMARKS.md). A prefetch past the
+    // cache's end is harmless: it never faults.
+    const char* ahead = k_bytes + (p0 + 2 * kTile) * kv.k_stride * elem;
+    for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
     transposed_keys<F16>(kv, rows, kt);
     const __mmask16 keep[2] = {__mmask16((1u << std::min<int64_t>(valid, kVec)) - 1),
                                __mmask16((1u << std::max<int64_t>(valid - kVec, 0)) - 1)};

@@ -319,10 +319,11 @@ void scores_as_blocks(const float* q, int64_t n_q, const KvHead& kv, int64_t n_p
     const int64_t valid = std::min<int64_t>(kTile, n_pos - p0);
     int64_t rows[kTile];  // positions past the cache's end repeat its last (their scores are not stored)
     for (int i = 0; i < kTile; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
-    // The next tile of this stream, its rows kAttendAheadBytes ahead (a prefetch
-    // past the cache's end is harmless: it never faults).
-    const char* next = k_bytes + ((p0 + kTile) * kv.k_stride) * elem + kAttendAheadBytes;
-    for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    // The next tile of this stream, kAttendAheadBytes further on (on Zen 5 the
+    // AVX-512 kernel's two tiles ahead read 64-wide rows slower here). A
+    // prefetch past the cache's end is harmless: it never faults.
+    const char* ahead = k_bytes + (p0 + kTile) * kv.k_stride * elem + kAttendAheadBytes;
+    for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
     transposed_keys<F16>(kv, rows, kt);
     for (int64_t g = 0; g < n_q; g += 4) {
       const float* qg = q + g * kv.dim_k;

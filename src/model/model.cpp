@@ -301,11 +301,10 @@ void Model::attend(int64_t l, const Batch& batch, const float* q, float* out, fl
   const int64_t n_tasks = n_blocks * n_runs;
   int64_t work = 0;  // multiply-adds, to keep short decode steps off the pool
   for (const auto& e : batch.entries) work += int64_t(e.pos + 1) * n_head_ * (c.head_dim_k + c.head_dim_v);
-  // With several sequences, which tokens share a step (and so whether a
-  // prompt's token is attended alone or in a block) depends on the others'
-  // requests: single tokens then add as a block's lanes do, so a request's
-  // results do not depend on its company (ops::SumOrder).
-  const ops::SumOrder order = opt_.n_seq > 1 ? ops::SumOrder::AsBlocks : ops::SumOrder::Fastest;
+  // Whether a prompt's token is attended alone or in a block depends on how
+  // the prompt was chunked, which under a server depends on the other
+  // requests: batch invariance has single tokens add as a block's lanes do.
+  const ops::SumOrder order = opt_.batch_invariant ? ops::SumOrder::AsBlocks : ops::SumOrder::Fastest;
   // Each (block, run) is independent, so any thread split gives the same bits.
   // Consecutive tasks of a thread attend one KV head, whose rows stay in cache.
   run_parallel(work >= kParallelAttentionWork, [&](int ith, int nth) {

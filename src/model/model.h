@@ -60,6 +60,13 @@ struct ModelOptions {
   // (time_kernel_choices, core/matmul.h) rather than on first use: for a
   // server's first requests and a benchmark's timed prompt.
   bool time_kernels_at_load = false;
+  // A sequence's results independent of which other sequences share its
+  // steps (a server's reproducible answers under load): single tokens are
+  // attended in the blocked kernels' sum order (ops::SumOrder::AsBlocks),
+  // which costs decode with a long cache (docs/BENCHMARKS.md). Covers
+  // quantized weights in 16-row panels; F32/F16/BF16 matrices still give a
+  // token other bits with 1-3 tokens in a step than with more.
+  bool batch_invariant = false;
   ThreadPool* pool = nullptr;      // null: single thread
   std::optional<RankPlan> plan;    // null: the whole model
   ForwardHooks hooks;

@@ -63,6 +63,7 @@ DistributedSession::DistributedSession(std::shared_ptr<comm::Communicator> world
   ModelOptions mo;
   mo.n_ctx = opt_.n_ctx;
   mo.n_seq = opt_.n_seq;
+  mo.batch_invariant = opt_.batch_invariant;
   mo.n_batch = opt_.n_batch;
   mo.n_outputs = opt_.n_seq;
   mo.kv_type = opt_.kv_type;

@@ -42,6 +42,7 @@ struct DistributedSessionOptions {
   int threads = 1;        // compute threads of this rank
   bool commit_kv_cache = false;  // this rank's KV cache resident from the start (ModelOptions)
   bool time_kernels_at_load = false;  // every kernel choice timed at load (ModelOptions)
+  bool batch_invariant = false;  // ModelOptions::batch_invariant
   // Dense FFN and output rows computed for tp neighbours (parallel/row_balance.h): by
   // the measured speeds when unset; else every boundary moved by this many
   // rows towards the rank after it (negative: before), for good (tests and

@@ -59,8 +59,8 @@ TEST(Forward, SeveralSequencesInOneBatchMatchEachAlone) {
   }
 }
 
-// A model serving several sequences gives a request the same bits whatever
-// shares its steps: its prompt as one batch, interleaved with two others'
+// A batch-invariant model serving several sequences gives a request the
+// same bits whatever shares its steps: its prompt as one batch, interleaved with two others'
 // prompts, or in chunks of 1, 3 and 7 tokens beside others' tokens (a
 // prompt token attended alone, ops::SumOrder::AsBlocks), then decoded alone
 // or beside them. Quantized weights (16-row panels: a row's result does not
@@ -70,6 +70,7 @@ TEST(Forward, SeveralSequencesGiveARequestTheSameBitsWhateverItsCompany) {
   const std::vector<TokenId> decoded{500, 501, 502};
   ModelOptions opt;
   opt.n_seq = 3;
+  opt.batch_invariant = true;
   for (const char* name : {"stories260K-Q4_0.gguf", "tiny-random-llama-kq-Q4_K_M.gguf"}) {
     SCOPED_TRACE(name);
     // Sequence 0's logits after its prompt, then after each decoded token;
@@ -98,11 +99,13 @@ TEST(Forward, SeveralSequencesGiveARequestTheSameBitsWhateverItsCompany) {
         other_pos += int32_t(n);
         forward(b);
       }
+      // Decode steps beside 1..6 other entries: the matrix products then
+      // take their one-token and their batched paths.
       for (size_t i = 0; i < decoded.size(); ++i) {
         Batch b;
         if (company) b.add(2, other_pos++, 300, true);
         b.add(0, int32_t(prompt.size() + i), decoded[i], true);
-        if (company) b.add(1, other_pos++, 301, false);
+        for (size_t k = 0; company && k < 2 * i + 1; ++k) b.add(1, other_pos++, TokenId(301 + k), false);
         forward(b);
       }
       return got;

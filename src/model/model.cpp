@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +50,7 @@ Model::Model(const gguf::File& file, ModelOptions options)
       if (timed.insert({m.type, m.layout}).second) time_kernel_choices(m);
     });
   }
+  if (opt_.batch_invariant) warn_unless_batch_invariant();
   if (opt_.commit_kv_cache) kv_.commit_pages();
   if (opt_.n_batch < 1 || opt_.n_batch > 65536) throw Error(fmt::format("batch size {} is out of range", opt_.n_batch));
   if (opt_.n_outputs <= 0) opt_.n_outputs = opt_.n_seq;
@@ -111,6 +113,23 @@ Model::Model(const gguf::File& file, ModelOptions options)
       vocab_scratch_.resize(size_t(opt_.n_outputs * n_vocab_));
     }
   }
+}
+
+// Only the 16-row panel kernels give a row the same bits for any number of
+// tokens in a step (core/matmul.h); other matrices (F32/F16/BF16, row
+// counts that are not multiples of 16) take other paths for 1-3 tokens.
+void Model::warn_unless_batch_invariant() {
+  int64_t rows_layout = 0, all = 0;
+  std::string example;
+  weights_.for_each_matrix(1, [&](const MatrixView& m, double, bool) {
+    ++all;
+    if (m.layout == WeightLayout::Panels16 || m.rows == 0) return;
+    if (rows_layout++ == 0) example = fmt::format("{} {}x{}", dtype_name(m.type), m.rows, m.cols);
+  });
+  if (rows_layout > 0)
+    spdlog::warn("batch invariance: {} of {} weight matrices are not in 16-row panels (e.g. {}); their products "
+                 "can still differ with the number of tokens in a step",
+                 rows_layout, all, example);
 }
 
 void Model::check(const Batch& batch, const float* hidden_in) const {

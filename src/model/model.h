@@ -100,6 +100,7 @@ class Model {
 
  private:
   void check(const Batch& batch, const float* hidden_in) const;
+  void warn_unless_batch_invariant();  // ModelOptions::batch_invariant: names matrices it does not cover
   void embed(const Batch& batch);
   // Each block: RMS norm of x_ into xn_, the block's product into proj_,
   // all-reduced over tensor-parallel ranks, added to x_.

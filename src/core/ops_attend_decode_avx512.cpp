@@ -19,6 +19,9 @@
 // prefetched 2 KiB ahead, and the first value slice prefetches whole V rows
 // 2 KiB ahead: f32 rows 20-30 % faster, f16 5-15 % (docs/BENCHMARKS.md,
 // twenty-ninth session).
+// In the blocked kernels' sum order (SumOrder::AsBlocks, batch invariance)
+// the scores are made a lane a position instead, over 32 K rows transposed
+// in registers, and the softmax sums in position order (scores_as_blocks).
 // Compiled with AVX-512 flags; internal linkage (see matmul_avx512.cpp).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -183,9 +186,9 @@ void scores_as_blocks(const float* q, int64_t n_q, const KvHead& kv, int64_t n_p
     int64_t rows[kTile];  // positions past the cache's end repeat its last (their scores are not stored)
     for (int i = 0; i < kTile; ++i) rows[i] = std::min<int64_t>(p0 + i, n_pos - 1) * kv.k_stride;
     // The tile two ahead of this one (the other stream's comes between): on
-    // Zen 5, 4096 rows of 64 f32 read at 12-14 GB/s so against 9-10 with the
-    // next tile or rows 2 KiB ahead (docs/BENCHMARKS.md). A prefetch past the
-    // cache's end is harmless: it never faults.
+    // Zen 5, 4096 rows of 64 f32 read at 12-14 GB/s so, at 9-10 with the next
+    // tile or rows 2 KiB ahead (docs/BENCHMARKS.md, "Batch invariance"). A
+    // prefetch past the cache's end is harmless: it never faults.
     const char* ahead = k_bytes + (p0 + 2 * kTile) * kv.k_stride * elem;
     for (int64_t b = 0; b < kTile * kv.k_stride * elem; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
     transposed_keys<F16>(kv, rows, kt);

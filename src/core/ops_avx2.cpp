@@ -406,7 +406,9 @@ void weigh_heads(const float* w, int64_t n_pos, const KvHead& kv, int64_t p0, in
 // 4 KiB page; docs/BENCHMARKS.md, twenty-ninth session), and the weighted
 // values go through the positions in chunks whose V rows stay in L1 for the
 // other dimension slices and heads (else a long context's V streams from
-// memory once per slice). None of it changes a bit.
+// memory once per slice). None of it changes a bit. In the blocked kernels'
+// sum order (SumOrder::AsBlocks) the scores come from 16 K rows transposed in
+// registers, a lane a position (scores_as_blocks), and softmax_in_order.
 
 // Every head's scores in this kernel's own order (scores4), four positions
 // at a time, the groups of the two halves in turn (two streams).

@@ -81,18 +81,25 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
     binary(x, x, out, n, [&](__m256 v, __m256) { return _mm256_mul_ps(v, inv_rms); });
 }
 
-void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 vmax = neg_inf;
+namespace {
+
+// The largest of x[0, n), n > 0 (exact in any order).
+float max_of(const float* x, int64_t n) {
+  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
   float max = horizontal_max(vmax);
   for (; i < n; ++i) max = std::fmax(max, x[i]);
+  return max;
+}
 
-  const __m256 vm = _mm256_set1_ps(max);
+}  // namespace
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const __m256 vm = _mm256_set1_ps(max_of(x, n));
   __m256 vsum = _mm256_setzero_ps();
-  i = 0;
+  int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
     _mm256_storeu_ps(x + i, e);
@@ -111,16 +118,11 @@ void softmax(float* x, int64_t n) {
 
 void softmax_in_order(float* x, int64_t rows, int64_t n) {
   if (n <= 0) return;
-  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * n;
-    __m256 vmax = neg_inf;
+    const __m256 vm = _mm256_set1_ps(max_of(row, n));
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + i));
-    float max = horizontal_max(vmax);
-    for (; i < n; ++i) max = std::fmax(max, row[i]);
-    const __m256 vm = _mm256_set1_ps(max);
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), vm)));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(row + i, exp_ps(_mm256_sub_ps(_mm256_loadu_ps(row + i), vm)));
     if (i < n) {
       const __m256i m = tail_mask(n - i);
       _mm256_maskstore_ps(row + i, m, exp_ps(_mm256_sub_ps(_mm256_maskload_ps(row + i, m), vm)));

@@ -117,6 +117,7 @@ Worker::Worker(WorkerOptions options) : opt_(std::move(options)) {
   auto where = net::parse_host_port(opt_.listen, "--listen");
   listener_ = net::listen_on(where);
   port_ = net::local_port(listener_.get());
+  remove_orphaned_job_dirs(port_);
   if (!opt_.cache_dir.empty()) {
     std::error_code ec;
     fs::create_directories(opt_.cache_dir, ec);

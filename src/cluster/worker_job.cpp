@@ -1,9 +1,11 @@
 #include "cluster/worker_job.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -247,6 +249,27 @@ std::shared_ptr<comm::Communicator> join_world(const JobSpec& job, const JobCont
 
 fs::path job_temp_dir(int job_pid, int daemon_port) {
   return fs::temp_directory_path() / fmt::format("shardlm-worker-{}-{}", job_pid, daemon_port);
+}
+
+int remove_orphaned_job_dirs(int daemon_port) {
+  const std::string prefix = "shardlm-worker-", suffix = fmt::format("-{}", daemon_port);
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& entry : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(suffix) || name.size() <= prefix.size() + suffix.size()) continue;
+    const std::string pid_text = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos || pid_text.size() > 9) continue;
+    // A live process of that number may be another daemon's job on the same
+    // port in another network namespace: only a number no process has is orphaned.
+    if (::kill(pid_t(std::stol(pid_text)), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (fs::remove_all(entry.path(), ignored) > 0) {
+      spdlog::info("worker: removed {} (left by a job process that no longer exists)", entry.path().string());
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 int serve_job(int raw_fd, const JobContext& ctx) {

@@ -27,6 +27,10 @@ std::string job_context_to_text(const JobContext& c);
 // removes it when the process ends, however it ended (a job given up exits
 // at once, a killed one cannot clean up).
 std::filesystem::path job_temp_dir(int job_pid, int daemon_port);
+// Removes the job directories of this daemon's port whose process is gone: a
+// daemon killed with its job (kill -9, a crash, a reboot) left its slices,
+// gigabytes, in the temporary directory. Returns how many it removed.
+int remove_orphaned_job_dirs(int daemon_port);
 JobContext job_context_from_text(const std::string& text);
 
 // Serves the job whose Job message comes next on `fd` (authenticated, Info

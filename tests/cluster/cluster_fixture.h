@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cluster/process.h"
+#include "cluster/worker_job.h"
 #include "test_paths.h"
 
 namespace shardlm::test {
@@ -48,6 +50,17 @@ inline bool wait_for_err(Process& p, const std::string& text, int polls) {
   return p.err().find(text) != std::string::npos;
 }
 
+// The temporary directory of the last job `worker` (serving on `node`,
+// "host:port") ran, by the process number the worker logged for it; empty
+// when it logged none.
+inline fs::path last_job_dir(Process& worker, const std::string& node) {
+  const std::string err = worker.err(), marker = "runs in process ";
+  const auto at = err.rfind(marker);
+  if (at == std::string::npos) return {};
+  const int pid = std::atoi(err.c_str() + at + marker.size());
+  return fs::temp_directory_path() / ("shardlm-worker-" + std::to_string(pid) + "-" + node.substr(node.rfind(':') + 1));
+}
+
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -58,7 +71,8 @@ class ClusterTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override {
-    workers_.clear();
+    workers_.clear();  // killed with their jobs: what their jobs kept stays behind
+    for (int port : ports_) cluster::remove_orphaned_job_dirs(port);
     fs::remove_all(dir_);
   }
 
@@ -76,6 +90,7 @@ class ClusterTest : public ::testing::Test {
     EXPECT_TRUE(fs::exists(port_file)) << workers_.back()->err();
     std::string port = read_text(port_file);
     while (!port.empty() && port.back() == '\n') port.pop_back();
+    ports_.push_back(std::atoi(port.c_str()));
     return "127.0.0.1:" + port;
   }
 
@@ -109,6 +124,7 @@ class ClusterTest : public ::testing::Test {
 
   fs::path dir_;
   std::vector<std::unique_ptr<Process>> workers_;
+  std::vector<int> ports_;
   int runs_ = 0;
 };
 

@@ -74,12 +74,12 @@ TEST_F(ClusterTest, WorkersGiveUpAStoppedCoordinator) {
   while (seconds_since(t0) < 8 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
   EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
   EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
-  // The job process gave up at once (_exit); the daemon removed its slices' directory.
-  const std::string suffix = "-" + node.substr(node.rfind(':') + 1);
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
-    const std::string name = e.path().filename().string();
-    EXPECT_FALSE(name.starts_with("shardlm-worker-") && name.ends_with(suffix)) << name << " was left behind";
-  }
+  // The job process gave up at once (_exit); the daemon removed its slices'
+  // directory. (Only this job's: another test's daemon killed with -9 on a
+  // port since reused may have left one, which the CI once saw.)
+  const fs::path job_dir = last_job_dir(*workers_[0], node);
+  EXPECT_FALSE(job_dir.empty()) << workers_[0]->err();
+  EXPECT_FALSE(fs::exists(job_dir)) << job_dir << " was left behind";
   coordinator->kill9();
   auto next = run({"-n", "40", "--nodes", node});
   ASSERT_EQ(next.status, 0) << next.err;
@@ -174,12 +174,12 @@ TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
   while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
   EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
   EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
-  // The job process gave up at once (_exit); the daemon removed its slices' directory.
-  const std::string suffix = "-" + node.substr(node.rfind(':') + 1);
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
-    const std::string name = e.path().filename().string();
-    EXPECT_FALSE(name.starts_with("shardlm-worker-") && name.ends_with(suffix)) << name << " was left behind";
-  }
+  // The job process gave up at once (_exit); the daemon removed its slices'
+  // directory. (Only this job's: another test's daemon killed with -9 on a
+  // port since reused may have left one, which the CI once saw.)
+  const fs::path job_dir = last_job_dir(*workers_[0], node);
+  EXPECT_FALSE(job_dir.empty()) << workers_[0]->err();
+  EXPECT_FALSE(fs::exists(job_dir)) << job_dir << " was left behind";
   coordinator->kill9();
   auto next = run({"-n", "40", "--nodes", node});
   ASSERT_EQ(next.status, 0) << next.err;

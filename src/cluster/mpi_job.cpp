@@ -107,7 +107,8 @@ nlohmann::json settings_of(const MpiJobOptions& o) {
           {"--kv-type", std::string(dtype_name(p.kv_type))},
           {"--wire-type", p.wire_type ? std::string(dtype_name(*p.wire_type)) : "by link speed"},
           {"--balance-margin", p.balance_margin},
-          {"--distribute-weights", o.distribute_weights}};
+          {"--distribute-weights", o.distribute_weights},
+          {"--batch-invariant", o.runtime.batch_invariant}};
 }
 
 // Throws, on every rank alike, naming the first rank whose settings differ from rank 0's.

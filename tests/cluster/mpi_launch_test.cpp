@@ -190,16 +190,29 @@ TEST_F(MpiLaunchTest, DistributedWeightsNeedTheModelOnRankZeroOnly) {
 // Ranks started with another model or other layout flags than rank 0 fail at
 // once, naming the rank and what differs (they waited for one another forever).
 TEST_F(MpiLaunchTest, RanksStartedDifferentlyAreNamed) {
-  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {run_args(kEndlessModel, {"-n", "8", "--backend", "mpi", "--tp", "2"}),
-       "its model " + kEndlessModel + " is not rank 0's " + kStoriesModel},
-      {run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--pp", "2"}), "mpi rank 1 was started with --pp 2"},
-      {run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2", "--distribute-weights"}),
-       "mpi rank 1 was started with --distribute-weights true"},
+  const auto run_tp2 = run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2"});
+  const std::vector<std::string> serve_tp2 = {shardlm::test_paths::shardlm_binary(), "serve", "-m", kStoriesModel, "--backend", "mpi",
+                                              "--tp", "2", "--port", "0", "-t", "1", "-c", "256"};
+  auto serve_with = [&](const std::string& flag) {
+    auto a = serve_tp2;
+    a.push_back(flag);
+    return a;
   };
-  for (const auto& [second, expected] : cases) {
+  struct Case {
+    std::vector<std::string> first, second;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {run_tp2, run_args(kEndlessModel, {"-n", "8", "--backend", "mpi", "--tp", "2"}),
+       "its model " + kEndlessModel + " is not rank 0's " + kStoriesModel},
+      {run_tp2, run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--pp", "2"}), "mpi rank 1 was started with --pp 2"},
+      {run_tp2, run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2", "--distribute-weights"}),
+       "mpi rank 1 was started with --distribute-weights true"},
+      // Ranks attending in different sum orders would give a request different bits by where it runs.
+      {serve_tp2, serve_with("--batch-invariant"), "mpi rank 1 was started with --batch-invariant true"},
+  };
+  for (const auto& [first, second, expected] : cases) {
     std::vector<std::string> argv = {kMpirun, "--oversubscribe", "--allow-run-as-root", "-np", "1"};
-    const auto first = run_args(kStoriesModel, {"-n", "8", "--backend", "mpi", "--tp", "2"});
     argv.insert(argv.end(), first.begin(), first.end());
     argv.insert(argv.end(), {":", "-np", "1"});
     argv.insert(argv.end(), second.begin(), second.end());

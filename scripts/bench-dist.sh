@@ -10,6 +10,9 @@
 # $ROUNDS (default 1): run the whole list that many times, then print each
 # row's best round (most tok/s, with that round's own plan: on a shared
 # machine the best round is the least disturbed one) and plan / measured.
+# Then tp 2 (tcp, shm) against one rank × 2 threads in $PAIRS (default 12)
+# alternated pairs of bursts in one run (`--paired`): this host's speed
+# swings by a third between runs, so that ratio is the one to trust.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -55,3 +58,9 @@ awk -F'|' '$1 == "0 " { sub(/^0 /, ""); print $0 " plan / measured |"; sep = "|"
            { split($1, k, " "); r = k[1]; if (!(r in best) || $5 + 0 > best[r] + 0) { best[r] = $5; line[r] = $0 } }
            END { for (r = 1; r in line; ++r) { l = line[r]; sub(/^[0-9]+ /, "", l); split(l, c, "|");
                                               printf "%s %.2f |\n", l, c[length(c) - 1] / c[5] } }' "$rows"
+pairs=${PAIRS:-12}
+for backend in tcp shm; do
+  echo "# $shardlm bench dist -m $model --prompt 1 --gen 32 --tp 2 --backend $backend --paired $pairs" >&2
+  "$shardlm" bench dist -m "$model" --prompt 1 --gen 32 --tp 2 --backend "$backend" --paired "$pairs" |
+    sed -n "s/^(paired: \(.*\))$/tp 2 $backend, paired: \1/p"
+done

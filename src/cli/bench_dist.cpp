@@ -41,6 +41,7 @@ struct DistBenchOptions {
   double balance_margin = parallel::kDefaultBalanceMargin;
   std::optional<int64_t> balance_shift;  // fixed row boundaries (DistributedSessionOptions::balance_shift)
   bool batch_invariant = false;  // DistributedSessionOptions::batch_invariant
+  int paired = 0;  // bursts alternated with one rank of all the threads (see paired_bursts)
   parallel::KernelRates rates;  // measured before the ranks fork, so every rank plans alike
   parallel::TokenCosts token_costs;  // likewise
 };
@@ -61,6 +62,8 @@ std::string wait_histogram(const parallel::RankStats& s, double steps) {
                           s.all_reduce_wait_seconds[i] * 1e3 / steps);
     lo = hi;
   }
+  text += fmt::format(" after attention {:.2f} ms, after FFNs {:.2f} ms;", s.attention_all_reduce_seconds * 1e3 / steps,
+                      (s.all_reduce_seconds - s.attention_all_reduce_seconds) * 1e3 / steps);
   return text + fmt::format(" context switches per step: {:.1f} voluntary, {:.1f} involuntary",
                             double(s.voluntary_switches) / steps, double(s.involuntary_switches) / steps);
 }
@@ -153,6 +156,49 @@ double decode_steps(parallel::DistributedSession& s, const std::vector<std::vect
   return seconds;
 }
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// This host's speed swings by a third for seconds at a time, so two layouts
+// timed in separate runs are compared across different spells. Here rank 0
+// alternates bursts of `gen` tokens of the layout (`layout`) with bursts of
+// one rank holding the whole model on all the layout's threads (`alone`),
+// the others idle (their waits sleep after the spin): each pair of bursts
+// meets about the same spell.
+struct PairedBursts {
+  double layout_seconds = 0;  // decode, summed over the bursts
+  std::string summary;        // a line for the report
+};
+PairedBursts paired_bursts(parallel::DistributedSession& layout, parallel::DistributedSession& alone,
+                     const std::vector<std::vector<TokenId>>& prompts, const DistBenchOptions& o, int alone_threads) {
+  const double tokens = double(o.seqs) * double(o.gen - 1);
+  std::vector<double> ratios;
+  double layout_seconds = 0, alone_seconds = 0;
+  for (int i = 0; i < o.paired; ++i) {
+    // Each goes first in every other pair: a spell that begins mid-pair favours neither.
+    double a = 0, b = 0;
+    if (i % 2) b = decode_steps(alone, prompts, o.gen);
+    a = decode_steps(layout, prompts, o.gen);
+    if (i % 2 == 0) b = decode_steps(alone, prompts, o.gen);
+    layout_seconds += a;
+    alone_seconds += b;
+    ratios.push_back(b / a);
+  }
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  std::string each;
+  for (double r : ratios) each += fmt::format(" {:.2f}", r);
+  return {layout_seconds,
+          fmt::format("(paired: {} bursts of {} tokens alternated with 1 rank × {} threads in rank 0's process: {} {:.1f} "
+                      "tok/s, 1 × {} {:.1f} tok/s; ratio per pair median {:.3f}, quartiles {:.3f}-{:.3f}, of the sums "
+                      "{:.3f}; per pair:{})",
+                      o.paired, o.gen, alone_threads, o.ep ? "ep" : "tp", tokens * o.paired / layout_seconds,
+                      alone_threads, tokens * o.paired / alone_seconds, median_of(ratios), sorted[sorted.size() / 4],
+                      sorted[(sorted.size() * 3) / 4], alone_seconds / layout_seconds, each)};
+}
+
 // The link latency this host's tensor-parallel groups see (parallel/sync_cost.h):
 // each all-reduce of a token's activations after the rank's share of an
 // attention block or an FFN (matrices of the model's main type), two decode
@@ -212,9 +258,21 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     ro.threads = o.threads;
     ro.balance_shift = o.balance_shift;
     ro.batch_invariant = o.batch_invariant;
+    // Every rank takes part in the split; rank 0 alone uses its part.
+    std::shared_ptr<comm::Communicator> alone_world = o.paired > 0 ? world->split(rank, 0) : nullptr;
     parallel::DistributedSession s(world, plan, *file, ro);
+    std::unique_ptr<parallel::DistributedSession> alone;
+    const int alone_threads = o.tp * o.pp * o.threads;
+    if (rank == 0 && alone_world) {
+      parallel::DistributedSessionOptions one = ro;
+      one.threads = alone_threads;
+      one.balance_shift.reset();
+      alone = std::make_unique<parallel::DistributedSession>(
+          alone_world, parallel::uniform_plan(*file, 1, 1, {}, node, o.seqs, {}, false, n_ctx, 0), *file, one);
+    }
     double decode_seconds = 0;
     int64_t decoded = 0;
+    std::string paired_summary;
     if (rank == 0) {
       std::vector<std::vector<TokenId>> prompts;
       for (int i = 0; i < o.seqs; ++i) {
@@ -223,10 +281,17 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
         prompts.push_back(p);
       }
       decode_steps(s, prompts, 4);  // warm-up: page in the weights
+      if (alone) decode_steps(*alone, prompts, 4);
       s.mark();  // every rank's stats start after the warm-up
       s.reset_stats();
-      decode_seconds = decode_steps(s, prompts, o.gen);
-      decoded = int64_t(o.seqs) * (o.gen - 1);
+      if (alone) {
+        const PairedBursts p = paired_bursts(s, *alone, prompts, o, alone_threads);
+        decode_seconds = p.layout_seconds;
+        paired_summary = p.summary;
+      } else {
+        decode_seconds = decode_steps(s, prompts, o.gen);
+      }
+      decoded = int64_t(o.seqs) * (o.gen - 1) * std::max(1, o.paired);
       s.shutdown();
     } else {
       while (s.serve()) s.reset_stats();
@@ -236,6 +301,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
     world->all_gather(&mine, all.data(), sizeof mine);
     if (rank == 0) {
       report(o, plan, s.model().config(), all, decode_seconds, decoded);
+      if (!paired_summary.empty()) std::printf("%s\n", paired_summary.c_str());
     }
     std::fflush(stdout);  // the rank leaves with _exit
     return 0;
@@ -249,6 +315,7 @@ int rank_main(const DistBenchOptions& o, int rank, int listen_fd, uint16_t port,
 void bench_dist(DistBenchOptions o) {
   if (!o.wire_type.empty()) (void)parallel::wire_type_from_name(o.wire_type);
   if (o.tp < 1 || o.pp < 1 || o.tp * o.pp > 16) throw Error("bench dist: need 1 ≤ tp × pp ≤ 16");
+  if (o.paired > 0 && o.tp * o.pp == 1) throw UsageError("--paired: the layout has one rank; there is nothing to pair it with");
   if (o.backend != "tcp" && o.backend != "shm") throw Error(fmt::format("--backend: '{}' is not tcp or shm", o.backend));
   {
     auto f = gguf::File::open(o.model);
@@ -339,6 +406,10 @@ void add_bench_dist(CLI::App& bench) {
                   "rows every FFN and output boundary moves towards the rank after it, fixed (default: by measured "
                   "speed)")
       ->check(integer_in(-1000000, 1000000));
+  cmd->add_option("--paired", o->paired,
+                  "alternate N bursts of --gen tokens with one rank on all the layout's threads, in rank 0's process, "
+                  "and print their ratio per pair (this host's speed swings between separate runs)")
+      ->check(integer_in(0, 10000));
   cmd->add_flag("--batch-invariant", o->batch_invariant,
                 "attend single tokens in the blocked kernels' sum order, as `serve --batch-invariant` does");
   cmd->callback([o] { bench_dist(*o); });

@@ -90,7 +90,8 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
   // guest), and two of them cost as much as a whole shm all-reduce.
   const auto t = SteadyClock::now();
   // Every second all-reduce of a forward ends an FFN (the first, attention).
-  if (all_reduces_in_forward_++ % 2 == 1) ffn_segment_seconds_ += std::chrono::duration<double>(t - segment_begin_).count();
+  const bool ends_ffn = all_reduces_in_forward_++ % 2 == 1;
+  if (ends_ffn) ffn_segment_seconds_ += std::chrono::duration<double>(t - segment_begin_).count();
   double sent = 0;
   if (plan_.wire_type == DType::F32) {
     stage_->all_reduce(data, count, DType::F32);
@@ -104,6 +105,7 @@ void DistributedSession::all_reduce_hook(float* data, size_t count) {
   const double waited = std::chrono::duration<double>(segment_begin_ - t).count();
   stats_.collective_seconds += waited;
   stats_.all_reduce_seconds += waited;
+  if (!ends_ffn) stats_.attention_all_reduce_seconds += waited;
   ++stats_.all_reduces;
   const auto bucket = size_t(std::upper_bound(std::begin(kWaitBucketEndsUs), std::end(kWaitBucketEndsUs), waited * 1e6) -
                              std::begin(kWaitBucketEndsUs));

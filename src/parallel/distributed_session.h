@@ -79,6 +79,9 @@ struct RankStats {
   static constexpr int kWaitBuckets = 7;
   int64_t all_reduce_waits[kWaitBuckets] = {};
   double all_reduce_wait_seconds[kWaitBuckets] = {};
+  // Of all_reduce_seconds, the all-reduces that end an attention block (the
+  // rest end FFNs): which segments the ranks finish apart.
+  double attention_all_reduce_seconds = 0;
   // Context switches of this process inside forward (getrusage): voluntary
   // (it slept, e.g. blocked in a wait) and involuntary (the OS took its core).
   int64_t voluntary_switches = 0, involuntary_switches = 0;

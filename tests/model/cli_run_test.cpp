@@ -206,6 +206,8 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"bench", "dist", "-m", m, "--wire-type", "q4"}, 2, "--wire-type"},
       {{"bench", "dist", "-m", m, "--ep", "2", "--tp", "2"}, 2, "--tp excludes --ep"},
       {{"bench", "dist", "-m", m, "--ep", "2"}, 2, "--ep 2: this llama model has no experts"},
+      {{"bench", "dist", "-m", m, "--paired", "3"}, 2, "--paired: the layout has one rank"},
+      {{"bench", "dist", "-m", m, "--tp", "2", "--paired", "-1"}, 2, "--paired"},
       {with(run, {"--ep", "2"}), 2, "--ep: only with --nodes"},
       // NaN passes every range comparison: it reached the workers as null and hung the coordinator.
       {with(run, {"--nodes", "127.0.0.1:1", "--peer-timeout", "nan"}), 2, "--peer-timeout: nan is not in [0.1, 3600]"},
@@ -224,6 +226,22 @@ TEST(CliRun, BadValuesAreUsageErrors) {
       {{"worker", "--listen", "localhost:70000"}, 2, "--listen: bad port"},
   };
   for (const auto& c : cases) expect_one_error_line(c);
+}
+
+// Paired bursts: the layout's line, and one ratio per pair after the rank lines.
+TEST(CliRun, BenchDistPairedPrintsARatioPerPair) {
+  const auto r = run_cli({"bench", "dist", "-m", model_path("tiny-random-qwen3moe.gguf"), "--tp", "2", "--gen", "4",
+                          "--paired", "3", "--no-kernel-rates"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("| tp 2 × pp 1 | 2 × 1 |"), std::string::npos) << r.out;
+  const auto at = r.out.find("(paired: 3 bursts of 4 tokens alternated with 1 rank × 2 threads in rank 0's process: tp ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto pairs = r.out.find("; per pair: ", at);
+  ASSERT_NE(pairs, std::string::npos) << r.out;
+  const std::string each = r.out.substr(pairs + 12, r.out.find(')', pairs) - pairs - 12);
+  EXPECT_EQ(std::count(each.begin(), each.end(), ' '), 2) << each;  // three ratios
+  EXPECT_NE(r.out.find("(rank 1 per step"), std::string::npos) << r.out;
+  EXPECT_GT(at, r.out.find("(rank 1 per step")) << "after the rank lines: " << r.out;
 }
 
 // Expert parallel over local ranks: the row names the layout, and the

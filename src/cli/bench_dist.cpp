@@ -156,11 +156,6 @@ double decode_steps(parallel::DistributedSession& s, const std::vector<std::vect
   return seconds;
 }
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 // This host's speed swings by a third for seconds at a time, so two layouts
 // timed in separate runs are compared across different spells. Here rank 0
 // alternates bursts of `gen` tokens of the layout (`layout`) with bursts of
@@ -172,7 +167,8 @@ struct PairedBursts {
   std::string summary;        // a line for the report
 };
 PairedBursts paired_bursts(parallel::DistributedSession& layout, parallel::DistributedSession& alone,
-                     const std::vector<std::vector<TokenId>>& prompts, const DistBenchOptions& o, int alone_threads) {
+                           const std::vector<std::vector<TokenId>>& prompts, const DistBenchOptions& o,
+                           int alone_threads) {
   const double tokens = double(o.seqs) * double(o.gen - 1);
   std::vector<double> ratios;
   double layout_seconds = 0, alone_seconds = 0;
@@ -188,15 +184,18 @@ PairedBursts paired_bursts(parallel::DistributedSession& layout, parallel::Distr
   }
   std::vector<double> sorted = ratios;
   std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
   std::string each;
   for (double r : ratios) each += fmt::format(" {:.2f}", r);
+  const std::string layout_name = fmt::format("{} {} × pp {}", o.ep ? "ep" : "tp", o.tp, o.pp);
   return {layout_seconds,
-          fmt::format("(paired: {} bursts of {} tokens alternated with 1 rank × {} threads in rank 0's process: {} {:.1f} "
-                      "tok/s, 1 × {} {:.1f} tok/s; ratio per pair median {:.3f}, quartiles {:.3f}-{:.3f}, of the sums "
-                      "{:.3f}; per pair:{})",
-                      o.paired, o.gen, alone_threads, o.ep ? "ep" : "tp", tokens * o.paired / layout_seconds,
-                      alone_threads, tokens * o.paired / alone_seconds, median_of(ratios), sorted[sorted.size() / 4],
-                      sorted[(sorted.size() * 3) / 4], alone_seconds / layout_seconds, each)};
+          fmt::format("(paired: {} bursts of {} tokens alternated with 1 rank × {} threads in rank 0's process: {} "
+                      "{:.1f} tok/s, 1 × {} {:.1f} tok/s; ratio per pair median {:.3f}, quartiles {:.3f}-{:.3f}, of "
+                      "the sums {:.3f}; per pair:{})",
+                      o.paired, o.gen, alone_threads, layout_name, tokens * o.paired / layout_seconds, alone_threads,
+                      tokens * o.paired / alone_seconds, median, sorted[n / 4], sorted[n * 3 / 4],
+                      alone_seconds / layout_seconds, each)};
 }
 
 // The link latency this host's tensor-parallel groups see (parallel/sync_cost.h):

@@ -234,7 +234,7 @@ TEST(CliRun, BenchDistPairedPrintsARatioPerPair) {
                           "--paired", "3", "--no-kernel-rates"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("| tp 2 × pp 1 | 2 × 1 |"), std::string::npos) << r.out;
-  const auto at = r.out.find("(paired: 3 bursts of 4 tokens alternated with 1 rank × 2 threads in rank 0's process: tp ");
+  const auto at = r.out.find("(paired: 3 bursts of 4 tokens alternated with 1 rank × 2 threads in rank 0's process: tp 2 × pp 1 ");
   ASSERT_NE(at, std::string::npos) << r.out;
   const auto pairs = r.out.find("; per pair: ", at);
   ASSERT_NE(pairs, std::string::npos) << r.out;

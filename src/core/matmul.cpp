@@ -290,8 +290,8 @@ void time_kernel_choices(const MatrixView& w) {
   }
 }
 
-PreparedInput::PreparedInput(const float* x, int64_t n_tokens, int64_t cols)
-    : x_(x), n_tokens_(n_tokens), cols_(cols) {
+PreparedInput::PreparedInput(const float* x, int64_t n_tokens, int64_t cols, TokenSums sums)
+    : x_(x), n_tokens_(n_tokens), cols_(cols), sums_(sums) {
   if (n_tokens < 0 || cols <= 0) throw Error(fmt::format("matmul: bad activation shape {}x{}", n_tokens, cols));
 }
 
@@ -342,17 +342,34 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
 }
 
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
-            const MatrixView* then) {
-  PreparedInput prepared(x, n_tokens, w.cols);
+            const MatrixView* then, TokenSums sums) {
+  PreparedInput prepared(x, n_tokens, w.cols, sums);
   matmul(w, prepared, y, pool, then);
 }
 
+bool one_token_at_a_time(const MatrixView& w, const PreparedInput& x) {
+  return x.sums() == TokenSums::AsOneToken && x.n_tokens() > 1 && w.layout != WeightLayout::Panels16 &&
+         size_t(w.rows) * w.row_stride <= kOneTokenMaxBytes;
+}
+
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool, const MatrixView* then) {
+  if (one_token_at_a_time(w, x)) {
+    for (int64_t t = 0; t < x.n_tokens(); ++t) {
+      PreparedInput token(x.data() + t * x.cols(), 1, x.cols());
+      matmul(w, token, y + t * w.rows, pool, t + 1 == x.n_tokens() ? then : nullptr);
+    }
+    return;
+  }
   const auto [kernel, isa] = kernel_for(w, x.n_tokens());
   run_kernel(kernel, isa, w, x, y, pool, then);
 }
 
 void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool, const MatrixView* then) {
+  if (std::any_of(targets.begin(), targets.end(), [&](const MatmulTarget& t) { return one_token_at_a_time(*t.w, x); })) {
+    for (size_t i = 0; i < targets.size(); ++i)
+      matmul(*targets[i].w, x, targets[i].y, pool, i + 1 == targets.size() ? then : nullptr);
+    return;
+  }
   std::vector<MatrixJob> jobs;
   for (const MatmulTarget& t : targets) {
     const auto [kernel, isa] = kernel_for(*t.w, x.n_tokens());

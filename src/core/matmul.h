@@ -49,24 +49,35 @@ struct MatrixView {
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + size_t(r) * row_stride; }
 };
 
+// Whether a token's products may depend on how many tokens share the call.
+// The Panels16 kernels give a row the same bits for any count; other
+// matrices take other kernels, and ISAs, from two tokens on. AsOneToken
+// multiplies those a token at a time, with the one-token kernel, when they
+// hold at most kOneTokenMaxBytes (a mixture of experts' router, a tiny
+// model's matrices: read from cache once per token); larger ones still take
+// the batched kernels (Model::warn_unless_batch_invariant names them).
+enum class TokenSums : uint8_t { Fastest, AsOneToken };
+inline constexpr size_t kOneTokenMaxBytes = size_t(16) << 20;
+
 // y = W · x for n_tokens activation vectors. pool may be null (single thread).
 // `then`: the matrix the caller multiplies next, if known. With two or more
 // threads, each prefetches the start of its share of it instead of idling at
 // the end of this product and through the caller's work before the next
 // (ThreadPool::run); the result does not change.
 void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
-            const MatrixView* then = nullptr);
+            const MatrixView* then = nullptr, TokenSums sums = TokenSums::Fastest);
 
 // Activations shared by several matrices with the same input (e.g. Q, K and V
 // projections): each 8-bit form is made on first use and reused after. x must
 // outlive this object and not change. Not for concurrent use.
 class PreparedInput {
  public:
-  PreparedInput(const float* x, int64_t n_tokens, int64_t cols);
+  PreparedInput(const float* x, int64_t n_tokens, int64_t cols, TokenSums sums = TokenSums::Fastest);
 
   const float* data() const { return x_; }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t cols() const { return cols_; }
+  TokenSums sums() const { return sums_; }
 
   // Activations in the form `type`'s kernels read, and the bytes between tokens.
   const void* for_type(DType type, ThreadPool* pool, size_t* token_stride);
@@ -75,6 +86,7 @@ class PreparedInput {
   const float* x_;
   int64_t n_tokens_;
   int64_t cols_;
+  TokenSums sums_;
   std::vector<uint8_t> q8_32_, q8_k_;  // empty until first needed
   std::vector<float> as_f16_, as_bf16_;
 };
@@ -91,6 +103,9 @@ struct MatmulTarget {
 };
 void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool,
                  const MatrixView* then = nullptr);
+
+// Whether x's products with w go a token at a time (TokenSums::AsOneToken).
+bool one_token_at_a_time(const MatrixView& w, const PreparedInput& x);
 
 // Makes now each kernel choice that matmul() times once per process on first
 // use (the ISA of a Rows matrix, a panel kernel's prefetches, its activation

@@ -117,19 +117,22 @@ Model::Model(const gguf::File& file, ModelOptions options)
 
 // Only the 16-row panel kernels give a row the same bits for any number of
 // tokens in a step (core/matmul.h); other matrices (F32/F16/BF16, row
-// counts that are not multiples of 16) take other paths for 1-3 tokens.
+// counts that are not multiples of 16) go a token at a time where they are
+// small enough to stay in cache (TokenSums::AsOneToken), and the larger ones
+// take other kernels from two tokens on.
 void Model::warn_unless_batch_invariant() {
-  int64_t rows_layout = 0, all = 0;
+  int64_t uncovered = 0, all = 0;
   std::string example;
   weights_.for_each_matrix(1, [&](const MatrixView& m, double, bool) {
     ++all;
-    if (m.layout == WeightLayout::Panels16 || m.rows == 0) return;
-    if (rows_layout++ == 0) example = fmt::format("{} {}x{}", dtype_name(m.type), m.rows, m.cols);
+    if (m.layout == WeightLayout::Panels16 || size_t(m.rows) * m.row_stride <= kOneTokenMaxBytes) return;
+    if (uncovered++ == 0) example = fmt::format("{} {}x{}", dtype_name(m.type), m.rows, m.cols);
   });
-  if (rows_layout > 0)
-    spdlog::warn("batch invariance: {} of {} weight matrices are not in 16-row panels (e.g. {}); their products "
-                 "can still differ with the number of tokens in a step",
-                 rows_layout, all, example);
+  if (uncovered > 0)
+    spdlog::warn("batch invariance: {} of {} weight matrices are neither in 16-row panels nor small enough to "
+                 "multiply a token at a time (e.g. {}); their products can still differ with the number of tokens "
+                 "in a step",
+                 uncovered, all, example);
 }
 
 void Model::check(const Batch& batch, const float* hidden_in) const {
@@ -194,7 +197,7 @@ void Model::attention_block(int64_t l, const Batch& batch) {
   else
     multi_head_attention(l, batch);
   const bool dense = !c.layer_has_experts(plan_.layers.begin + l);
-  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool, dense ? &L.w_gate : nullptr);
+  matmul(L.wo, attn_.data(), n, proj_.data(), opt_.pool, dense ? &L.w_gate : nullptr, token_sums());
   all_reduce(proj_.data(), n * c.n_embd);
   add_residual();
 }
@@ -228,7 +231,7 @@ void Model::multi_head_attention(int64_t l, const Batch& batch) {
   const auto& L = weights_.layers[size_t(l)];
   const int64_t n = n_tokens_, qd = n_head_ * c.head_dim_k, kd = n_head_kv_ * c.head_dim_k,
                 vd = n_head_kv_ * c.head_dim_v;
-  PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q, K and V
+  PreparedInput normed(xn_.data(), n, c.n_embd, token_sums());  // quantized once for Q, K and V
   const MatmulTarget qkv[] = {{&L.wq, q_.data()}, {&L.wk, k_.data()}, {&L.wv, v_.data()}};
   matmul_many(qkv, normed, opt_.pool, &L.wo);  // one job of the threads for the three
   const auto rp = rope_params(int(c.head_dim_k));

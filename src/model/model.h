@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/matmul.h"
 #include "core/ops.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
@@ -101,6 +102,8 @@ class Model {
  private:
   void check(const Batch& batch, const float* hidden_in) const;
   void warn_unless_batch_invariant();  // ModelOptions::batch_invariant: names matrices it does not cover
+  // How products sum a token's values (ModelOptions::batch_invariant: as a one-token step would).
+  TokenSums token_sums() const { return opt_.batch_invariant ? TokenSums::AsOneToken : TokenSums::Fastest; }
   void embed(const Batch& batch);
   // Each block: RMS norm of x_ into xn_, the block's product into proj_,
   // all-reduced over tensor-parallel ranks, added to x_.

@@ -10,8 +10,9 @@
 // quantize, down, weighted sum) is one parallel region over the row tasks of
 // all experts together. Every output row is still computed whole by one
 // thread with the kernel matmul() picks, and a token's experts are summed in
-// expert order, so the result depends neither on the thread count nor on the
-// other tokens of the batch.
+// expert order, so the result does not depend on the thread count, nor on the
+// other tokens of the batch where the kernels do not (core/matmul.h
+// TokenSums: panels, or batch invariance).
 //
 // Distributed, every rank routes every token the same way (the router reads
 // the replicated normed hidden state) and runs only the experts it holds, or
@@ -115,11 +116,11 @@ void run_tasks(const ParallelFor& parallel, const std::vector<RowTask>& tasks, B
 // Every job's FFN: the routed jobs (the first n_routed) gather their tokens'
 // rows of xn, then gate and up, SwiGLU and down run as one parallel region each.
 void run_jobs(const std::vector<ExpertJob>& jobs, size_t n_routed, const std::vector<int64_t>& row_slot,
-              const float* xn, int64_t k, int64_t d, const ParallelFor& parallel) {
+              const float* xn, int64_t k, int64_t d, const ParallelFor& parallel, TokenSums sums) {
   // Gather each expert's tokens and quantize them once for gate and up.
   std::vector<PreparedInput> inputs;
   inputs.reserve(jobs.size());
-  for (const auto& j : jobs) inputs.emplace_back(j.in, j.tokens, d);
+  for (const auto& j : jobs) inputs.emplace_back(j.in, j.tokens, d, sums);
   parallel(true, [&](int ith, int nth) {
     for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
       if (j < n_routed)
@@ -143,7 +144,7 @@ void run_jobs(const std::vector<ExpertJob>& jobs, size_t n_routed, const std::ve
   // SwiGLU, then the down projection's input quantized once per job.
   std::vector<PreparedInput> hidden;
   hidden.reserve(jobs.size());
-  for (const auto& j : jobs) hidden.emplace_back(j.gate_out, j.tokens, j.gate.rows);
+  for (const auto& j : jobs) hidden.emplace_back(j.gate_out, j.tokens, j.gate.rows, sums);
   parallel(true, [&](int ith, int nth) {
     for (size_t j = size_t(ith); j < jobs.size(); j += size_t(nth)) {
       ops::swiglu(jobs[j].gate_out, jobs[j].up_out, jobs[j].gate_out, jobs[j].tokens * jobs[j].gate.rows);
@@ -166,7 +167,7 @@ void Model::expert_ffn(const LayerWeights& L) {
   const auto& E = L.experts;
   const int64_t n = n_tokens_, k = m.n_expert_used, d = c.n_embd;
 
-  PreparedInput normed(xn_.data(), n, d);
+  PreparedInput normed(xn_.data(), n, d, token_sums());
   matmul(E.router, normed, router_logits_.data(), opt_.pool);
   for (int64_t t = 0; t < n; ++t)
     router_->route(&router_logits_[size_t(t * m.n_expert)], E.selection_bias, &expert_ids_[size_t(t * k)],
@@ -188,7 +189,7 @@ void Model::expert_ffn(const LayerWeights& L) {
   const ParallelFor parallel = [this](bool worth_it, const std::function<void(int, int)>& fn) {
     run_parallel(worth_it, fn);
   };
-  run_jobs(jobs, n_routed, order.row_slot, xn_.data(), k, d, parallel);
+  run_jobs(jobs, n_routed, order.row_slot, xn_.data(), k, d, parallel, token_sums());
 
   // Each token's experts weighted and summed in expert order, then the shared experts.
   const float* shared_out = jobs.size() > n_routed ? jobs.back().out : nullptr;

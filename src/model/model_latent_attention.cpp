@@ -26,14 +26,14 @@ void Model::latent_attention(int64_t l, const Batch& batch) {
   const auto& A = weights_.layers[size_t(l)].latent;
   const int64_t n = n_tokens_, qk = s.qk_dim(), row = c.head_dim_k, lora = s.kv_lora_rank;
 
-  PreparedInput normed(xn_.data(), n, c.n_embd);  // quantized once for Q and the latent
+  PreparedInput normed(xn_.data(), n, c.n_embd, token_sums());  // quantized once for Q and the latent
   if (A.wq_a.data) {
     matmul(A.wq_a, normed, q_lora_.data(), opt_.pool);
     for (int64_t t = 0; t < n; ++t) {
       float* q = &q_lora_[size_t(t * s.q_lora_rank)];
       ops::rms_norm(q, A.q_a_norm, s.q_lora_rank, c.rms_eps, q);
     }
-    matmul(A.wq, q_lora_.data(), n, q_.data(), opt_.pool);
+    matmul(A.wq, q_lora_.data(), n, q_.data(), opt_.pool, nullptr, token_sums());
   } else {
     matmul(A.wq, normed, q_.data(), opt_.pool);
   }
@@ -56,7 +56,7 @@ void Model::latent_attention(int64_t l, const Batch& batch) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(&head_in_[size_t(t * s.qk_nope_dim)], &q_[size_t((t * n_head_ + h) * qk)],
                   size_t(s.qk_nope_dim) * sizeof(float));
-    matmul(A.k_b[size_t(h)], head_in_.data(), n, head_out_.data(), opt_.pool);
+    matmul(A.k_b[size_t(h)], head_in_.data(), n, head_out_.data(), opt_.pool, nullptr, token_sums());
     for (int64_t t = 0; t < n; ++t) {
       float* dst = &q_absorbed_[size_t((t * n_head_ + h) * row)];
       std::memcpy(dst, &head_out_[size_t(t * lora)], size_t(lora) * sizeof(float));
@@ -77,7 +77,7 @@ void Model::latent_attention(int64_t l, const Batch& batch) {
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(&head_in_[size_t(t * lora)], &out_latent_[size_t((t * n_head_ + h) * lora)],
                   size_t(lora) * sizeof(float));
-    matmul(A.v_b[size_t(h)], head_in_.data(), n, head_out_.data(), opt_.pool);
+    matmul(A.v_b[size_t(h)], head_in_.data(), n, head_out_.data(), opt_.pool, nullptr, token_sums());
     for (int64_t t = 0; t < n; ++t)
       std::memcpy(&attn_[size_t((t * n_head_ + h) * s.v_dim)], &head_out_[size_t(t * s.v_dim)],
                   size_t(s.v_dim) * sizeof(float));

@@ -75,22 +75,22 @@ void Model::share_rows(SharedRows what, Range own, Range held, int64_t n, float*
 
 void Model::dense_ffn(const LayerWeights& L, const MatrixView* then) {
   const int64_t n = n_tokens_;
-  PreparedInput normed(xn_.data(), n, config_.n_embd);  // quantized once for every gate and up product
+  PreparedInput normed(xn_.data(), n, config_.n_embd, token_sums());  // quantized once for every gate and up product
   // Without the hooks (all own rows, no neighbour) they are activated in place.
   float* act = ffn_act_.empty() ? gate_.data() : ffn_act_.data();
   share_rows(SharedRows::Ffn, plan_.ff_rows, plan_.ff_held, n, act, ffn_shipped_.data(),
              [&](Range rows, float* dst, int64_t stride) { gated_rows(L, normed, rows, dst, stride, &L.w_down); });
-  matmul(L.w_down, act, n, proj_.data(), opt_.pool, then);
+  matmul(L.w_down, act, n, proj_.data(), opt_.pool, then, token_sums());
 }
 
 void Model::output_rows(Range rows, float* dst, int64_t stride, const MatrixView* then) {
   const int64_t k = rows.size(), n = n_out_;
   const MatrixView w = row_view(weights_.output, rows.begin - plan_.vocab_held.begin, k);
   if (n == 1 || stride == k) {
-    matmul(w, out_in_.data(), n, dst, opt_.pool, then);
+    matmul(w, out_in_.data(), n, dst, opt_.pool, then, token_sums());
     return;
   }
-  matmul(w, out_in_.data(), n, vocab_scratch_.data(), opt_.pool, then);
+  matmul(w, out_in_.data(), n, vocab_scratch_.data(), opt_.pool, then, token_sums());
   unpack_rows(vocab_scratch_.data(), n, k, dst, stride);
 }
 

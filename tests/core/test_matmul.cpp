@@ -402,6 +402,47 @@ TEST(Matmul, ManyMatricesInOneJobGiveEachWhatMatmulGives) {
   }
 }
 
+// TokenSums::AsOneToken: every token of a step gets, to the bit, what a
+// one-token product gives it, for the Rows matrices (float types, rows not
+// in whole groups of 16), alone and in matmul_many beside a panel matrix;
+// a matrix above kOneTokenMaxBytes keeps the batched kernels.
+TEST(Matmul, AsOneTokenGivesEachTokenItsOneTokenBits) {
+  const int64_t cols = 512, n_tokens = 9;
+  const auto x = random_activations(n_tokens, cols, 61);
+  ThreadPool two(2);
+  const auto panel_source = random_matrix(DType::Q4_0, 64, cols, 62);
+  MatrixView panel = panel_source.view;
+  std::vector<uint8_t> panel_bytes;
+  if (panels_pay(panel)) {
+    panel_bytes.resize(panel.row_stride * size_t(panel.rows));
+    repack_panels(panel, panel_bytes.data());
+    panel.data = panel_bytes.data();
+    panel.layout = WeightLayout::Panels16;
+  }
+  for (const auto& [type, rows] : std::vector<std::pair<DType, int64_t>>{
+           {DType::F32, 40}, {DType::F16, 24}, {DType::BF16, 8}, {DType::Q4_0, 37}, {DType::Q4_K, 20}, {DType::Q8_0, 5}}) {
+    SCOPED_TRACE(std::string(dtype_name(type)) + " rows " + std::to_string(rows));
+    const auto m = random_matrix(type, rows, cols, 63);
+    std::vector<float> alone(size_t(rows * n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) matmul(m.view, x.data() + t * cols, 1, alone.data() + t * rows, &two);
+    PreparedInput prepared(x.data(), n_tokens, cols, TokenSums::AsOneToken);
+    EXPECT_TRUE(one_token_at_a_time(m.view, prepared));
+    std::vector<float> step(alone.size(), NAN);
+    matmul(m.view, prepared, step.data(), &two);
+    EXPECT_EQ(0, std::memcmp(step.data(), alone.data(), alone.size() * 4));
+    std::vector<float> beside(alone.size(), NAN), panel_out(size_t(panel.rows * n_tokens), NAN);
+    const MatmulTarget targets[] = {{&panel, panel_out.data()}, {&m.view, beside.data()}};
+    matmul_many(targets, prepared, &two);
+    EXPECT_EQ(0, std::memcmp(beside.data(), alone.data(), alone.size() * 4));
+  }
+  MatrixView large = panel_source.view;  // its bytes are never read: only its size is asked
+  large.rows = int64_t(kOneTokenMaxBytes / large.row_stride) + 16;
+  PreparedInput prepared(x.data(), n_tokens, cols, TokenSums::AsOneToken);
+  EXPECT_FALSE(one_token_at_a_time(large, prepared));
+  PreparedInput fastest(x.data(), n_tokens, cols);
+  EXPECT_FALSE(one_token_at_a_time(panel_source.view, fastest));
+}
+
 // What the threads prefetch of a matrix that comes next: the start of the
 // share each takes first, at most 256 KiB of it, inside the matrix; nothing
 // for one thread or no matrix. The product itself is unchanged by it.

@@ -64,14 +64,16 @@ TEST(Forward, SeveralSequencesInOneBatchMatchEachAlone) {
 // with two others' prompts, or in chunks of 1, 3 and 7 tokens beside
 // others' tokens (a prompt token attended alone: ops::SumOrder::AsBlocks),
 // then decoded alone or beside 1-6 other entries. Models whose matrices are
-// all quantized 16-row panels (Model::warn_unless_batch_invariant).
+// all quantized 16-row panels, and models with row-major ones a token at a
+// time (F32, rows not in 16s; a mixture of experts, latent attention).
 TEST(Forward, SeveralSequencesGiveARequestTheSameBitsWhateverItsCompany) {
   const std::vector<TokenId> prompt{1, 403, 407, 261, 378, 88, 312, 270, 433, 261, 290};
   const std::vector<TokenId> decoded{500, 501, 502};
   ModelOptions opt;
   opt.n_seq = 3;
   opt.batch_invariant = true;
-  for (const char* name : {"tiny-random-llama-kq-Q4_K_M.gguf", "synthetic/tiny-random-qwen3-Q8_0.gguf"}) {
+  for (const char* name : {"tiny-random-llama-kq-Q4_K_M.gguf", "synthetic/tiny-random-qwen3-Q8_0.gguf", "stories260K-Q4_0.gguf",
+                           "stories260K.gguf", "synthetic/tiny-random-qwen3moe.gguf", "synthetic/tiny-random-deepseek2.gguf"}) {
     SCOPED_TRACE(name);
     // Sequence 0's logits after its prompt, then after each decoded token;
     // `company` adds other sequences' entries before each of its own.

@@ -4,6 +4,8 @@
 // over a recording engine: a burst of requests starts decoding in one step.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,8 +25,10 @@ struct Fixture {
   std::unique_ptr<LocalEngine> engine;
   std::unique_ptr<Scheduler> sched;
 
-  Fixture(int slots, int64_t prefill_budget = 64, int64_t n_ctx = 256, int max_waiting = 64) {
+  Fixture(int slots, int64_t prefill_budget = 64, int64_t n_ctx = 256, int max_waiting = 64,
+          bool batch_invariant = false) {
     ModelOptions o;
+    o.batch_invariant = batch_invariant;
     o.n_ctx = n_ctx;
     o.n_seq = slots;
     o.n_batch = prefill_budget + slots;
@@ -86,6 +90,40 @@ TEST(Scheduler, GreedyOutputsDoNotDependOnBatching) {
     EXPECT_EQ(r.usage.completion_tokens, alone[i].usage.completion_tokens);
   }
   EXPECT_GT(alone[0].text.size(), 20u);
+}
+
+// Batch invariance (ModelOptions::batch_invariant): not only the greedy
+// tokens but every log-probability is the same bits alone or among 15 other
+// requests whose prompts are read in chunks beside it (stories260K: F32).
+TEST(Scheduler, BatchInvariantLogprobsDoNotDependOnBatching) {
+  const auto request = [](const Fixture& f, const std::string& p) {
+    GenerationRequest r = f.greedy(p, 24);
+    r.sampling.logprobs = 1;
+    return r;
+  };
+  std::vector<std::vector<LogprobEntry>> alone;
+  {
+    Fixture f(1, 64, 256, 64, true);
+    for (const auto& p : kPrompts) {
+      auto s = f.sched->submit(request(f, p));
+      f.drain();
+      alone.push_back(s->wait_all().logprobs);
+    }
+  }
+  Fixture f(16, 7, 256, 64, true);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : kPrompts) streams.push_back(f.sched->submit(request(f, p)));
+  f.drain();
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const auto got = streams[i]->wait_all().logprobs;
+    ASSERT_EQ(got.size(), alone[i].size()) << kPrompts[i];
+    ASSERT_FALSE(got.empty());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].chosen.token, alone[i][k].chosen.token) << kPrompts[i] << " token " << k;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got[k].chosen.logprob), std::bit_cast<uint32_t>(alone[i][k].chosen.logprob))
+          << kPrompts[i] << " token " << k << ": " << got[k].chosen.logprob << " against " << alone[i][k].chosen.logprob;
+    }
+  }
 }
 
 TEST(Scheduler, StopStringEndsGenerationAndIsNeverSent) {

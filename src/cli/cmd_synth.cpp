@@ -155,8 +155,11 @@ class TensorPlanner {
 
   void experts(const std::string& b) {
     const auto& m = p_.moe;
-    // Router logits of a few units, so that the choice is not a near tie everywhere.
-    matrix(b + "ffn_gate_inp.weight", p_.n_embd, m.n_expert, 0.2f);
+    // Router logits of a few units, so that the choice is not a near tie
+    // everywhere. F32 whatever the other matrices are, as in the GGUFs
+    // people run: the converters write routers in F32 and llama-quantize
+    // leaves them so.
+    t_.push_back({b + "ffn_gate_inp.weight", {p_.n_embd, m.n_expert}, DType::F32, 0.0f, 0.2f});
     if (m.selection_bias) t_.push_back({b + "exp_probs_b.bias", {m.n_expert}, DType::F32, 0.0f, 0.05f});
     ffn(b, "_exps", m.n_ff_expert, m.n_expert);
     if (m.n_shared > 0) ffn(b, "_shexp", m.n_shared * m.n_ff_expert);

@@ -96,6 +96,21 @@ TEST(CliSynth, Q4KMixUsesQ6KWhereLlamaQuantizeDoes) {
   EXPECT_EQ(f->require_tensor("blk.1.ffn_up.weight").type, DType::Q4_K);
 }
 
+// A mixture of experts' router stays F32 whatever the type, as the
+// converters write it and llama-quantize leaves it; the experts take the type.
+TEST(CliSynth, RoutersStayF32) {
+  TempDir dir;
+  for (const char* type : {"q4_0", "q4_k_m", "bf16"}) {
+    SCOPED_TRACE(type);
+    const std::string path = dir.file(std::string("moe-") + type + ".gguf");
+    std::string out;
+    ASSERT_EQ(run_quiet("synth --preset tiny-qwen3moe --type " + std::string(type) + " -o " + path, &out), 0) << out;
+    auto f = File::open(path);
+    EXPECT_EQ(f->require_tensor("blk.0.ffn_gate_inp.weight").type, DType::F32);
+    EXPECT_NE(f->require_tensor("blk.0.ffn_up_exps.weight").type, DType::F32);
+  }
+}
+
 TEST(CliSynth, GeneratedVocabularyIsConsistentAndSeedDeterministic) {
   TempDir dir;
   const std::string a = dir.file("a.gguf"), b = dir.file("b.gguf"), c = dir.file("c.gguf");

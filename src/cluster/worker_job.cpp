@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <string_view>
 #include <thread>
 
 #include "cluster/control_pump.h"
@@ -247,12 +248,15 @@ std::shared_ptr<comm::Communicator> join_world(const JobSpec& job, const JobCont
 
 }  // namespace
 
+constexpr std::string_view kJobDirPrefix = "shardlm-worker-";  // then the job's pid, '-', the daemon's port
+
 fs::path job_temp_dir(int job_pid, int daemon_port) {
-  return fs::temp_directory_path() / fmt::format("shardlm-worker-{}-{}", job_pid, daemon_port);
+  return fs::temp_directory_path() / fmt::format("{}{}-{}", kJobDirPrefix, job_pid, daemon_port);
 }
 
 int remove_orphaned_job_dirs(int daemon_port) {
-  const std::string prefix = "shardlm-worker-", suffix = fmt::format("-{}", daemon_port);
+  const std::string_view prefix = kJobDirPrefix;
+  const std::string suffix = fmt::format("-{}", daemon_port);
   std::error_code ec;
   int removed = 0;
   for (const auto& entry : fs::directory_iterator(fs::temp_directory_path(), ec)) {

@@ -347,9 +347,13 @@ void matmul(const MatrixView& w, const float* x, int64_t n_tokens, float* y, Thr
   matmul(w, prepared, y, pool, then);
 }
 
+bool same_bits_as_one_token(const MatrixView& w) {
+  return w.layout == WeightLayout::Panels16 || size_t(w.rows) * w.row_stride <= kOneTokenMaxBytes;
+}
+
 bool one_token_at_a_time(const MatrixView& w, const PreparedInput& x) {
   return x.sums() == TokenSums::AsOneToken && x.n_tokens() > 1 && w.layout != WeightLayout::Panels16 &&
-         size_t(w.rows) * w.row_stride <= kOneTokenMaxBytes;
+         same_bits_as_one_token(w);
 }
 
 void matmul(const MatrixView& w, PreparedInput& x, float* y, ThreadPool* pool, const MatrixView* then) {

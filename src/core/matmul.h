@@ -104,6 +104,10 @@ struct MatmulTarget {
 void matmul_many(std::span<const MatmulTarget> targets, PreparedInput& x, ThreadPool* pool,
                  const MatrixView* then = nullptr);
 
+// Whether, with TokenSums::AsOneToken, w gives a token the same bits for any
+// number of tokens in the call: its panel kernels do, and a row-major matrix
+// of at most kOneTokenMaxBytes goes a token at a time.
+bool same_bits_as_one_token(const MatrixView& w);
 // Whether x's products with w go a token at a time (TokenSums::AsOneToken).
 bool one_token_at_a_time(const MatrixView& w, const PreparedInput& x);
 

@@ -125,7 +125,7 @@ void Model::warn_unless_batch_invariant() {
   std::string example;
   weights_.for_each_matrix(1, [&](const MatrixView& m, double, bool) {
     ++all;
-    if (m.layout == WeightLayout::Panels16 || size_t(m.rows) * m.row_stride <= kOneTokenMaxBytes) return;
+    if (same_bits_as_one_token(m)) return;
     if (uncovered++ == 0) example = fmt::format("{} {}x{}", dtype_name(m.type), m.rows, m.cols);
   });
   if (uncovered > 0)

@@ -58,7 +58,7 @@ inline fs::path last_job_dir(Process& worker, const std::string& node) {
   const auto at = err.rfind(marker);
   if (at == std::string::npos) return {};
   const int pid = std::atoi(err.c_str() + at + marker.size());
-  return fs::temp_directory_path() / ("shardlm-worker-" + std::to_string(pid) + "-" + node.substr(node.rfind(':') + 1));
+  return cluster::job_temp_dir(pid, std::atoi(node.c_str() + node.rfind(':') + 1));
 }
 
 class ClusterTest : public ::testing::Test {

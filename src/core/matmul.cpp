@@ -122,8 +122,10 @@ Kernel matmul_impl::own_kernel(Isa isa, DType type, int64_t n_tokens) {
   if (!isa_available(isa)) return nullptr;
   if (n_tokens >= kGemmMinTokens) {
     if (isa == Isa::Amx) return amx_gemm_kernel(type);
-    if (isa == Isa::Avx512)
+    if (isa == Isa::Avx512) {
       if (const Kernel k = avx512_gemm_kernel(type)) return k;
+      if (const Kernel k = avx512_float_gemm_kernel(type)) return k;
+    }
   }
   switch (isa) {
     case Isa::Scalar: return scalar_kernel(type);

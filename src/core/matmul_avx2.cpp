@@ -1,7 +1,7 @@
 // AVX2 kernels for float weights and 32-element quantized blocks.
 // Decode (one token; floats: up to three) streams each row once. Float
-// prefill walks blocks of 16 rows in tiles of 2 rows × 4 tokens. Quantized
-// prefill runs on interleaved rows (matmul_avx2_rowgroups.h).
+// prefill runs matmul_float_gemm.h's tiles (matmul_float_gemm_avx2.cpp),
+// quantized prefill interleaved rows (matmul_avx2_rowgroups.h).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -21,9 +21,6 @@ using namespace avx2;
 struct MaddubsDot {
   static __m256i dot(__m256i u, __m256i s) { return dot_u8_s8(u, s); }
 };
-
-constexpr int kTileRows = 2, kTileTokens = 4;
-constexpr int64_t kRowBlock = 16;  // divides kRowAlign
 
 // Prefill of the 32-element block types runs on interleaved rows
 // (matmul_avx2_rowgroups.h).
@@ -125,41 +122,10 @@ void float_decode(const KernelArgs& a, int64_t r0, int64_t r1) {
   });
 }
 
-template <class W, int KR, int KT>
-void tile_float(const KernelArgs& a, int64_t r, int64_t t) {
-  const MatrixView& m = *a.w;
-  const int64_t n = m.cols;
-  const uint8_t* w[KR];
-  const float* x[KT];
-  for (int i = 0; i < KR; ++i) w[i] = m.row(r + i);
-  for (int j = 0; j < KT; ++j)
-    x[j] = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t + j));
-  __m256 acc[KR][KT];
-  for (int i = 0; i < KR; ++i)
-    for (int j = 0; j < KT; ++j) acc[i][j] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8) {
-    __m256 wv[KR];
-    for (int i = 0; i < KR; ++i) wv[i] = W::load8(w[i] + k * W::kBytes);
-    for (int j = 0; j < KT; ++j) {
-      const __m256 xv = _mm256_loadu_ps(x[j] + k);
-      for (int i = 0; i < KR; ++i) acc[i][j] = _mm256_fmadd_ps(wv[i], xv, acc[i][j]);
-    }
-  }
-  for (int i = 0; i < KR; ++i) {
-    for (int j = 0; j < KT; ++j) {
-      float sum = hsum(acc[i][j]);
-      for (int64_t kk = k; kk < n; ++kk) sum += W::one(w[i] + kk * W::kBytes) * x[j][kk];
-      a.y[(t + j) * m.rows + r + i] = sum;
-    }
-  }
-}
-
 // ---- drivers ------------------------------------------------------------------
 
 template <class Policy>
 struct Blocks32 {
-  static constexpr bool kOwnPrefill = true;
   static constexpr int64_t kDecodeTokens = 1;  // 2 and 3: prefill32
   static void decode(const KernelArgs& a, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) a.y[r] = row(a, r, 0);
@@ -175,7 +141,6 @@ struct Blocks32 {
 
 template <class Policy>
 struct Floats {
-  static constexpr bool kOwnPrefill = false;
   static constexpr int64_t kDecodeTokens = 3;
   static void decode(const KernelArgs& a, int64_t r0, int64_t r1) {
     switch (a.n_tokens) {
@@ -184,49 +149,13 @@ struct Floats {
       default: return float_decode<Policy, 3>(a, r0, r1);
     }
   }
-  static void prefill(const KernelArgs&, int64_t, int64_t) {}
-  template <int KR, int KT>
-  static void tile(const KernelArgs& a, int64_t r, int64_t t) { tile_float<Policy, KR, KT>(a, r, t); }
-  static float row(const KernelArgs& a, int64_t r, int64_t t) {
-    const uint8_t* w = a.w->row(r);
-    const auto* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t));
-    float out[1][3];
-    dot_rows_float<Policy, 1, 1>(&w, &x, a.w->cols, out);
-    return out[0][0];
-  }
+  static void prefill(const KernelArgs& a, int64_t r0, int64_t r1) { avx2_float_gemm_kernel(a.w->type)(a, r0, r1); }
 };
-
-template <class K, int KR>
-void tile_rows(const KernelArgs& a, int64_t r, int64_t t, int64_t kt) {
-  switch (kt) {
-    case 4: K::template tile<KR, 4>(a, r, t); break;
-    case 3: K::template tile<KR, 3>(a, r, t); break;
-    case 2: K::template tile<KR, 2>(a, r, t); break;
-    default:
-      if constexpr (KR == 1) {
-        a.y[t * a.w->rows + r] = K::row(a, r, t);
-      } else {
-        K::template tile<KR, 1>(a, r, t);
-      }
-  }
-}
 
 template <class K>
 void kernel(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= K::kDecodeTokens) return K::decode(a, r0, r1);
-  if constexpr (K::kOwnPrefill) {
-    K::prefill(a, r0, r1);
-  } else {
-    for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
-      const int64_t rend = std::min(rb + kRowBlock, r1);
-      for (int64_t t = 0; t < a.n_tokens; t += kTileTokens) {
-        const int64_t kt = std::min<int64_t>(kTileTokens, a.n_tokens - t);
-        int64_t r = rb;
-        for (; r + kTileRows <= rend; r += kTileRows) tile_rows<K, kTileRows>(a, r, t, kt);
-        for (; r < rend; ++r) tile_rows<K, 1>(a, r, t, kt);
-      }
-    }
-  }
+  K::prefill(a, r0, r1);
 }
 
 }  // namespace

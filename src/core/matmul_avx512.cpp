@@ -3,7 +3,8 @@
 // the shared decode of matmul_decode32.h with VNNI's vpdpbusd as the byte
 // product (one instruction for maddubs + madd, on 256-bit vectors: three
 // ports take those, where 512-bit work has two). Float rows are read 16
-// elements per vector. Prefill (4 and more tokens) goes to the AVX2 kernels.
+// elements per vector. From 4 tokens on, floats run matmul_float_gemm.h and
+// the blocks the VNNI tiles of matmul_gemm.h (matmul.cpp's own_kernel).
 // Compiled with AVX-512 flags; chosen only after cpu.cpp ran a trial
 // instruction of each extension. Internal linkage throughout, so no AVX-512
 // copy of an inline helper can replace an AVX2 one at link time.

@@ -149,6 +149,9 @@ Kernel amx_kernel(DType type);
 // reuse each unpacked weight panel across many tokens (matmul_gemm_avx512.cpp).
 constexpr int64_t kGemmMinTokens = 4;
 Kernel avx512_gemm_kernel(DType type);
+// F32, F16, BF16 (matmul_float_gemm.h).
+Kernel avx2_float_gemm_kernel(DType type);
+Kernel avx512_float_gemm_kernel(DType type);
 Kernel amx_gemm_kernel(DType type);
 
 // Kernels for WeightLayout::Panels16 matrices, any token count (nullptr for

@@ -25,9 +25,15 @@ using test::run;
 
 const DType kQuantTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                              DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kGemmTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                        DType::Q8_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 const Isa kFastIsas[] = {Isa::Avx2, Isa::Avx512, Isa::Amx};
 
-int64_t cols_for(DType type, int64_t want) { return traits(type).block_elems == QK_K ? (want + 255) / 256 * 256 : want; }
+// The shape's columns rounded up to whole blocks of the type.
+int64_t cols_for(DType type, int64_t want) {
+  const int64_t block = traits(type).block_elems;
+  return (want + block - 1) / block * block;
+}
 
 // A copy of m with `pad` bytes after every row: what a tensor-parallel slice
 // of a wider matrix looks like.
@@ -56,11 +62,13 @@ TEST(MatmulGemm, MatchesReferenceForTokenCounts4To40) {
   // claim 32- or 48-row chunks: the VNNI pair tiles, the last pair's second
   // group partly filled, and one group alone); tokens:
   // every tile size with tails.
-  const Shape shapes[] = {{5, 256, 4}, {16, 512, 5}, {33, 256, 7}, {17, 512, 16}, {31, 256, 23}, {3, 768, 40},
-                          {520, 256, 6}, {143, 256, 21}};
+  // Columns (floats): a vector's tail, and past the float kernel's 1024-column
+  // chunks with a tail of a pair.
+  const Shape shapes[] = {{5, 256, 4},  {16, 512, 5},   {33, 256, 7},   {17, 512, 16}, {31, 256, 23},
+                          {3, 768, 40}, {520, 256, 6}, {143, 256, 21}, {9, 37, 8},    {13, 2081, 11}};
   for (Isa isa : kFastIsas) {
     if (!isa_available(isa)) continue;
-    for (DType type : kQuantTypes) {
+    for (DType type : kGemmTypes) {
       for (const Shape& s : shapes) {
         const int64_t cols = cols_for(type, s.cols);
         SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(dtype_name(type)) + " " + std::to_string(s.rows) + "x" +
@@ -116,7 +124,7 @@ TEST(MatmulGemm, StridedRowViewGivesTheSameResult) {
   const int64_t rows = 21, n_tokens = 9;
   for (Isa isa : kFastIsas) {
     if (!isa_available(isa)) continue;
-    for (DType type : kQuantTypes) {
+    for (DType type : kGemmTypes) {
       const int64_t cols = cols_for(type, 512);
       const auto m = random_matrix(type, rows, cols, 4);
       const auto x = random_activations(n_tokens, cols, 5);
@@ -130,15 +138,16 @@ TEST(MatmulGemm, StridedRowViewGivesTheSameResult) {
 }
 
 // Batching does not change results: the 40 tokens computed together, or in
-// batches of 4..23, or by two threads, give the same bits for every token.
+// batches of 4..23, or by two threads, give the same bits for every token
+// (1100 columns: the float kernel's chunks with a tail).
 TEST(MatmulGemm, TokenResultDoesNotDependOnItsBatch) {
   ThreadPool two(2);
   const int64_t rows = 37, n_tokens = 40;
   const int64_t splits[] = {0, 4, 9, 13, 17, 40};  // batches of 4, 5, 4, 4, 23
   for (Isa isa : kFastIsas) {
     if (!isa_available(isa)) continue;
-    for (DType type : kQuantTypes) {
-      const int64_t cols = cols_for(type, 512);
+    for (DType type : kGemmTypes) {
+      const int64_t cols = cols_for(type, 1100);
       const auto m = random_matrix(type, rows, cols, 8);
       const auto x = random_activations(n_tokens, cols, 9);
       const auto whole = run(isa, m.view, x.data(), n_tokens, nullptr);

@@ -136,7 +136,9 @@ TEST(Forward, PromptInChunksEqualsOneBatch) {
   for (int32_t i = 4; i < 7; ++i) b.add(0, i, kPromptC[size_t(i)], i == 6);
   chunked.model->forward(b);
   auto l = chunked.model->logits(0);
-  EXPECT_LT(max_abs_diff({l.begin(), l.end()}, expected), 1e-5);
+  // The 3-token chunk runs the float decode kernel, the 7 tokens together the
+  // prefill tiles: the same sums in another order, rounded differently.
+  EXPECT_LT(max_abs_diff({l.begin(), l.end()}, expected), 3e-5);
 }
 
 TEST(Forward, PipelineStagesHandOffHiddenStates) {

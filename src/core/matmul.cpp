@@ -100,6 +100,14 @@ void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols) {
   }
 }
 
+void round_act_f16(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+void round_act_bf16(const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 }  // namespace matmul_impl
 
 using namespace matmul_impl;
@@ -303,10 +311,15 @@ const void* PreparedInput::for_type(DType type, ThreadPool* pool, size_t* token_
   if (f == ActFormat::F32) return x_;
   if (f == ActFormat::F32_AS_F16 || f == ActFormat::F32_AS_BF16) {
     std::vector<float>& rounded = f == ActFormat::F32_AS_F16 ? as_f16_ : as_bf16_;
-    if (rounded.empty()) {
+    if (rounded.empty() && n_tokens_ > 0) {
       rounded.resize(size_t(n_tokens_ * cols_));
-      for (size_t i = 0; i < rounded.size(); ++i)
-        rounded[i] = f == ActFormat::F32_AS_F16 ? f16_to_f32(f32_to_f16(x_[i])) : bf16_to_f32(f32_to_bf16(x_[i]));
+      const bool f16 = f == ActFormat::F32_AS_F16;
+      const bool avx2 = active_isa() >= Isa::Avx2;
+      const auto round = f16 ? (avx2 ? round_act_f16_avx2 : round_act_f16) : (avx2 ? round_act_bf16_avx2 : round_act_bf16);
+      // A token to a thread, as the quantizers below.
+      run_on(n_tokens_ > 1 ? pool : nullptr, [&](int ith, int nth) {
+        for (int64_t t = ith; t < n_tokens_; t += nth) round(x_ + t * cols_, rounded.data() + t * cols_, cols_);
+      });
     }
     return rounded.data();
   }

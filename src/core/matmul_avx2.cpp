@@ -227,6 +227,29 @@ void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols) {
   }
 }
 
+void round_act_f16_avx2(const float* x, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT)));
+  for (; i < n; ++i) out[i] = f16_to_f32(f32_to_f16(x[i]));
+}
+
+// f32_to_bf16's rounding (to nearest even; a NaN quieted) on 8 lanes.
+void round_act_bf16_avx2(const float* x, float* out, int64_t n) {
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), top = _mm256_set1_epi32(int(0xffff0000u));
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(bias, odd)), top);
+    const __m256i quiet = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x400000)), top);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_blendv_epi8(rounded, quiet, nan));
+  }
+  for (; i < n; ++i) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols) {
   for (int64_t b = 0; b < cols / QK_K; ++b) {
     out[b].d = quantize_block_avx2(x + b * QK_K, out[b].qs, QK_K);

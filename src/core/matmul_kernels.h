@@ -69,6 +69,13 @@ void quantize_act_q8_k(const float* x, block_q8_K* out, int64_t cols);
 // Byte-identical AVX2 twins (call only when AVX2 runs).
 void quantize_act_q8_32_avx2(const float* x, block_q8_32* out, int64_t cols);
 void quantize_act_q8_k_avx2(const float* x, block_q8_K* out, int64_t cols);
+// F32_AS_F16 / F32_AS_BF16 activations: x rounded to the weight's precision,
+// f16_to_f32(f32_to_f16(x)) / bf16_to_f32(f32_to_bf16(x)); the AVX2 twins
+// give the same bits (call only when AVX2 runs).
+void round_act_f16(const float* x, float* out, int64_t n);
+void round_act_bf16(const float* x, float* out, int64_t n);
+void round_act_f16_avx2(const float* x, float* out, int64_t n);
+void round_act_bf16_avx2(const float* x, float* out, int64_t n);
 // And AVX-512 ones (core/quant_act_avx512.cpp; call only when AVX-512 runs).
 void quantize_act_q8_32_avx512(const float* x, block_q8_32* out, int64_t cols);
 void quantize_act_q8_k_avx512(const float* x, block_q8_K* out, int64_t cols);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -535,6 +536,28 @@ TEST(MatmulActivations, FastQuantizersAreByteIdentical) {
     quantize_act_q8_32(y.data(), a.data(), short_cols);
     quantize_act_q8_32_avx512(y.data(), b.data(), short_cols);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0]))) << short_cols << " columns";
+  }
+}
+
+// F16/BF16 weights read activations rounded to their precision; the AVX2
+// rounding gives the scalar one's bits: ties either way, F16 subnormals and
+// overflow, infinities and NaNs, and a tail past the vectors.
+TEST(MatmulActivations, FastRoundingToF16AndBF16IsBitIdentical) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2: " << cpu_summary();
+  using namespace matmul_impl;
+  auto x = random_activations(1, 203, 11);
+  const uint32_t patterns[] = {0x3f808000, 0x3f818000, 0x3f80ffff, 0xbf817fff, 0x7f800000, 0xff800000,
+                               0x7fc00001, 0x7f800001, 0xffa12345, 0x00000001, 0x3f801000, 0x3f803000,
+                               0x33800000, 0x387fe000, 0x477ff000, 0x477fefff, 0x00800000, 0x80000000};
+  for (size_t i = 0; i < std::size(patterns); ++i) std::memcpy(&x[5 * i], &patterns[i], 4);
+  x[100] = 70000.0f, x[101] = 1e-6f, x[102] = -3e-8f;
+  for (const bool f16 : {true, false}) {
+    std::vector<float> scalar(x.size()), fast(x.size());
+    (f16 ? round_act_f16 : round_act_bf16)(x.data(), scalar.data(), int64_t(x.size()));
+    (f16 ? round_act_f16_avx2 : round_act_bf16_avx2)(x.data(), fast.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(scalar[i]), std::bit_cast<uint32_t>(fast[i]))
+          << (f16 ? "f16 " : "bf16 ") << "element " << i << " bits " << std::hex << std::bit_cast<uint32_t>(x[i]);
   }
 }
 

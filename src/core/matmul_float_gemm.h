@@ -8,8 +8,8 @@
 // Blocking: a thread's rows go kRowBlock at a time and the columns kChunk at
 // a time; for one block and chunk, the token tiles take turns. A tile's
 // activations (6 × 1024 floats, 24 KiB) stay in L1 while the block's rows
-// pass under them; the block's chunk of weights (64 rows × 1024: 128-256
-// KiB) stays in L2 for every token tile, so the weights come from DRAM once.
+// pass under them; the block's chunk of weights (256 KiB) stays in L2 for
+// every token tile, so the weights come from DRAM once.
 //
 // An output's arithmetic depends only on its row and token: one vector chain
 // per row and token through a chunk (a chunk's last partial vector read

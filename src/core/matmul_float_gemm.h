@@ -18,10 +18,12 @@
 // batch, or the thread count (tests/core/test_matmul_gemm.cpp).
 //
 // Include only from an ISA's kernel file, which supplies
-//   V: Vec, kRows, kTokens, zero(), reduce(const Vec (&)[kRows], float*)
+//   V: Vec, kLanes, kRows, kTokens, zero(), load(const float*), fmadd(a, b, c),
+//      reduce(const Vec (&)[kRows], float*)
 //   C: kStep columns a vector, kWeightBytes, XElem, w(p), x(p), madd(acc, w, x),
 //      and x_chunk(x row, k0, n, buffer of kChunk) putting the chunk's
-//      activations in the buffer as the tile reads them.
+//      activations in the buffer as the tile reads them: WidenedColumns below,
+//      or the ISA's own.
 #pragma once
 
 #include <algorithm>
@@ -148,6 +150,20 @@ void run_tile(const KernelArgs& a, int64_t r, int64_t rend, int64_t t0, int toke
 }
 
 }  // namespace float_gemm_impl
+
+// Columns as f32 vectors: weights widened by W (kBytes, load(p)), activations
+// as given.
+template <class V, class W>
+struct WidenedColumns {
+  using Vec = typename V::Vec;
+  using XElem = float;
+  static constexpr int64_t kStep = V::kLanes;
+  static constexpr size_t kWeightBytes = W::kBytes;
+  static Vec w(const uint8_t* p) { return W::load(p); }
+  static Vec x(const float* p) { return V::load(p); }
+  static Vec madd(Vec acc, Vec w, Vec x) { return V::fmadd(w, x, acc); }
+  static void x_chunk(const float* x, int64_t k0, int64_t n, float* buffer) { std::memcpy(buffer, x + k0, size_t(n) * 4); }
+};
 
 template <class V, class C>
 void float_gemm(const KernelArgs& a, int64_t r0, int64_t r1) {

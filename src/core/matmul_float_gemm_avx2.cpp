@@ -11,8 +11,10 @@ namespace {
 
 struct Ymm {
   using Vec = __m256;
-  static constexpr int kRows = 2, kTokens = 6;
+  static constexpr int kLanes = 8, kRows = 2, kTokens = 6;
   static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
   // Each sum in the same order whatever the other row holds: adjacent pairs
   // twice (hadd), then the two 128-bit halves.
   static void reduce(const Vec (&acc)[kRows], float* out) {
@@ -24,23 +26,16 @@ struct Ymm {
   }
 };
 
-template <class Widen, size_t WeightBytes>
-struct F32Columns {
-  static constexpr int64_t kStep = 8;
-  static constexpr size_t kWeightBytes = WeightBytes;
-  using XElem = float;
-  static __m256 w(const uint8_t* p) { return Widen::load(p); }
-  static __m256 x(const float* p) { return _mm256_loadu_ps(p); }
-  static __m256 madd(__m256 acc, __m256 w, __m256 x) { return _mm256_fmadd_ps(w, x, acc); }
-  static void x_chunk(const float* x, int64_t k0, int64_t n, float* buffer) { std::memcpy(buffer, x + k0, size_t(n) * 4); }
-};
 struct F32Load {
+  static constexpr size_t kBytes = 4;
   static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
 };
 struct F16Load {
+  static constexpr size_t kBytes = 2;
   static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 };
 struct BF16Load {
+  static constexpr size_t kBytes = 2;
   static __m256 load(const uint8_t* p) {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
@@ -51,9 +46,9 @@ struct BF16Load {
 
 Kernel avx2_float_gemm_kernel(DType type) {
   switch (type) {
-    case DType::F32: return float_gemm<Ymm, F32Columns<F32Load, 4>>;
-    case DType::F16: return float_gemm<Ymm, F32Columns<F16Load, 2>>;
-    case DType::BF16: return float_gemm<Ymm, F32Columns<BF16Load, 2>>;
+    case DType::F32: return float_gemm<Ymm, WidenedColumns<Ymm, F32Load>>;
+    case DType::F16: return float_gemm<Ymm, WidenedColumns<Ymm, F16Load>>;
+    case DType::BF16: return float_gemm<Ymm, WidenedColumns<Ymm, BF16Load>>;
     default: return nullptr;
   }
 }

@@ -18,8 +18,10 @@ namespace {
 
 struct Zmm {
   using Vec = __m512;
-  static constexpr int kRows = 4, kTokens = 6;
+  static constexpr int kLanes = 16, kRows = 4, kTokens = 6;
   static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
   // Each sum in the same order whatever the other rows hold: halves added,
   // adjacent pairs twice (hadd), then the two 128-bit halves.
   static void reduce(const Vec (&acc)[kRows], float* out) {
@@ -29,24 +31,16 @@ struct Zmm {
   }
 };
 
-// 16 columns as f32: weights widened by Widen, activations as given.
-template <class Widen, size_t WeightBytes>
-struct F32Columns {
-  static constexpr int64_t kStep = 16;
-  static constexpr size_t kWeightBytes = WeightBytes;
-  using XElem = float;
-  static __m512 w(const uint8_t* p) { return Widen::load(p); }
-  static __m512 x(const float* p) { return _mm512_loadu_ps(p); }
-  static __m512 madd(__m512 acc, __m512 w, __m512 x) { return _mm512_fmadd_ps(w, x, acc); }
-  static void x_chunk(const float* x, int64_t k0, int64_t n, float* buffer) { std::memcpy(buffer, x + k0, size_t(n) * 4); }
-};
 struct F32Load {
+  static constexpr size_t kBytes = 4;
   static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
 };
 struct F16Load {
+  static constexpr size_t kBytes = 2;
   static __m512 load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 };
 struct BF16Load {
+  static constexpr size_t kBytes = 2;
   static __m512 load(const uint8_t* p) {
     const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
@@ -72,13 +66,15 @@ struct BF16Pairs {
 
 }  // namespace
 
-Kernel avx512_float_gemm_kernel(DType type) {
+Kernel avx512_float_gemm_kernel(DType type) { return avx512_float_gemm_kernel(type, cpu_caps().avx512_bf16); }
+
+Kernel avx512_float_gemm_kernel(DType type, bool bf16_pairs) {
   const CpuCaps& caps = cpu_caps();
-  if (!caps.avx512) return nullptr;
+  if (!caps.avx512 || (bf16_pairs && !caps.avx512_bf16)) return nullptr;
   switch (type) {
-    case DType::F32: return float_gemm<Zmm, F32Columns<F32Load, 4>>;
-    case DType::F16: return float_gemm<Zmm, F32Columns<F16Load, 2>>;
-    case DType::BF16: return caps.avx512_bf16 ? float_gemm<Zmm, BF16Pairs> : float_gemm<Zmm, F32Columns<BF16Load, 2>>;
+    case DType::F32: return float_gemm<Zmm, WidenedColumns<Zmm, F32Load>>;
+    case DType::F16: return float_gemm<Zmm, WidenedColumns<Zmm, F16Load>>;
+    case DType::BF16: return bf16_pairs ? float_gemm<Zmm, BF16Pairs> : float_gemm<Zmm, WidenedColumns<Zmm, BF16Load>>;
     default: return nullptr;
   }
 }

@@ -159,6 +159,9 @@ Kernel avx512_gemm_kernel(DType type);
 // F32, F16, BF16 (matmul_float_gemm.h).
 Kernel avx2_float_gemm_kernel(DType type);
 Kernel avx512_float_gemm_kernel(DType type);
+// BF16 by vdpbf16ps (bf16_pairs: the CPU must have AVX512_BF16) or widened to
+// f32 (CPUs without it); the one-argument form picks by the CPU.
+Kernel avx512_float_gemm_kernel(DType type, bool bf16_pairs);
 Kernel amx_gemm_kernel(DType type);
 
 // Kernels for WeightLayout::Panels16 matrices, any token count (nullptr for

@@ -12,6 +12,7 @@
 
 #include "core/cpu.h"
 #include "core/matmul.h"
+#include "core/matmul_kernels.h"
 #include "core/thread_pool.h"
 #include "test_matmul_util.h"
 
@@ -134,6 +135,37 @@ TEST(MatmulGemm, StridedRowViewGivesTheSameResult) {
       ASSERT_EQ(0, std::memcmp(compact.data(), strided.data(), compact.size() * 4))
           << isa_name(isa) << " " << dtype_name(type);
     }
+  }
+}
+
+// AVX-512 BF16 both ways: by vdpbf16ps (CPUs with AVX512_BF16, what matmul
+// runs there) and widened to f32 (what runs on CPUs without it, so untested
+// through matmul on this one).
+TEST(MatmulGemm, Avx512Bf16PairsAndWidenedMatchReference) {
+  using namespace matmul_impl;
+  if (!isa_available(Isa::Avx512)) GTEST_SKIP() << "no AVX-512: " << cpu_summary();
+  const int64_t rows = 23, cols = 1061, n_tokens = 9;
+  const auto m = random_matrix(DType::BF16, rows, cols, 12);
+  const auto x = random_activations(n_tokens, cols, 13);
+  const auto ref = run(Isa::Scalar, m.view, x.data(), n_tokens, nullptr);
+  for (const bool pairs : {false, true}) {
+    const Kernel kernel = avx512_float_gemm_kernel(DType::BF16, pairs);
+    if (!kernel) continue;  // no AVX512_BF16 here
+    SCOPED_TRACE(pairs ? "vdpbf16ps" : "widened");
+    PreparedInput prepared(x.data(), n_tokens, cols);
+    KernelArgs args;
+    args.w = &m.view;
+    args.x = prepared.for_type(DType::BF16, nullptr, &args.x_stride);
+    args.n_tokens = n_tokens;
+    std::vector<float> y(size_t(rows * n_tokens), NAN);
+    args.y = y.data();
+    kernel(args, 0, rows);
+    for (int64_t t = 0; t < n_tokens; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t i = size_t(t * rows + r);
+        const double tol = 4e-5 * abs_dot(m.dequantized.data() + r * cols, x.data() + t * cols, cols) + 1e-30;
+        ASSERT_NEAR(y[i], ref[i], tol) << "row " << r << " token " << t;
+      }
   }
 }
 

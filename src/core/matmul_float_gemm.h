@@ -51,7 +51,8 @@ constexpr int64_t kRowBlock = (256 << 10) / (kChunk * int64_t(C::kWeightBytes));
 // `ahead`, the R rows of weights the next tile reads (from their chunk's
 // start) are prefetched a line per line read here: the first token tile of a
 // block reads its weights from DRAM in pieces of a chunk, too short for the
-// core's prefetchers to follow (4 tokens ran at 0.6x of one weight pass).
+// core's prefetchers to follow (1B F16, 4 sequences at 1 thread: 20.9 tok/s
+// together without, 29.3 with; one alone 11.0-11.2; Zen 5).
 template <class V, class C, int T>
 void tile(const uint8_t* const* w, int64_t k0, const typename C::XElem* const* x, int64_t n,
           const uint8_t* const* ahead, float out[][V::kRows]) {

@@ -33,38 +33,7 @@ void prefill32(const KernelArgs& a, int64_t r0, int64_t r1) {
   }
 }
 
-// ---- float weights ----------------------------------------------------------
-
-struct F32W {
-  static constexpr size_t kBytes = 4;
-  static __m256 load8(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-  static float one(const uint8_t* p) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-};
-struct F16W {
-  static constexpr size_t kBytes = 2;
-  static __m256 load8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static float one(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return half_to_float(h);
-  }
-};
-struct BF16W {
-  static constexpr size_t kBytes = 2;
-  static __m256 load8(const uint8_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-  }
-  static float one(const uint8_t* p) {
-    uint16_t h;
-    std::memcpy(&h, p, 2);
-    return bf16_to_f32(h);
-  }
-};
+// ---- float weights (F32W, F16W, BF16W: matmul_avx2_common.h) ----------------
 
 // R rows × T tokens of float dot products, 32 elements per step, each row
 // prefetched kPrefetchBytes ahead, a line per line consumed. The sums are
@@ -87,7 +56,7 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       __m256 wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = W::load8(w[i] + (k + 8 * u) * W::kBytes);
+      for (int i = 0; i < R; ++i) wv[i] = W::load(w[i] + (k + 8 * u) * W::kBytes);
 #pragma GCC unroll 3
       for (int t = 0; t < T; ++t) {
         const __m256 xv = _mm256_loadu_ps(x[t] + k + 8 * u);
@@ -98,7 +67,7 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
   for (; k + 8 <= n; k += 8)
     for (int t = 0; t < T; ++t)
       for (int i = 0; i < R; ++i)
-        acc[i][t][0] = _mm256_fmadd_ps(W::load8(w[i] + k * W::kBytes), _mm256_loadu_ps(x[t] + k), acc[i][t][0]);
+        acc[i][t][0] = _mm256_fmadd_ps(W::load(w[i] + k * W::kBytes), _mm256_loadu_ps(x[t] + k), acc[i][t][0]);
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) {
       float sum;

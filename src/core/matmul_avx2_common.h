@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
+
 namespace shardlm::matmul_impl::avx2 {
 namespace {
 
@@ -32,6 +34,39 @@ inline int hsum(__m256i v) {
 }
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+// 8 float weights at p widened to f32, and one of them (a row's tail): the
+// float decode kernels' rows and the float tiles' columns (AVX2).
+struct F32W {
+  static constexpr size_t kBytes = 4;
+  static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static float one(const uint8_t* p) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+};
+struct F16W {
+  static constexpr size_t kBytes = 2;
+  static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+  }
+};
+struct BF16W {
+  static constexpr size_t kBytes = 2;
+  static __m256 load(const uint8_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static float one(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return bf16_to_f32(h);
+  }
+};
 
 inline __m128 f16x4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
   return _mm_cvtph_ps(_mm_setr_epi16(short(a), short(b), short(c), short(d), 0, 0, 0, 0));

@@ -34,7 +34,7 @@ float hsum512(__m512 v) {
 // 16 weights at p as f32; the masked form reads only the first lanes of m.
 // Two 256-bit loads: with one 512-bit load, rows streamed from DRAM at 3
 // tokens ran at half the rate on Zen 5 (docs/bench/flt5.md).
-struct F32W {
+struct F32x16 {
   static constexpr size_t kBytes = 4;
   static __m512 load16(const uint8_t* p) {
     const auto* f = reinterpret_cast<const float*>(p);
@@ -42,13 +42,13 @@ struct F32W {
   }
   static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
-struct F16W {
+struct F16x16 {
   static constexpr size_t kBytes = 2;
   static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
   static __m512 convert(__m256i h) { return _mm512_cvtph_ps(h); }
 };
-struct BF16W {
+struct BF16x16 {
   static constexpr size_t kBytes = 2;
   static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
@@ -137,9 +137,9 @@ Kernel avx512_kernel(DType type) {
   const CpuCaps& caps = cpu_caps();
   if (!caps.avx512) return nullptr;
   switch (type) {
-    case DType::F32: return kernel<Floats, F32W>;
-    case DType::F16: return kernel<Floats, F16W>;
-    case DType::BF16: return kernel<Floats, BF16W>;
+    case DType::F32: return kernel<Floats, F32x16>;
+    case DType::F16: return kernel<Floats, F16x16>;
+    case DType::BF16: return kernel<Floats, BF16x16>;
     default: break;
   }
   if (!caps.avx512_vnni) return nullptr;

@@ -89,6 +89,7 @@ struct Q45KPanel {
   // against a half at a time; Q5_K (and Q6_K) 5-10 % slower, their codes'
   // temporaries spilling.
   static constexpr bool kBothHalves = !kQ5;
+  static constexpr bool kReloadShared = !kQ5;  // see Q6KPanel
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(Block);
   struct Fields {
     __m256i sc_lo, sc_hi, mn_lo, mn_hi;  // byte k: sub-block k (lo) or 4 + k (hi)
@@ -133,6 +134,15 @@ struct Q45KPanel {
 struct Q6KPanel {
   using K = Q6KRows;
   static constexpr bool kBothHalves = true;
+  // A qh piece serves four chunks, a ql piece two. Left to see that, GCC
+  // kept them from chunk to chunk, 16 registers' worth with both halves,
+  // and spilled them and the sums (two stores a code vector). Loaded again
+  // per chunk (L1 hits), on the Zen 3 (AVX2 only) a one-token 4096² pass in
+  // cache took 630 us against 690, 128256 × 2048 streamed at 19.5-19.7 GB/s
+  // against 18.0-18.5 (Q4_K, whose qs pieces serve two chunks: 22.2-22.4
+  // against 21.1-21.4; Q5_K, one half at a time, 15.0-15.3 against 16.4;
+  // Q2_K, Q3_K within 3 %: docs/BENCHMARKS.md, forty-ninth session).
+  static constexpr bool kReloadShared = true;
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q6_K);
   struct Fields {
     ScalePieces sc;  // byte k of piece m: scale 4m + k
@@ -157,6 +167,7 @@ struct Q6KPanel {
 struct Q2KPanel {
   using K = Q2KRows;
   static constexpr bool kBothHalves = true;
+  static constexpr bool kReloadShared = false;  // see Q6KPanel
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q2_K);
   struct Fields {
     ScalePieces sc;  // byte k of piece m: scale and min 4m + k
@@ -180,6 +191,7 @@ struct Q2KPanel {
 struct Q3KPanel {
   using K = Q3KRows;
   static constexpr bool kBothHalves = true;
+  static constexpr bool kReloadShared = false;  // see Q6KPanel
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q3_K);
   struct Fields {
     __m256i sc[4];  // byte k of dword m: scale 4m + k, as a signed byte
@@ -227,11 +239,15 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
   // Unrolled with compile-time j and v: GCC kept a loop over j here, with the
   // scales and shifts picked at run time and its counters on the stack.
   unrolled<8>([&](auto j) SHARDLM_ALWAYS_INLINE {
+    // Hidden from GCC with kReloadShared: the chunk's pieces are loaded
+    // again rather than kept from an earlier chunk that read them.
+    const uint8_t* chunk_block = block;
+    if constexpr (P::kReloadShared) asm volatile("" : "+r"(chunk_block));
     __m256i s16[H][T];
     unrolled<8>([&](auto v) SHARDLM_ALWAYS_INLINE {
       step(8 * int(j) + int(v));
       __m256i q[H];
-      for (int h = 0; h < H; ++h) q[h] = P::codes(block, h0 + h, j, v);  // unsigned (Q6_K: code + 32)
+      for (int h = 0; h < H; ++h) q[h] = P::codes(chunk_block, h0 + h, j, v);  // unsigned (Q6_K: code + 32)
       for (int t = 0; t < T; ++t) {
         int32_t a4;
         std::memcpy(&a4, x[t]->qs + 32 * j + 4 * v, 4);
@@ -310,18 +326,15 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1) {
       for (int t = 0; t < T; ++t) x[t] = x0[t] + b;
       // A spread plan's prefetches a part per code vector (64 of them, 128
       // when the super-block's halves run one after the other), its lines
-      // constants, kept in place at one token (matmul_panel_prefetch.h).
-      // Under ISA=avx2 on the AMX Xeon, against the parts computed at run
-      // time: 1B Q4_K_M decode 2-5 % faster, 4 and 8 sequences 7-21 %; kept
-      // in place at 2-4 tokens too, 2 and 4 sequences ran 9-20 % slower.
-      // Without a spread plan nothing is kept in place: the barrier cost
-      // registers (Q6_K's sums spilled, its masks made again each
-      // sub-block).
+      // constants. Not held in place with keep_prefetch_in_place (as the
+      // AVX-512 kernels do): under ISA=avx2 on the AMX Xeon that ran 1B
+      // Q4_K_M decode 2-5 % faster, but on the Zen 3, an AVX2-only CPU
+      // that runs this kernel natively, the barrier spilled Q6_K's sums at
+      // one token: 4096² in cache 928 us against 690 without, 128256 × 2048
+      // streamed at 14.0 against 18.0 GB/s; Q3_K 9 % slower, Q2_K, Q4_K and
+      // Q5_K alike (docs/BENCHMARKS.md, forty-ninth session).
       const auto part = [prefetch, block](int i, int parts) SHARDLM_ALWAYS_INLINE {
-        if constexpr (kSpread) {
-          prefetch.part_ahead_of(block, i, parts, P::kBlockBytes);
-          if constexpr (T == 1) keep_prefetch_in_place();
-        }
+        if constexpr (kSpread) prefetch.part_ahead_of(block, i, parts, P::kBlockBytes);
       };
       if constexpr (T == 1 && P::kBothHalves) {
         super_block<P, T, 2>(block, 0, x, acc, [part](int i) SHARDLM_ALWAYS_INLINE { part(i, 64); });

@@ -72,7 +72,7 @@ class PanelPrefetch {
   // parts took a multiply, a loop and ~10 scalar instructions around it,
   // with the loop bounds spilled: at 8 tokens, where Q4_K is bound by issue,
   // most of the kernel's scalar work. (Where the step streams from DRAM the
-  // kernels follow each part with keep_prefetch_in_place().)
+  // AVX-512 kernels follow each part with keep_prefetch_in_place().)
   inline __attribute__((always_inline)) void part_if_spread(const uint8_t* p, int part, int parts,
                                                             size_t block_bytes) const {
     if (spread_) part_ahead_of(p, part, parts, block_bytes);

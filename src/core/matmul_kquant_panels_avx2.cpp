@@ -90,6 +90,7 @@ struct Q45KPanel {
   // temporaries spilling.
   static constexpr bool kBothHalves = !kQ5;
   static constexpr bool kReloadShared = !kQ5;  // see Q6KPanel
+  static constexpr bool kReloadActivations = kQ5;  // see super_block
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(Block);
   struct Fields {
     __m256i sc_lo, sc_hi, mn_lo, mn_hi;  // byte k: sub-block k (lo) or 4 + k (hi)
@@ -143,6 +144,7 @@ struct Q6KPanel {
   // against 21.1-21.4; Q5_K, one half at a time, 15.0-15.3 against 16.4;
   // Q2_K, Q3_K within 3 %: docs/BENCHMARKS.md, forty-ninth session).
   static constexpr bool kReloadShared = true;
+  static constexpr bool kReloadActivations = false;  // see super_block
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q6_K);
   struct Fields {
     ScalePieces sc;  // byte k of piece m: scale 4m + k
@@ -168,6 +170,7 @@ struct Q2KPanel {
   using K = Q2KRows;
   static constexpr bool kBothHalves = true;
   static constexpr bool kReloadShared = false;  // see Q6KPanel
+  static constexpr bool kReloadActivations = false;  // see super_block
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q2_K);
   struct Fields {
     ScalePieces sc;  // byte k of piece m: scale and min 4m + k
@@ -192,6 +195,7 @@ struct Q3KPanel {
   using K = Q3KRows;
   static constexpr bool kBothHalves = true;
   static constexpr bool kReloadShared = false;  // see Q6KPanel
+  static constexpr bool kReloadActivations = false;  // see super_block
   static constexpr size_t kBlockBytes = kPanelRows * sizeof(block_q3_K);
   struct Fields {
     __m256i sc[4];  // byte k of dword m: scale 4m + k, as a signed byte
@@ -236,6 +240,18 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
   __m256i isum[H][T];
   for (auto& half : isum)
     for (auto& v : half) v = _mm256_setzero_si256();
+  // With kReloadActivations the codes' activations are read through
+  // pointers hidden from GCC: where a super-block's halves run one after the
+  // other, it saw the same loads in both and kept the first half's
+  // broadcasts for the second on the stack (at 4 tokens 256 of them, a
+  // store and a reloading maddubs each). Only those: with the whole of
+  // x[t] hidden, the f32 finishing compiled otherwise and the results lost
+  // the prefill tiles' bits (MatmulPanels.EveryIsaMatchesReference).
+  const int8_t* token_codes[T];
+  for (int t = 0; t < T; ++t) {
+    token_codes[t] = x[t]->qs;
+    if constexpr (P::kReloadActivations) asm volatile("" : "+r"(token_codes[t]));
+  }
   // Unrolled with compile-time j and v: GCC kept a loop over j here, with the
   // scales and shifts picked at run time and its counters on the stack.
   unrolled<8>([&](auto j) SHARDLM_ALWAYS_INLINE {
@@ -250,7 +266,7 @@ inline void super_block(const uint8_t* block, int h0, const block_q8_K* const* x
       for (int h = 0; h < H; ++h) q[h] = P::codes(chunk_block, h0 + h, j, v);  // unsigned (Q6_K: code + 32)
       for (int t = 0; t < T; ++t) {
         int32_t a4;
-        std::memcpy(&a4, x[t]->qs + 32 * j + 4 * v, 4);
+        std::memcpy(&a4, token_codes[t] + 32 * j + 4 * v, 4);
         const __m256i act = _mm256_set1_epi32(a4);
         for (int h = 0; h < H; ++h) {
           const __m256i prod = _mm256_maddubs_epi16(q[h], act);

@@ -17,6 +17,7 @@
 
 #include "core/matmul_avx2_common.h"
 #include "core/matmul_decode32.h"
+#include "core/matmul_float_loads_avx512.h"
 #include "core/matmul_kernels.h"
 #include "core/matmul_strided_rows.h"
 
@@ -31,28 +32,17 @@ float hsum512(__m512 v) {
   return avx2::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-// 16 weights at p as f32; the masked form reads only the first lanes of m.
-// Two 256-bit loads: with one 512-bit load, rows streamed from DRAM at 3
-// tokens ran at half the rate on Zen 5 (docs/bench/flt5.md).
+// 16 F32 weights at p (F16x16, BF16x16: matmul_float_loads_avx512.h); the
+// masked form reads only the first lanes of m. Two 256-bit loads: with one
+// 512-bit load, rows streamed from DRAM at 3 tokens ran at half the rate on
+// Zen 5 (docs/bench/flt5.md).
 struct F32x16 {
   static constexpr size_t kBytes = 4;
-  static __m512 load16(const uint8_t* p) {
+  static __m512 load(const uint8_t* p) {
     const auto* f = reinterpret_cast<const float*>(p);
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(f)), _mm256_loadu_ps(f + 8), 1);
   }
-  static __m512 load16(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-};
-struct F16x16 {
-  static constexpr size_t kBytes = 2;
-  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
-  static __m512 convert(__m256i h) { return _mm512_cvtph_ps(h); }
-};
-struct BF16x16 {
-  static constexpr size_t kBytes = 2;
-  static __m512 load16(const uint8_t* p) { return convert(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-  static __m512 load16(const uint8_t* p, __mmask16 m) { return convert(_mm256_maskz_loadu_epi16(m, p)); }
-  static __m512 convert(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+  static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 
 // R rows × T tokens of dot products: U vectors of 16 elements per row and
@@ -76,7 +66,7 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
 #pragma GCC unroll 4
     for (int u = 0; u < U; ++u) {
       __m512 wv[R];
-      for (int i = 0; i < R; ++i) wv[i] = W::load16(w[i] + (k + 16 * u) * W::kBytes);
+      for (int i = 0; i < R; ++i) wv[i] = W::load(w[i] + (k + 16 * u) * W::kBytes);
 #pragma GCC unroll 3
       for (int t = 0; t < T; ++t) {
         const __m512 xv = _mm512_loadu_ps(x[t] + k + 16 * u);
@@ -88,7 +78,7 @@ void dot_rows_float(const uint8_t* const* w, const float* const* x, int64_t n, f
     const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
     for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x[t] + k);
-      for (int i = 0; i < R; ++i) acc[i][t][0] = _mm512_fmadd_ps(W::load16(w[i] + k * W::kBytes, m), xv, acc[i][t][0]);
+      for (int i = 0; i < R; ++i) acc[i][t][0] = _mm512_fmadd_ps(W::load(w[i] + k * W::kBytes, m), xv, acc[i][t][0]);
     }
   }
   for (int i = 0; i < R; ++i)

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 
 #include "core/matmul_float_gemm.h"
+#include "core/matmul_float_loads_avx512.h"
 
 namespace shardlm::matmul_impl {
 namespace {
@@ -34,17 +35,6 @@ struct Zmm {
 struct F32Load {
   static constexpr size_t kBytes = 4;
   static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
-};
-struct F16Load {
-  static constexpr size_t kBytes = 2;
-  static __m512 load(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-};
-struct BF16Load {
-  static constexpr size_t kBytes = 2;
-  static __m512 load(const uint8_t* p) {
-    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-  }
 };
 
 struct BF16Pairs {
@@ -73,8 +63,8 @@ Kernel avx512_float_gemm_kernel(DType type, bool bf16_pairs) {
   if (!caps.avx512 || (bf16_pairs && !caps.avx512_bf16)) return nullptr;
   switch (type) {
     case DType::F32: return float_gemm<Zmm, WidenedColumns<Zmm, F32Load>>;
-    case DType::F16: return float_gemm<Zmm, WidenedColumns<Zmm, F16Load>>;
-    case DType::BF16: return bf16_pairs ? float_gemm<Zmm, BF16Pairs> : float_gemm<Zmm, WidenedColumns<Zmm, BF16Load>>;
+    case DType::F16: return float_gemm<Zmm, WidenedColumns<Zmm, F16x16>>;
+    case DType::BF16: return bf16_pairs ? float_gemm<Zmm, BF16Pairs> : float_gemm<Zmm, WidenedColumns<Zmm, BF16x16>>;
     default: return nullptr;
   }
 }

@@ -73,42 +73,52 @@ void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, 
   }
 }
 
-// One block of 8 interleaved rows × T tokens, added to acc[h][t] (h: the
-// half block of kHalves types). codes(v) is the block's vector v (element
-// 4v..4v+3 of each row in its dword lanes); dw and bias hold the rows'
-// scales and W::bias terms. Every AVX2 kernel on interleaved rows runs this
-// (the prefill tiles below, the panel decode of matmul_panels_avx2.cpp), so
-// a row's result has the same bits whichever of them computes it.
+// One block of R groups of 8 interleaved rows × T tokens, added to
+// acc[r][h][t] (h: the half block of kHalves types). codes(r, v) is group r's
+// vector v (element 4v..4v+3 of each row in its dword lanes); dw[r] and
+// bias[r] hold the rows' scales and W::bias terms. Every AVX2 kernel on
+// interleaved rows runs this (the prefill tiles below, the panel decode of
+// matmul_panels_avx2.cpp), so a row's result has the same bits whichever of
+// them computes it, with any R.
+//
+// R = 2 lets one broadcast of a token's activations serve both groups: at a
+// few tokens the loop is bound by how many instructions it issues, and the
+// broadcast was one of the ~5 a maddubs took.
 //
 // kVnni: the products summed by AVX-VNNI's vpdpbusd straight into the int32
 // lanes, one instruction a vector and token where maddubs, an int16 add and
 // (every kSum16 vectors) a madd and an int32 add took ~2.3. Neither sum can
 // round or saturate (the bounds of kSum16), so the int32 sums, and every bit
 // after them, are the same.
-template <class W, int T, bool kVnni = false, class Codes>
-inline void rowgroup_block(const Codes& codes, __m256 dw, __m256 bias, const block_q8_32* const* x, int64_t b,
-                           __m256 (&acc)[kHalves<W> ? 2 : 1][T]) {
+template <class W, int T, int R, bool kVnni, class Codes>
+inline void rowgroup_block(const Codes& codes, const __m256* dw, const __m256* bias, const block_q8_32* const* x,
+                           int64_t b, __m256 (*acc)[kHalves<W> ? 2 : 1][T]) {
   constexpr int S = kSum16<W>, kHalfVectors = kHalves<W> ? 4 : 8;
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s16[T], s32[T];
+  __m256i s16[R][T], s32[R][T];
 #pragma GCC unroll 8
   for (int v = 0; v < 8; ++v) {
-    const __m256i q = codes(v);
-    const __m256i uq = W::kSigned ? _mm256_abs_epi8(q) : q;  // Q8_0: |q| against sign(q)·a
+    __m256i q[R], uq[R];
+    for (int r = 0; r < R; ++r) {
+      q[r] = codes(r, v);
+      uq[r] = W::kSigned ? _mm256_abs_epi8(q[r]) : q[r];  // Q8_0: |q| against sign(q)·a
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       int32_t a4;
       std::memcpy(&a4, x[t][b].qs + 4 * v, 4);
       const __m256i act = _mm256_set1_epi32(a4);
-      const __m256i signed_act = W::kSigned ? _mm256_sign_epi8(act, q) : act;
-      if constexpr (kVnni) {
-        s32[t] = dpbusd_vex(v % kHalfVectors == 0 ? _mm256_setzero_si256() : s32[t], uq, signed_act);
-      } else {
-        const __m256i prod = _mm256_maddubs_epi16(uq, signed_act);
-        s16[t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[t], prod));
-        if (v % S == S - 1) {
-          const __m256i wide = _mm256_madd_epi16(s16[t], ones);
-          s32[t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[t], wide));
+      for (int r = 0; r < R; ++r) {
+        const __m256i signed_act = W::kSigned ? _mm256_sign_epi8(act, q[r]) : act;
+        if constexpr (kVnni) {
+          s32[r][t] = dpbusd_vex(v % kHalfVectors == 0 ? _mm256_setzero_si256() : s32[r][t], uq[r], signed_act);
+        } else {
+          const __m256i prod = _mm256_maddubs_epi16(uq[r], signed_act);
+          s16[r][t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[r][t], prod));
+          if (v % S == S - 1) {
+            const __m256i wide = _mm256_madd_epi16(s16[r][t], ones);
+            s32[r][t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[r][t], wide));
+          }
         }
       }
     }
@@ -116,8 +126,12 @@ inline void rowgroup_block(const Codes& codes, __m256 dw, __m256 bias, const blo
       const int h = v / kHalfVectors;
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[t]), _mm256_mul_ps(dw, _mm256_set1_ps(x[t][b].d)), acc[h][t]);
-        if (W::kBias && h == 0) acc[0][t] = _mm256_fmadd_ps(bias, _mm256_set1_ps(W::act_sum(x[t][b])), acc[0][t]);
+        const __m256 dx = _mm256_set1_ps(x[t][b].d);
+        for (int r = 0; r < R; ++r) {
+          acc[r][h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[r][t]), _mm256_mul_ps(dw[r], dx), acc[r][h][t]);
+          if (W::kBias && h == 0)
+            acc[r][0][t] = _mm256_fmadd_ps(bias[r], _mm256_set1_ps(W::act_sum(x[t][b])), acc[r][0][t]);
+        }
       }
     }
   }
@@ -128,15 +142,15 @@ inline void rowgroup_block(const Codes& codes, __m256 dw, __m256 bias, const blo
 template <class W, bool kVnni = false>
 void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256 out[kPTokens]) {
   constexpr int H = kHalves<W> ? 2 : 1;
-  __m256 acc[H][kPTokens];
-  for (auto& half : acc)
+  __m256 acc[1][H][kPTokens];
+  for (auto& half : acc[0])
     for (auto& v : half) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const RowGroupBlock& p = wb[b];
-    rowgroup_block<W, kPTokens, kVnni>([&](int v) { return load32(p.codes[v]); }, _mm256_loadu_ps(p.d),
-                                _mm256_loadu_ps(p.bias), x, b, acc);
+    const __m256 dw = _mm256_loadu_ps(p.d), bias = _mm256_loadu_ps(p.bias);
+    rowgroup_block<W, kPTokens, 1, kVnni>([&](int, int v) { return load32(p.codes[v]); }, &dw, &bias, x, b, acc);
   }
-  for (int t = 0; t < kPTokens; ++t) out[t] = H == 2 ? _mm256_add_ps(acc[0][t], acc[H - 1][t]) : acc[0][t];
+  for (int t = 0; t < kPTokens; ++t) out[t] = H == 2 ? _mm256_add_ps(acc[0][0][t], acc[0][H - 1][t]) : acc[0][0][t];
 }
 
 // Rows [r0, r1) of every token (matmul_avx2_rowgroup_driver.h).

@@ -122,22 +122,16 @@ inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block
     for (int s = 0; s < S; ++s) {
       const uint8_t* block = panel[s] + size_t(b) * kPanelBlockBytes<W>;
       prefetch.ahead_of(block);
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        // From 2 tokens the second half loads its activations again (a
-        // compiler barrier): GCC kept the first half's broadcasts for it, 8
-        // a token, on the stack (AVX2's 16 registers), a store and a
-        // reloading maddubs each. Zen 5 under ISA=avx2, 2048² in cache, best
-        // of 31, three rounds: Q4_0 4 tokens 205-233 → 144-196 µs, 8 tokens
-        // 405-473 → 301-405; Q4_1, Q5_0, Q5_1 15-25 % faster at 4 and 8.
-        // Q8_0, whose products take the codes' signs per half, ran 0-11 %
-        // slower with it; one token 3-15 %.
-        if constexpr (T >= 2 && !W::kSigned)
-          if (h == 1) asm volatile("" ::: "memory");
-        const PanelScales sc = PanelBlock<W>::scales(block, h);
-        rowgroup_block<W, T, kVnni>([&](int v) { return PanelBlock<W>::codes(block, h, v); }, sc.d, sc.bias, x, b,
-                             acc[s][h]);
-      }
+      // Both halves in one call, so that each broadcast of a token's
+      // activations serves 16 rows. Zen 3, 4096² in cache, one thread
+      // (bench kernels, three rounds, against a half at a time): Q4_0 4
+      // tokens 816-822 → 617-621 µs, 8 tokens 1623-1629 → 1235-1237; Q4_1,
+      // Q5_0 14-18 % faster from 3 tokens, Q5_1 and Q8_0 6-10 %; one token
+      // within noise from memory.
+      const PanelScales sc[2] = {PanelBlock<W>::scales(block, 0), PanelBlock<W>::scales(block, 1)};
+      const __m256 dw[2] = {sc[0].d, sc[1].d}, bias[2] = {sc[0].bias, sc[1].bias};
+      rowgroup_block<W, T, 2, kVnni>([&](int h, int v) { return PanelBlock<W>::codes(block, h, v); }, dw, bias, x, b,
+                                     acc[s]);
     }
   }
   for (int s = 0; s < S; ++s)

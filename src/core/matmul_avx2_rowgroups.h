@@ -137,26 +137,32 @@ inline void rowgroup_block(const Codes& codes, const __m256* dw, const __m256* b
   }
 }
 
-// 8 interleaved rows × kPTokens tokens over nb blocks: out[t] lane i is row
-// i's sum for token t.
+// Two groups of 8 interleaved rows (the second nb blocks on) × kPTokens
+// tokens over nb blocks, so that each activation broadcast serves 16 rows
+// (rowgroup_block's R = 2): out[kPTokens · j + t] lane i is group j's row i's sum
+// for token t.
 template <class W, bool kVnni = false>
-void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256 out[kPTokens]) {
+void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256* out) {
   constexpr int H = kHalves<W> ? 2 : 1;
-  __m256 acc[1][H][kPTokens];
-  for (auto& half : acc[0])
-    for (auto& v : half) v = _mm256_setzero_ps();
+  __m256 acc[2][H][kPTokens];
+  for (auto& group : acc)
+    for (auto& half : group)
+      for (auto& v : half) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const RowGroupBlock& p = wb[b];
-    const __m256 dw = _mm256_loadu_ps(p.d), bias = _mm256_loadu_ps(p.bias);
-    rowgroup_block<W, kPTokens, 1, kVnni>([&](int, int v) { return load32(p.codes[v]); }, &dw, &bias, x, b, acc);
+    const RowGroupBlock* p[2] = {&wb[b], &wb[nb + b]};
+    const __m256 dw[2] = {_mm256_loadu_ps(p[0]->d), _mm256_loadu_ps(p[1]->d)};
+    const __m256 bias[2] = {_mm256_loadu_ps(p[0]->bias), _mm256_loadu_ps(p[1]->bias)};
+    rowgroup_block<W, kPTokens, 2, kVnni>([&](int r, int v) { return load32(p[r]->codes[v]); }, dw, bias, x, b, acc);
   }
-  for (int t = 0; t < kPTokens; ++t) out[t] = H == 2 ? _mm256_add_ps(acc[0][0][t], acc[0][H - 1][t]) : acc[0][0][t];
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < kPTokens; ++t)
+      out[r * kPTokens + t] = H == 2 ? _mm256_add_ps(acc[r][0][t], acc[r][H - 1][t]) : acc[r][0][t];
 }
 
 // Rows [r0, r1) of every token (matmul_avx2_rowgroup_driver.h).
 template <class W>
 void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  prefill_row_groups<RowGroupBlock, block_q8_32>(
+  prefill_row_groups<RowGroupBlock, block_q8_32, 2>(
       a, r0, r1, a.w->cols / 32, interleave_rows<W>, tile32<W>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }

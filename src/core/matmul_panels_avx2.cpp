@@ -194,7 +194,7 @@ template <class W, bool kVnni>
 void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W, kVnni>(a, r0, r1);
   if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W, kVnni>);
-  return prefill_row_groups<RowGroupBlock, block_q8_32>(
+  return prefill_row_groups<RowGroupBlock, block_q8_32, 2>(
       a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W, kVnni>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }

@@ -73,26 +73,31 @@ void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, 
   }
 }
 
-// One block of R groups of 8 interleaved rows × T tokens, added to
-// acc[r][h][t] (h: the half block of kHalves types). codes(r, v) is group r's
-// vector v (element 4v..4v+3 of each row in its dword lanes); dw[r] and
-// bias[r] hold the rows' scales and W::bias terms. Every AVX2 kernel on
-// interleaved rows runs this (the prefill tiles below, the panel decode of
-// matmul_panels_avx2.cpp), so a row's result has the same bits whichever of
-// them computes it, with any R.
-//
-// R = 2 lets one broadcast of a token's activations serve both groups: at a
-// few tokens the loop is bound by how many instructions it issues, and the
-// broadcast was one of the ~5 a maddubs took.
+// Groups of 8 interleaved rows that rowgroup_block takes at once: each
+// broadcast of a token's activations serves all of them. At a few tokens the
+// loop is bound by how many instructions it issues, and with one group the
+// broadcast was one of the ~5 a maddubs took (docs/BENCHMARKS.md, fifty-first
+// session).
+constexpr int kBroadcastGroups = 2;
+
+// One block of kBroadcastGroups groups of 8 interleaved rows × T tokens,
+// added to acc[r][h][t] (h: the half block of kHalves types). codes(r, v) is
+// group r's vector v (element 4v..4v+3 of each row in its dword lanes);
+// dw[r] and bias[r] hold the rows' scales and W::bias terms. Every AVX2
+// kernel on interleaved rows runs this (the prefill tiles below, the panel
+// decode of matmul_panels_avx2.cpp), so a row's result has the same bits
+// whichever of them computes it.
 //
 // kVnni: the products summed by AVX-VNNI's vpdpbusd straight into the int32
 // lanes, one instruction a vector and token where maddubs, an int16 add and
 // (every kSum16 vectors) a madd and an int32 add took ~2.3. Neither sum can
 // round or saturate (the bounds of kSum16), so the int32 sums, and every bit
 // after them, are the same.
-template <class W, int T, int R, bool kVnni, class Codes>
-inline void rowgroup_block(const Codes& codes, const __m256* dw, const __m256* bias, const block_q8_32* const* x,
-                           int64_t b, __m256 (*acc)[kHalves<W> ? 2 : 1][T]) {
+template <class W, int T, bool kVnni, class Codes>
+inline void rowgroup_block(const Codes& codes, const __m256 (&dw)[kBroadcastGroups],
+                           const __m256 (&bias)[kBroadcastGroups], const block_q8_32* const* x, int64_t b,
+                           __m256 (&acc)[kBroadcastGroups][kHalves<W> ? 2 : 1][T]) {
+  constexpr int R = kBroadcastGroups;
   constexpr int S = kSum16<W>, kHalfVectors = kHalves<W> ? 4 : 8;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i s16[R][T], s32[R][T];
@@ -137,24 +142,27 @@ inline void rowgroup_block(const Codes& codes, const __m256* dw, const __m256* b
   }
 }
 
-// Two groups of 8 interleaved rows (the second nb blocks on) × kPTokens
-// tokens over nb blocks, so that each activation broadcast serves 16 rows
-// (rowgroup_block's R = 2): out[kPTokens · j + t] lane i is group j's row i's sum
-// for token t.
+// kBroadcastGroups groups of 8 interleaved rows (each nb blocks after the
+// one before) × kPTokens tokens over nb blocks: out[kPTokens · j + t] lane i
+// is group j's row i's sum for token t.
 template <class W, bool kVnni = false>
 void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __m256* out) {
-  constexpr int H = kHalves<W> ? 2 : 1;
-  __m256 acc[2][H][kPTokens];
+  constexpr int H = kHalves<W> ? 2 : 1, R = kBroadcastGroups;
+  __m256 acc[R][H][kPTokens];
   for (auto& group : acc)
     for (auto& half : group)
       for (auto& v : half) v = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const RowGroupBlock* p[2] = {&wb[b], &wb[nb + b]};
-    const __m256 dw[2] = {_mm256_loadu_ps(p[0]->d), _mm256_loadu_ps(p[1]->d)};
-    const __m256 bias[2] = {_mm256_loadu_ps(p[0]->bias), _mm256_loadu_ps(p[1]->bias)};
-    rowgroup_block<W, kPTokens, 2, kVnni>([&](int r, int v) { return load32(p[r]->codes[v]); }, dw, bias, x, b, acc);
+    const RowGroupBlock* p[R];
+    __m256 dw[R], bias[R];
+    for (int r = 0; r < R; ++r) {
+      p[r] = &wb[r * nb + b];
+      dw[r] = _mm256_loadu_ps(p[r]->d);
+      bias[r] = _mm256_loadu_ps(p[r]->bias);
+    }
+    rowgroup_block<W, kPTokens, kVnni>([&](int r, int v) { return load32(p[r]->codes[v]); }, dw, bias, x, b, acc);
   }
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < R; ++r)
     for (int t = 0; t < kPTokens; ++t)
       out[r * kPTokens + t] = H == 2 ? _mm256_add_ps(acc[r][0][t], acc[r][H - 1][t]) : acc[r][0][t];
 }
@@ -162,7 +170,7 @@ void tile32(const RowGroupBlock* wb, const block_q8_32* const* x, int64_t nb, __
 // Rows [r0, r1) of every token (matmul_avx2_rowgroup_driver.h).
 template <class W>
 void prefill_rowgroups(const KernelArgs& a, int64_t r0, int64_t r1) {
-  prefill_row_groups<RowGroupBlock, block_q8_32, 2>(
+  prefill_row_groups<RowGroupBlock, block_q8_32, kBroadcastGroups>(
       a, r0, r1, a.w->cols / 32, interleave_rows<W>, tile32<W>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }

@@ -128,10 +128,11 @@ inline void panels_in_step(const KernelArgs& a, const int64_t* rows, const block
       // tokens 816-822 → 617-621 µs, 8 tokens 1623-1629 → 1235-1237; Q4_1,
       // Q5_0 14-18 % faster from 3 tokens, Q5_1 and Q8_0 6-10 %; one token
       // within noise from memory.
+      static_assert(kBroadcastGroups == 2, "a panel block is two groups of 8 rows");
       const PanelScales sc[2] = {PanelBlock<W>::scales(block, 0), PanelBlock<W>::scales(block, 1)};
       const __m256 dw[2] = {sc[0].d, sc[1].d}, bias[2] = {sc[0].bias, sc[1].bias};
-      rowgroup_block<W, T, 2, kVnni>([&](int h, int v) { return PanelBlock<W>::codes(block, h, v); }, dw, bias, x, b,
-                                     acc[s]);
+      rowgroup_block<W, T, kVnni>([&](int h, int v) { return PanelBlock<W>::codes(block, h, v); }, dw, bias, x, b,
+                                  acc[s]);
     }
   }
   for (int s = 0; s < S; ++s)
@@ -194,7 +195,7 @@ template <class W, bool kVnni>
 void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W, kVnni>(a, r0, r1);
   if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W, kVnni>);
-  return prefill_row_groups<RowGroupBlock, block_q8_32, 2>(
+  return prefill_row_groups<RowGroupBlock, block_q8_32, kBroadcastGroups>(
       a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W, kVnni>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });
 }

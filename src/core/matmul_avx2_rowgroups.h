@@ -26,8 +26,9 @@ using namespace avx2;
 // products in its own lane, so after the 8 vectors of a block lane i holds
 // row i's exact integer sum: no horizontal folding, and the per-block f32
 // scaling is one convert and one or two FMAs for 8 rows. Each unpacked
-// vector serves kPTokens tokens, each broadcast serves 8 rows; unpacking is
-// paid once per row block instead of once per token tile.
+// vector serves kPTokens tokens, each broadcast the rows of
+// kBroadcastGroups groups; unpacking is paid once per row block instead of
+// once per token tile.
 // Every output element takes the same lane arithmetic whatever tile, thread
 // or batch computes it: tails are padded by repeating the last row/token.
 struct RowGroupBlock {

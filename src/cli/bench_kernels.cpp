@@ -157,6 +157,10 @@ void print_decode_table(const KernelBenchOptions& o, const std::vector<DType>& t
   // 3: decode kernels; 4 and 8: batched decode, where the AVX-512 and AMX
   // panel kernels are timed against each other.
   for (int64_t tokens : {3, 4, 8}) cases.push_back({shapes[0], tokens});
+  // 4 tokens with the weights streamed from memory, as batched decode reads
+  // them: near the one-token row's GB/s where the weights are the limit,
+  // below it where the arithmetic is.
+  if (shapes.size() > 1) cases.push_back({shapes[1], 4});
   for (DType type : types)
     for (const DecodeCase& c : cases) print_decode_rows(o, types, type, c, pools, bw, min_time);
 }

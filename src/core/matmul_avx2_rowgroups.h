@@ -34,7 +34,7 @@ using namespace avx2;
 struct RowGroupBlock {
   uint8_t codes[8][32];       // [v][4·row + e]: element 4v + e of the row
   float d[kPGroupRows];       // the rows' block scales
-  float bias[kPGroupRows];    // their offset/minimum term (W::bias)
+  float bias[kPGroupRows];    // their minimum term (W::bias; offsets are integer)
 };
 
 // Q4_1/Q5_1 sum each half block (elements 0-15, 16-31) into an f32
@@ -101,6 +101,11 @@ inline void rowgroup_block(const Codes& codes, const __m256 (&dw)[kBroadcastGrou
   constexpr int R = kBroadcastGroups;
   constexpr int S = kSum16<W>, kHalfVectors = kHalves<W> ? 4 : 8;
   const __m256i ones = _mm256_set1_epi16(1);
+  // Q4_0/Q5_0 start each block's integer sum from −offset·Σa: exact, and an
+  // add where the float bias term took a multiply-add on the multiply pipes
+  // (which bound this loop from 4 tokens) and a broadcast per token.
+  constexpr int O = W::kOffsetEights;
+  auto offset_sum = [&](int t) { return _mm256_set1_epi32(O * x[t][b].minus8_sum); };
   __m256i s16[R][T], s32[R][T];
 #pragma GCC unroll 8
   for (int v = 0; v < 8; ++v) {
@@ -117,13 +122,15 @@ inline void rowgroup_block(const Codes& codes, const __m256 (&dw)[kBroadcastGrou
       for (int r = 0; r < R; ++r) {
         const __m256i signed_act = W::kSigned ? _mm256_sign_epi8(act, q[r]) : act;
         if constexpr (kVnni) {
-          s32[r][t] = dpbusd_vex(v % kHalfVectors == 0 ? _mm256_setzero_si256() : s32[r][t], uq[r], signed_act);
+          const __m256i start = O ? offset_sum(t) : _mm256_setzero_si256();
+          s32[r][t] = dpbusd_vex(v % kHalfVectors == 0 ? start : s32[r][t], uq[r], signed_act);
         } else {
           const __m256i prod = _mm256_maddubs_epi16(uq[r], signed_act);
           s16[r][t] = v % S == 0 ? prod : in_order(_mm256_add_epi16(s16[r][t], prod));
           if (v % S == S - 1) {
             const __m256i wide = _mm256_madd_epi16(s16[r][t], ones);
-            s32[r][t] = v % kHalfVectors == S - 1 ? wide : in_order(_mm256_add_epi32(s32[r][t], wide));
+            const __m256i first = O ? _mm256_add_epi32(wide, offset_sum(t)) : wide;
+            s32[r][t] = v % kHalfVectors == S - 1 ? first : in_order(_mm256_add_epi32(s32[r][t], wide));
           }
         }
       }
@@ -135,7 +142,7 @@ inline void rowgroup_block(const Codes& codes, const __m256 (&dw)[kBroadcastGrou
         const __m256 dx = _mm256_set1_ps(x[t][b].d);
         for (int r = 0; r < R; ++r) {
           acc[r][h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32[r][t]), _mm256_mul_ps(dw[r], dx), acc[r][h][t]);
-          if (W::kBias && h == 0)
+          if (W::kBias && !O && h == 0)
             acc[r][0][t] = _mm256_fmadd_ps(bias[r], _mm256_set1_ps(W::act_sum(x[t][b])), acc[r][0][t]);
         }
       }

@@ -42,6 +42,7 @@ inline __m128 halves4(const Block* w, size_t offset) {
 struct Q4_0W {
   using Block = block_q4_0;
   static constexpr bool kSigned = false, kBias = true;
+  static constexpr int kOffsetEights = 1;  // the offset 8 as a multiple of 8 (block_q8_32::minus8_sum)
   static float act_sum(const block_q8_32& x) { return x.ds; }
   static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.ds + b); }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
@@ -51,6 +52,7 @@ struct Q4_0W {
 struct Q4_1W {
   using Block = block_q4_1;
   static constexpr bool kSigned = false, kBias = true;
+  static constexpr int kOffsetEights = 0;
   static float act_sum(const block_q8_32& x) { return x.s_f16; }
   static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.s_f16 + b); }
   static __m256i codes(const Block& b) { return unpack_nibbles(b.qs); }
@@ -73,6 +75,7 @@ inline __m256i q5_codes(const uint8_t* qs, const uint8_t* qh) {
 struct Q5_0W {
   using Block = block_q5_0;
   static constexpr bool kSigned = false, kBias = true;
+  static constexpr int kOffsetEights = 2;
   static float act_sum(const block_q8_32& x) { return x.ds; }
   static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.ds + b); }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
@@ -82,6 +85,7 @@ struct Q5_0W {
 struct Q5_1W {
   using Block = block_q5_1;
   static constexpr bool kSigned = false, kBias = true;
+  static constexpr int kOffsetEights = 0;
   static float act_sum(const block_q8_32& x) { return x.s_f16; }
   static __m128 act_sum4(const Q8_32Columns& c, int64_t b) { return _mm_loadu_ps(c.s_f16 + b); }
   static __m256i codes(const Block& b) { return q5_codes(b.qs, b.qh); }
@@ -91,6 +95,7 @@ struct Q5_1W {
 struct Q8_0W {
   using Block = block_q8_0;
   static constexpr bool kSigned = true, kBias = false;
+  static constexpr int kOffsetEights = 0;
   static float act_sum(const block_q8_32&) { return 0.0f; }
   static __m128 act_sum4(const Q8_32Columns&, int64_t) { return _mm_setzero_ps(); }
   static __m256i codes(const Block& b) { return load32(b.qs); }

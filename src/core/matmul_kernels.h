@@ -13,13 +13,13 @@ namespace shardlm::matmul_impl {
 
 // Activations for weights with 32-element blocks: q = round(x / d) with
 // d = max|x| / 127, and ds = d · Σq so that per-block weight offsets/minimums
-// cost one multiply-add instead of a second integer dot product (AVX2 and
-// row-layout decode). minus8_sum = −8·Σq is the same term as an integer for
-// the VNNI/AMX panel kernels: the offset of Q4_0 (8), Q5_0 (16 = 8·2) and
-// Q8_0 (128 = 8·16, its codes shifted up by 128) times Σq, so that
-// Σ(u − offset)·q is one exact integer sum, a vpdpbusd chain started from
-// this value (a broadcast load; Q5_0/Q8_0 add a shift) instead of a float
-// bias term per block and token.
+// cost one multiply-add instead of a second integer dot product (row-layout
+// decode). minus8_sum = −8·Σq is the same term as an integer for the panel
+// kernels (AVX2, VNNI, AMX): the offset of Q4_0 (8), Q5_0 (16 = 8·2) and Q8_0
+// (128 = 8·16, its codes shifted up by 128; AVX2 takes Q8_0's signed codes as
+// they are) times Σq, so that Σ(u − offset)·q is one exact integer sum started
+// from this value (a broadcast load; Q5_0/Q8_0 add a shift) instead of a
+// float bias term per block and token.
 // d is kept at f16 precision (stored as f32 for the kernels): llama.cpp's Q8_0
 // activation blocks carry an f16 scale, and rounding ours the same way makes
 // Q4_0/Q5_0/Q8_0 logits agree with it instead of drifting by quantization noise.

@@ -29,7 +29,8 @@ namespace {
 using namespace avx2;
 
 // A panel block of 16 rows (16 GGUF blocks, matmul_panels_avx2.h), read for
-// half h: scales(block, h) gives the rows' block scales and W::bias terms,
+// half h: scales(block, h) gives the rows' block scales and their float
+// bias terms (the minimum of Q4_1/Q5_1; Q4_0/Q5_0's offset is an integer),
 // codes(block, h, v) what W::codes gives for elements 4v .. 4v + 3 of each
 // row (RowGroupBlock::codes).
 struct PanelScales {
@@ -59,8 +60,7 @@ inline __m256i panel_fifth_bits(const uint8_t* block, int h, size_t qh, int v) {
 template <>
 struct PanelBlock<Q4_0W> {
   static PanelScales scales(const uint8_t* block, int h) {
-    const __m256 d = panel_halves(block, h, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-8.0f))};  // Q4_0W::bias
+    return {panel_halves(block, h, 0), _mm256_setzero_ps()};  // the offset: kOffsetEights
   }
   static __m256i codes(const uint8_t* block, int h, int v) { return panel_nibbles(block, h, 2, v); }
 };
@@ -77,8 +77,7 @@ struct PanelBlock<Q4_1W> {
 template <>
 struct PanelBlock<Q5_0W> {
   static PanelScales scales(const uint8_t* block, int h) {
-    const __m256 d = panel_halves(block, h, 0);
-    return {d, _mm256_mul_ps(d, _mm256_set1_ps(-16.0f))};  // Q5_0W::bias
+    return {panel_halves(block, h, 0), _mm256_setzero_ps()};  // the offset: kOffsetEights
   }
   static __m256i codes(const uint8_t* block, int h, int v) {
     return _mm256_or_si256(panel_nibbles(block, h, 6, v), panel_fifth_bits(block, h, 2, v));

@@ -193,7 +193,10 @@ void panel_rows_of(const KernelArgs& a, int64_t r0, int64_t r1) {
 template <class W, bool kVnni>
 void panels(const KernelArgs& a, int64_t r0, int64_t r1) {
   if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<W, kVnni>(a, r0, r1);
-  if (a.n_tokens <= kPanelOnePassTokens) return panel_token_chunks(a, r0, r1, panel_rows_of<W, kVnni>);
+  if (a.n_tokens <= kPanelOnePassTokens)
+    return panel_token_chunks(a, r0, r1, [](const KernelArgs& chunk, int64_t c0, int64_t c1, int64_t) {
+      panel_rows_of<W, kVnni>(chunk, c0, c1);
+    });
   return prefill_row_groups<RowGroupBlock, block_q8_32, kBroadcastGroups>(
       a, r0, r1, a.w->cols / 32, interleave_panels<W>, tile32<W, kVnni>,
       [](const KernelArgs& args, int64_t t, int) { return token_blocks(args, t); });

@@ -46,7 +46,7 @@ inline F16Pairs panel_f16_pairs(const uint8_t* block, int h, size_t byte) {
 constexpr int64_t kPanelChunkTokens = 4;
 
 // Batched decode beyond kPanelChunkTokens tokens: each panel in chunks of
-// tokens, rows_of(chunk, r0, r1) one after another, so that it comes from
+// tokens, rows_of(chunk, r0, r1, first token of the chunk) one after another, so that it comes from
 // memory once and from L1 for the chunks after the first. The prefill tiles
 // first wrote and read back every weight interleaved and padded 5-7 tokens
 // to 8: on the AMX Xeon under ISA=avx2 they took Q4_0 at 4 tokens 1.55x as
@@ -59,7 +59,7 @@ void panel_token_chunks(const KernelArgs& a, int64_t r0, int64_t r1, RowsOf rows
       chunk.x = static_cast<const uint8_t*>(a.x) + a.x_stride * size_t(t);
       chunk.y = a.y + t * a.w->rows;
       chunk.n_tokens = std::min(kPanelChunkTokens, a.n_tokens - t);
-      rows_of(chunk, r, std::min(r1, r + kPanelRows));
+      rows_of(chunk, r, std::min(r1, r + kPanelRows), t);
     }
   }
 }

@@ -66,7 +66,7 @@ void interleave_rows(const MatrixView& m, int64_t rb, int64_t rend, int64_t nb, 
       for (int i = 0; i < kPGroupRows; ++i) {
         codes[i] = W::codes(w[i][b]);
         dst.d[i] = half_to_float(w[i][b].d);
-        dst.bias[i] = W::bias(w[i][b], dst.d[i]);
+        dst.bias[i] = W::kOffsetEights ? 0.0f : W::bias(w[i][b], dst.d[i]);  // offsets: rowgroup_block
       }
       transpose8x8_dwords(codes, by_v);
       for (int v = 0; v < 8; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst.codes[v]), by_v[v]);
@@ -84,7 +84,8 @@ constexpr int kBroadcastGroups = 2;
 // One block of kBroadcastGroups groups of 8 interleaved rows × T tokens,
 // added to acc[r][h][t] (h: the half block of kHalves types). codes(r, v) is
 // group r's vector v (element 4v..4v+3 of each row in its dword lanes);
-// dw[r] and bias[r] hold the rows' scales and W::bias terms. Every AVX2
+// dw[r] and bias[r] hold the rows' scales and float bias terms (the minimum;
+// unused for offset types, whose offset starts the integer sum). Every AVX2
 // kernel on interleaved rows runs this (the prefill tiles below, the panel
 // decode of matmul_panels_avx2.cpp), so a row's result has the same bits
 // whichever of them computes it.

@@ -46,8 +46,9 @@ inline F16Pairs panel_f16_pairs(const uint8_t* block, int h, size_t byte) {
 constexpr int64_t kPanelChunkTokens = 4;
 
 // Batched decode beyond kPanelChunkTokens tokens: each panel in chunks of
-// tokens, rows_of(chunk, r0, r1, first token of the chunk) one after another, so that it comes from
-// memory once and from L1 for the chunks after the first. The prefill tiles
+// tokens, rows_of(chunk, r0, r1, the chunk's first token) one after another,
+// so that it comes from memory once and from L1 for the chunks after the
+// first. The prefill tiles
 // first wrote and read back every weight interleaved and padded 5-7 tokens
 // to 8: on the AMX Xeon under ISA=avx2 they took Q4_0 at 4 tokens 1.55x as
 // long, Q8_0 at 8 1.41x (docs/BENCHMARKS.md, twenty-second session).

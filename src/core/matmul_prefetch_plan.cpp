@@ -36,9 +36,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "core/matmul_kernels.h"
 #include "core/matmul_timing.h"
 
@@ -179,6 +183,32 @@ PanelStreaming measure(Isa isa, DType type, int64_t n_tokens, int streams, std::
 
 MeasuredChoices<StreamingId> g_streaming;
 
+const char* plan_env_name(PanelPrefetchPlan plan) {
+  switch (plan) {
+    case PanelPrefetchPlan::kPageStarts: return "page-starts";
+    case PanelPrefetchPlan::kLinesToL1: return "l1";
+    case PanelPrefetchPlan::kLinesToL2: return "l2";
+    case PanelPrefetchPlan::kSpreadToL1: return "spread-l1";
+    case PanelPrefetchPlan::kSpreadToL2: return "spread-l2";
+  }
+  return "?";
+}
+
+// SHARDLM_PREFETCH: one plan for every panel matrix, 8 KiB ahead, instead
+// of the timed ones: kernel A/B benchmarks compare kernels, not what each
+// process's timing picked (in cache at 4 tokens a K-quant kernel runs 1.5-2x
+// faster with one plan than another, and the timing of the plans on a
+// shared machine does not pick the same one from run to run).
+std::optional<PanelPrefetchPlan> plan_from_env() {
+  const char* value = std::getenv("SHARDLM_PREFETCH");
+  if (!value || !*value) return std::nullopt;
+  const std::string_view v(value);
+  for (PanelPrefetchPlan p : kPlans)
+    if (v == plan_env_name(p)) return p;
+  throw Error(fmt::format(
+      "environment variable SHARDLM_PREFETCH={}: expected page-starts, l1, l2, spread-l1 or spread-l2", v));
+}
+
 
 }  // namespace
 
@@ -200,6 +230,8 @@ const char* kquant_codes_name(KQuantCodes codes) {
 PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens))
     return {PanelPrefetchPlan::kLinesToL1, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
+  static const std::optional<PanelPrefetchPlan> pinned = plan_from_env();
+  if (pinned) return {*pinned, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
   return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
     // One token times the stream count with the plan; more take its choice.
     int streams = 1;
@@ -210,6 +242,7 @@ PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
 
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return "prefill: every line into L1";
+  if (plan_from_env()) return "SHARDLM_PREFETCH";
   panel_streaming(isa, type, n_tokens);
   return g_streaming.why(isa, type, n_tokens);
 }

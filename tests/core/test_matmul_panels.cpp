@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -240,6 +241,30 @@ TEST(MatmulPanels, EveryPrefetchPlanDistanceKQuantCodesAndStreamCountGiveTheSame
   }
   EXPECT_EQ(KQuantCodes::kInPlace, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 1).codes);
   EXPECT_EQ(KQuantCodes::kThroughPanel, matmul_impl::panel_streaming(Isa::Avx512, DType::Q6_K, 12).codes);
+}
+
+// SHARDLM_PREFETCH pins one plan for every decode matrix (benchmarks that
+// compare kernels, not each process's timing); anything else it says is an
+// error. The choice is made once per process: each case runs in a child.
+int pinned_plan_with_env(const char* value) {
+  setenv("SHARDLM_PREFETCH", value, 1);
+  try {
+    const matmul_impl::PanelStreaming s = matmul_impl::panel_streaming(Isa::Avx2, DType::Q6_K, 4);
+    if (matmul_impl::panel_prefetch_reason(Isa::Avx2, DType::Q6_K, 4) != "SHARDLM_PREFETCH") return 41;
+    if (matmul_impl::panel_streaming(Isa::Avx2, DType::Q4_0, 1).plan != s.plan) return 41;
+    return int(s.plan);
+  } catch (const Error&) {
+    return 42;
+  }
+}
+
+TEST(MatmulPanelsDeathTest, EnvironmentPinsThePrefetchPlan) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(pinned_plan_with_env("spread-l2")), testing::ExitedWithCode(int(matmul_impl::PanelPrefetchPlan::kSpreadToL2)),
+              "");
+  EXPECT_EXIT(std::exit(pinned_plan_with_env("page-starts")),
+              testing::ExitedWithCode(int(matmul_impl::PanelPrefetchPlan::kPageStarts)), "");
+  EXPECT_EXIT(std::exit(pinned_plan_with_env("l3")), testing::ExitedWithCode(42), "");
 }
 
 // The AVX2 panel kernels of the 32-element types in their AVX-VNNI form sum

@@ -118,15 +118,15 @@ void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& ty
   std::vector<float> x(size_t(s.cols * c.tokens), 0.5f), y(size_t(s.rows * c.tokens));
   const double bytes = double(m.view.row_stride) * double(s.rows);
   const Isa chosen = matmul_kernel_isa(type, c.tokens);
-  const auto print_row = [&](const std::string& kernel, bool runs, auto&& call) {
+  const auto print_row = [&](const std::string& kernel, bool runs, auto&& call, const std::string& prefetch = "") {
     for (int n = 1; n <= o.threads; ++n) {
       ThreadPool* pool = pools[size_t(n - 1)].get();
       PreparedInput prepared(x.data(), c.tokens, s.cols);
       const double sec = best_seconds(min_time, [&] { call(prepared, pool); });
       const double gbs = bytes / sec / 1e9;
-      fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% |\n", dtype_name(type), s.rows,
+      fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% | {} |\n", dtype_name(type), s.rows,
                  s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
-                 100.0 * gbs / bw[size_t(n - 1)]);
+                 100.0 * gbs / bw[size_t(n - 1)], prefetch);
     }
   };
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Amx}) {
@@ -140,8 +140,10 @@ void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& ty
   const Isa panel_choice = panel_kernel_isa(active_isa(), type, c.tokens);
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
     if (isa > active_isa() || panel_kernel_isa(isa, type, c.tokens) != isa) continue;
-    print_row(fmt::format("panels {}", isa_name(isa)), isa == panel_choice,
-              [&](PreparedInput& in, ThreadPool* pool) { matmul_with_isa(isa, model.view, in, y.data(), pool); });
+    print_row(
+        fmt::format("panels {}", isa_name(isa)), isa == panel_choice,
+        [&](PreparedInput& in, ThreadPool* pool) { matmul_with_isa(isa, model.view, in, y.data(), pool); },
+        panel_prefetch_summary(isa, type, c.tokens));
   }
 }
 
@@ -149,9 +151,11 @@ void print_decode_table(const KernelBenchOptions& o, const std::vector<DType>& t
                         const std::vector<double>& bw, double min_time) {
   std::vector<Shape> shapes = {{4096, 4096}};
   if (!o.quick) shapes.push_back({128256, 2048});
-  fmt::print("\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks\n");
-  fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw |\n"
-             "|---|---|---:|---|---:|---:|---:|---:|---:|\n");
+  fmt::print(
+      "\ndecode: weight bytes / time; % of the measured read bandwidth; * = the kernel matmul() picks; prefetch: the "
+      "panel kernel's plan, timed per process (SHARDLM_PREFETCH pins one)\n");
+  fmt::print("| type | rows x cols | tokens | isa | MiB | threads | us | GB/s | % of bw | prefetch |\n"
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---|\n");
   std::vector<DecodeCase> cases;
   for (const Shape& s : shapes) cases.push_back({s, 1});
   // 3: decode kernels; 4 and 8: batched decode, where the AVX-512 and AMX

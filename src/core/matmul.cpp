@@ -414,4 +414,10 @@ Isa matmul_kernel_isa(DType type, int64_t n_tokens) { return dispatch_isa(active
 
 Isa panel_kernel_isa(Isa cap, DType type, int64_t n_tokens) { return panel_isa(cap, type, n_tokens); }
 
+std::string panel_prefetch_summary(Isa cap, DType type, int64_t n_tokens) {
+  const PanelStreaming s = panel_streaming(cap, type, n_tokens);
+  return fmt::format("{}, {} KiB ahead{}", prefetch_plan_name(s.plan), s.ahead / 1024,
+                     s.streams > 1 ? ", 2 streams" : "");
+}
+
 }  // namespace shardlm

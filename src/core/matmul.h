@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/cpu.h"
@@ -156,5 +157,8 @@ Isa matmul_kernel_isa(DType type, int64_t n_tokens);
 // The ISA whose kernels matmul_with_isa(cap, ...) runs on a Panels16 matrix
 // of `type` at `n_tokens` tokens (Scalar: the reference on panels).
 Isa panel_kernel_isa(Isa cap, DType type, int64_t n_tokens);
+// What that kernel prefetches ("lines to L1, spread, 8 KiB ahead"): the plan
+// timed on this CPU (or SHARDLM_PREFETCH's), for `bench kernels` rows.
+std::string panel_prefetch_summary(Isa cap, DType type, int64_t n_tokens);
 
 }  // namespace shardlm

@@ -124,8 +124,8 @@ void print_decode_rows(const KernelBenchOptions& o, const std::vector<DType>& ty
       PreparedInput prepared(x.data(), c.tokens, s.cols);
       const double sec = best_seconds(min_time, [&] { call(prepared, pool); });
       const double gbs = bytes / sec / 1e9;
-      fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% | {} |\n", dtype_name(type), s.rows,
-                 s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
+      fmt::print("| {} | {}x{} | {} | {}{} | {:.1f} | {} | {:.0f} | {:.1f} | {:.0f}% | {} |\n", dtype_name(type),
+                 s.rows, s.cols, c.tokens, kernel, runs ? " *" : "", bytes / 1048576.0, n, sec * 1e6, gbs,
                  100.0 * gbs / bw[size_t(n - 1)], prefetch);
     }
   };

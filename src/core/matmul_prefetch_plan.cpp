@@ -194,11 +194,12 @@ const char* plan_env_name(PanelPrefetchPlan plan) {
   return "?";
 }
 
-// SHARDLM_PREFETCH: one plan for every panel matrix, 8 KiB ahead, instead
-// of the timed ones: kernel A/B benchmarks compare kernels, not what each
-// process's timing picked (in cache at 4 tokens a K-quant kernel runs 1.5-2x
-// faster with one plan than another, and the timing of the plans on a
-// shared machine does not pick the same one from run to run).
+// SHARDLM_PREFETCH: one plan for every panel matrix in decode, 8 KiB ahead,
+// one stream, the incumbent's K-quant codes, instead of the timed choices:
+// kernel A/B benchmarks compare kernels, not what each process's timing
+// picked (in cache at 4 tokens a K-quant kernel runs 1.5-2x faster with one
+// plan than another, and on a shared machine the timing does not pick the
+// same one from run to run).
 std::optional<PanelPrefetchPlan> plan_from_env() {
   const char* value = std::getenv("SHARDLM_PREFETCH");
   if (!value || !*value) return std::nullopt;
@@ -208,7 +209,6 @@ std::optional<PanelPrefetchPlan> plan_from_env() {
   throw Error(fmt::format(
       "environment variable SHARDLM_PREFETCH={}: expected page-starts, l1, l2, spread-l1 or spread-l2", v));
 }
-
 
 }  // namespace
 

@@ -260,10 +260,10 @@ int pinned_plan_with_env(const char* value) {
 
 TEST(MatmulPanelsDeathTest, EnvironmentPinsThePrefetchPlan) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(std::exit(pinned_plan_with_env("spread-l2")), testing::ExitedWithCode(int(matmul_impl::PanelPrefetchPlan::kSpreadToL2)),
-              "");
-  EXPECT_EXIT(std::exit(pinned_plan_with_env("page-starts")),
-              testing::ExitedWithCode(int(matmul_impl::PanelPrefetchPlan::kPageStarts)), "");
+  using matmul_impl::PanelPrefetchPlan;
+  const int spread_l2 = int(PanelPrefetchPlan::kSpreadToL2), page_starts = int(PanelPrefetchPlan::kPageStarts);
+  EXPECT_EXIT(std::exit(pinned_plan_with_env("spread-l2")), testing::ExitedWithCode(spread_l2), "");
+  EXPECT_EXIT(std::exit(pinned_plan_with_env("page-starts")), testing::ExitedWithCode(page_starts), "");
   EXPECT_EXIT(std::exit(pinned_plan_with_env("l3")), testing::ExitedWithCode(42), "");
 }
 

@@ -24,11 +24,10 @@ void log_matmul_kernel(const MatrixView& w, int64_t n_tokens, Isa isa) {
   const char* tokens = n_tokens == 1 ? "token" : "tokens";
   if (panels) {
     const PanelStreaming streaming = panel_streaming(isa, w.type, n_tokens);
-    spdlog::debug("matmul: {} {}x{} panels16, {} {}: {} panel kernel, prefetch {} {} KiB ahead, {} stream{}, K-quant codes {} ({}), "
+    spdlog::debug("matmul: {} {}x{} panels16, {} {}: {} panel kernel, prefetch {}, K-quant codes {} ({}), "
                   "activations {} ({})",
                   dtype_name(w.type), w.rows, w.cols, n_tokens, tokens, isa_name(panel_isa(isa, w.type, n_tokens)),
-                  prefetch_plan_name(streaming.plan), streaming.ahead / 1024, streaming.streams,
-                  streaming.streams > 1 ? "s" : "", kquant_codes_name(streaming.codes),
+                  panel_prefetch_summary(isa, w.type, n_tokens), kquant_codes_name(streaming.codes),
                   panel_prefetch_reason(isa, w.type, n_tokens),
                   activation_loads_name(activation_loads(isa, w.type, n_tokens)),
                   activation_loads_reason(isa, w.type, n_tokens));

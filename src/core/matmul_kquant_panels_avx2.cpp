@@ -362,8 +362,15 @@ void offset_runs(const block_q8_K* x, int64_t nb, int32_t* out) {
     }
 }
 
-// Every token's offset_runs (kOffsetRuns types; else null), token t's at
-// kSub · nb · t. Per thread and reused, as prefill_row_groups' buffer.
+// Token t's offset_runs among every token's (nb super-blocks each; null:
+// none, not a kOffsetRuns type).
+template <class K, class Int>
+Int* runs_of_token(Int* runs, int64_t nb, int64_t t) {
+  return runs ? runs + t * nb * kSub<K> : nullptr;
+}
+
+// Every token's offset_runs (kOffsetRuns types; else null). Per thread and
+// reused, as prefill_row_groups' buffer.
 template <class K>
 const int32_t* token_offset_runs(const KernelArgs& a) {
   if constexpr (!kOffsetRuns<K>) {
@@ -372,7 +379,8 @@ const int32_t* token_offset_runs(const KernelArgs& a) {
     const int64_t nb = a.w->cols / QK_K;
     thread_local std::vector<int32_t> runs;
     runs.resize(size_t(a.n_tokens * nb * kSub<K>));
-    for (int64_t t = 0; t < a.n_tokens; ++t) offset_runs<K>(token_blocks_k(a, t), nb, runs.data() + t * nb * kSub<K>);
+    for (int64_t t = 0; t < a.n_tokens; ++t)
+      offset_runs<K>(token_blocks_k(a, t), nb, runs_of_token<K>(runs.data(), nb, t));
     return runs.data();
   }
 }
@@ -399,7 +407,8 @@ void panel_rows(const KernelArgs& a, int64_t r0, int64_t r1, const int32_t* runs
       const int32_t* offsets[T];
       for (int t = 0; t < T; ++t) {
         x[t] = x0[t] + b;
-        offsets[t] = runs ? runs + (t * nb + b) * kSub<typename P::K> : nullptr;
+        const int32_t* token_runs = runs_of_token<typename P::K>(runs, nb, t);
+        offsets[t] = token_runs ? token_runs + b * kSub<typename P::K> : nullptr;
       }
       // A spread plan's prefetches a part per code vector (64 of them, 128
       // when the super-block's halves run one after the other), its lines
@@ -488,7 +497,7 @@ void kquant_panels(const KernelArgs& a, int64_t r0, int64_t r1) {
     const int32_t* runs = token_offset_runs<K>(a);
     if (a.n_tokens <= kPanelChunkTokens) return panel_rows_of<P>(a, r0, r1, runs);
     return panel_token_chunks(a, r0, r1, [runs, &a](const KernelArgs& chunk, int64_t c0, int64_t c1, int64_t t) {
-      panel_rows_of<P>(chunk, c0, c1, runs ? runs + t * (a.w->cols / QK_K) * kSub<K> : nullptr);
+      panel_rows_of<P>(chunk, c0, c1, runs_of_token<K>(runs, a.w->cols / QK_K, t));
     });
   }
   return prefill_row_groups<KRowGroup<K>, TileTokenBlock>(a, r0, r1, a.w->cols / QK_K, interleave_panels_k<P>,

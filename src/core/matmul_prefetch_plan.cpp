@@ -209,6 +209,11 @@ std::optional<PanelPrefetchPlan> plan_from_env() {
   throw Error(fmt::format(
       "environment variable SHARDLM_PREFETCH={}: expected page-starts, l1, l2, spread-l1 or spread-l2", v));
 }
+// Read once per process, as the timed choices are made once.
+const std::optional<PanelPrefetchPlan>& pinned_plan() {
+  static const std::optional<PanelPrefetchPlan> pinned = plan_from_env();
+  return pinned;
+}
 
 }  // namespace
 
@@ -230,8 +235,7 @@ const char* kquant_codes_name(KQuantCodes codes) {
 PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens))
     return {PanelPrefetchPlan::kLinesToL1, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
-  static const std::optional<PanelPrefetchPlan> pinned = plan_from_env();
-  if (pinned) return {*pinned, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
+  if (const auto& pinned = pinned_plan()) return {*pinned, kPrefetchAheadFar, zen5_kquant_codes(type, n_tokens)};
   return streaming_of(g_streaming.get(isa, type, n_tokens, [&](std::string* why) {
     // One token times the stream count with the plan; more take its choice.
     int streams = 1;
@@ -242,7 +246,7 @@ PanelStreaming panel_streaming(Isa isa, DType type, int64_t n_tokens) {
 
 std::string panel_prefetch_reason(Isa isa, DType type, int64_t n_tokens) {
   if (!MeasuredChoices<StreamingId>::timed(type, n_tokens)) return "prefill: every line into L1";
-  if (plan_from_env()) return "SHARDLM_PREFETCH";
+  if (pinned_plan()) return "SHARDLM_PREFETCH";
   panel_streaming(isa, type, n_tokens);
   return g_streaming.why(isa, type, n_tokens);
 }

@@ -27,12 +27,13 @@ net::Fd dial(const std::string& address, double timeout_s, const std::string& wh
 std::unique_ptr<Channel> open_worker_channel(const std::string& address, const std::string& token, double timeout_s) {
   const std::string who = "worker " + address;
   net::Fd fd = dial(address, timeout_s, who);
+  net::SessionKey key;
   try {
-    authenticate_control(fd.get(), net::Role::Connector, token, after_seconds(timeout_s), who);
+    key = authenticate_control(fd.get(), net::Role::Connector, token, after_seconds(timeout_s), who);
   } catch (const net::TimeoutError&) {
     throw Error(fmt::format("{}: not responding for {:g} s (the handshake; --peer-timeout)", who, timeout_s));
   }
-  return std::make_unique<Channel>(std::move(fd), who);
+  return std::make_unique<Channel>(std::move(fd), who, net::FrameAuth(key, net::Role::Connector));
 }
 
 std::string resolve_address(const std::string& address, const std::string& what) {

@@ -1,10 +1,13 @@
 // The control connection between a coordinator and a worker: authenticated
 // with the comm layer's HMAC handshake (cluster id "shardlm-worker"), then
 // framed messages. Every frame is checked: magic, known type, and a length
-// bounded per type, so a confused or hostile peer cannot make us allocate.
+// bounded per type, so a confused or hostile peer cannot make us allocate;
+// then its tag, so no one without the token can alter, replay or inject one.
 //
-// Frame = 16-byte header + payload:
-//   u32 magic "SLMW", u32 type, u64 length
+// Frame = 16-byte header + payload + 16-byte tag:
+//   u32 magic "SLMW", u32 type, u64 length (of the payload)
+//   tag: net/frame_auth.h's, keyed by the handshake's session key, so a frame
+//   altered, replayed, reordered or forged on the way is refused
 // Conversation (one job per connection):
 //   worker → Info {memory_bytes, cores, bandwidth_gbs, host, version, protocol, cpu,
 //                  state "idle"|"busy", serving, since, cached,
@@ -39,6 +42,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "net/frame_auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "parallel/planner.h"
@@ -83,7 +87,11 @@ std::string reported_by(std::string_view peer, std::string_view what);
 // heartbeat thread and the job's thread); recv() from one at a time.
 class Channel {
  public:
-  Channel(net::Fd fd, std::string peer) : fd_(std::move(fd)), peer_(std::move(peer)) {}
+  // `auth`: made from authenticate_control's key on this connection and this
+  // end's role in it (or handed over with the connection: auth()).
+  Channel(net::Fd fd, std::string peer, const net::FrameAuth& auth)
+      : auth_(auth), fd_(std::move(fd)), peer_(std::move(peer)) {}
+  const net::FrameAuth& auth() const { return auth_; }
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_.get(); }
   void close() { fd_.reset(); }
@@ -118,6 +126,9 @@ class Channel {
     double silence_s = 0;
     Deadline next() const;
   };
+  // Frames up to this payload are written with one write().
+  static constexpr size_t kGatheredBytes = 64 << 10;
+  void write_frame(MsgType type, const void* data, size_t bytes, const Pace& pace);  // send_mu_ held
   void send_paced(MsgType type, const void* data, size_t bytes, const Pace& pace);
   Message recv_paced(const Pace& pace);
   nlohmann::json checked_json(const Message& m, MsgType type) const;
@@ -125,13 +136,15 @@ class Channel {
   [[noreturn]] void throw_silent(const Pace& pace) const;
 
   std::mutex send_mu_;
+  net::FrameAuth auth_;  // seal() under send_mu_; verify() by the one receiving thread
   net::Fd fd_;
   std::string peer_;
 };
 
 // The HMAC handshake that opens a control connection (cluster id kClusterId),
-// from either end; throws Error naming `who`.
-void authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
+// from either end; returns the session key the connection's Channel checks
+// its frames with; throws Error naming `who`.
+net::SessionKey authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
                           const std::string& who);
 const char* type_name(MsgType t);
 // "2026-12-01T10:53:02Z"

@@ -202,15 +202,16 @@ nlohmann::json Worker::info_json() {
 void Worker::handle_connection(Fd fd) {
   const std::string address = net::peer_address(fd.get());
   const std::string peer = "coordinator " + address;
+  net::SessionKey key;
   try {
     net::set_nonblocking(fd.get());
-    authenticate_control(fd.get(), net::Role::Acceptor, opt_.token, after_seconds(kHandshakeSeconds), peer);
+    key = authenticate_control(fd.get(), net::Role::Acceptor, opt_.token, after_seconds(kHandshakeSeconds), peer);
   } catch (const Error& e) {
     spdlog::warn("worker: refused a connection: {}", e.what());
     return;
   }
   try {
-    Channel ch(std::move(fd), peer);
+    Channel ch(std::move(fd), peer, net::FrameAuth(key, net::Role::Acceptor));
     {
       std::unique_lock lock(mu_);
       cv_.wait_for(lock, kBusyGrace, [this] { return !busy_ || stopping_; });
@@ -251,14 +252,17 @@ void Worker::handle_connection(Fd fd) {
     }
     Fd conn(::fcntl(ch.fd(), F_DUPFD_CLOEXEC, 10));  // run_job reports a failed copy
     ch.close();  // the job process holds the only copy: its exit closes the connection
-    run_job(std::move(conn), peer);
+    run_job(std::move(conn), peer, ch.auth());
   } catch (const std::exception& e) {
     spdlog::warn("worker: {}: {}", peer, e.what());
   }
 }
 
-void Worker::run_job(Fd conn, const std::string& peer) {
+void Worker::run_job(Fd conn, const std::string& peer, const net::FrameAuth& auth) {
   JobContext ctx;
+  ctx.session_key = auth.key();
+  ctx.frames_sent = auth.sent();
+  ctx.frames_received = auth.received();
   ctx.token = opt_.token;
   ctx.cache_dir = opt_.cache_dir;
   ctx.cache_max_bytes = opt_.cache_max_bytes;

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/frame_auth.h"
 #include "net/socket.h"
 #include "parallel/kernel_rates.h"
 #include "parallel/token_costs.h"
@@ -59,7 +60,8 @@ class Worker {
 
  private:
   void handle_connection(net::Fd fd);
-  void run_job(net::Fd fd, const std::string& peer);
+  // `auth`: the connection's frame checks so far, which the job process carries on.
+  void run_job(net::Fd fd, const std::string& peer, const net::FrameAuth& auth);
   nlohmann::json info_json();
   std::string busy_text();  // with mu_ held
 

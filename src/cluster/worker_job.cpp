@@ -38,7 +38,10 @@ std::string job_context_to_text(const JobContext& c) {
                         {"peer", c.peer},
                         {"daemon_port", c.daemon_port},
                         {"daemon_pid", c.daemon_pid},
-                        {"cache_max_bytes", c.cache_max_bytes}}
+                        {"cache_max_bytes", c.cache_max_bytes},
+                        {"session_key", c.session_key},
+                        {"frames_sent", c.frames_sent},
+                        {"frames_received", c.frames_received}}
       .dump();
 }
 
@@ -52,6 +55,9 @@ JobContext job_context_from_text(const std::string& text) {
     c.daemon_port = j.at("daemon_port").get<int>();
     c.daemon_pid = j.at("daemon_pid").get<int>();
     c.cache_max_bytes = j.at("cache_max_bytes").get<uint64_t>();
+    c.session_key = j.at("session_key").get<net::SessionKey>();
+    c.frames_sent = j.at("frames_sent").get<uint64_t>();
+    c.frames_received = j.at("frames_received").get<uint64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("worker job: malformed context from the daemon: {}", e.what()));
   }
@@ -286,7 +292,9 @@ int serve_job(int raw_fd, const JobContext& ctx) {
   };
   try {
     net::set_nonblocking(raw_fd);
-    ch = std::make_unique<Channel>(Fd(raw_fd), ctx.peer);
+    ch = std::make_unique<Channel>(
+        Fd(raw_fd), ctx.peer,
+        net::FrameAuth(ctx.session_key, net::Role::Acceptor, ctx.frames_sent, ctx.frames_received));
     const JobSpec job = parse_job(ch->expect_json(MsgType::Job, after_seconds(120)), ctx.peer);
     spdlog::info("worker: job as rank {} of {}, {} slices ({:.1f} MiB, {})", job.rank, job.size,
                  job.plan.ranks[size_t(job.rank - 1)].to_string(), double(job.shard_bytes) / (1 << 20), job.mode);

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <string>
 
+#include "net/handshake.h"
+
 namespace shardlm::cluster {
 
 // What the daemon hands to a job process besides the connection.
@@ -20,6 +22,10 @@ struct JobContext {
   int daemon_port = 0;       // names the temporary directory
   int daemon_pid = 0;        // the job process ends with it
   uint64_t cache_max_bytes = 0;  // 0: no limit
+  // The connection's frame checks (net/frame_auth.h) as the daemon left
+  // them: its session key and the frames each way so far.
+  net::SessionKey session_key{};
+  uint64_t frames_sent = 0, frames_received = 0;
 };
 
 std::string job_context_to_text(const JobContext& c);

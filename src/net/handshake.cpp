@@ -34,9 +34,7 @@ T get(const uint8_t* at) {
   return v;
 }
 
-Digest mac(const std::string& token, Role role, const Hello& first, const Hello& second) {
-  std::string msg = "shardlm-comm";
-  msg.push_back(char(role));
+Digest hmac_of(const std::string& token, std::string msg, const Hello& first, const Hello& second) {
   msg.append(reinterpret_cast<const char*>(first.data()), first.size());
   msg.append(reinterpret_cast<const char*>(second.data()), second.size());
   Digest d{};
@@ -45,6 +43,10 @@ Digest mac(const std::string& token, Role role, const Hello& first, const Hello&
             reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), d.data(), &len))
     throw Error("HMAC-SHA256 failed");
   return d;
+}
+
+Digest mac(const std::string& token, Role role, const Hello& first, const Hello& second) {
+  return hmac_of(token, std::string("shardlm-comm") + char(role), first, second);
 }
 
 [[noreturn]] void refuse(const std::string& who, const std::string& why) {
@@ -93,6 +95,8 @@ HelloInfo handshake(int fd, Role role, const HandshakeParams& params, Deadline d
   uint32_t port = get<uint32_t>(&theirs[20]);
   if (port > 65535) refuse(who, fmt::format("bad listen port {}", port));
   info.listen_port = uint16_t(port);
+  const bool connector = role == Role::Connector;
+  info.session_key = hmac_of(params.token, "shardlm-session", connector ? mine : theirs, connector ? theirs : mine);
   return info;
 }
 

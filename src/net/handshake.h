@@ -9,8 +9,13 @@
 // MAC cannot be reflected back. Both nonces are fresh, so a MAC cannot be
 // replayed. A wrong magic, version, cluster id or MAC refuses the connection
 // on both ends with a logged reason (each end checks independently).
+// Both ends then hold a session key no one else can compute,
+//   HMAC-SHA256(token, "shardlm-session" | connector's HELLO | acceptor's HELLO),
+// which authenticates the frames that follow where a connection's frames are
+// checked (frame_auth.h: the control connections).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -18,14 +23,18 @@
 
 namespace shardlm::net {
 
-constexpr uint32_t kProtocolVersion = 1;
+// 2: the session key, and control frames tagged with it (cluster/protocol.h).
+constexpr uint32_t kProtocolVersion = 2;
 
 enum class Role : char { Connector = 'C', Acceptor = 'A' };
+
+using SessionKey = std::array<uint8_t, 32>;
 
 struct HelloInfo {
   int rank = -1;
   int size = 0;
   uint16_t listen_port = 0;
+  SessionKey session_key{};
 };
 
 struct HandshakeParams {
@@ -36,7 +45,7 @@ struct HandshakeParams {
 };
 
 // Runs the handshake on a connected non-blocking socket; returns the peer's
-// HELLO. On refusal logs one line (spdlog) and throws Error naming `who`.
+// HELLO and the session key. On refusal logs one line (spdlog) and throws Error naming `who`.
 HelloInfo handshake(int fd, Role role, const HandshakeParams& params, Deadline deadline,
                     const std::string& who);
 

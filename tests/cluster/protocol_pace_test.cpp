@@ -14,18 +14,27 @@
 namespace shardlm::cluster {
 namespace {
 
-// Writes a Data frame of `bytes` in `chunk`s, `pause_ms` apart, stopping
-// (the socket left open) after `stop_after` bytes.
+const net::SessionKey kPaceKey{1, 2, 3};
+
+// Writes a Data frame of `bytes` (a multiple of `chunk`) in `chunk`s,
+// `pause_ms` apart, then its tag, stopping (the socket left open) after
+// `stop_after` bytes.
 void trickle(int fd, size_t bytes, size_t chunk, int pause_ms, size_t stop_after) {
   struct {
     uint32_t magic, type;
     uint64_t length;
   } header{0x574d4c53u, uint32_t(MsgType::Data), bytes};  // "SLMW"
+  const std::vector<uint8_t> payload(bytes, 'x');
+  const net::FrameTag tag = net::FrameAuth(kPaceKey, net::Role::Connector)
+                                .seal({{reinterpret_cast<const uint8_t*>(&header), sizeof header}, payload});
   ASSERT_EQ(::write(fd, &header, sizeof header), ssize_t(sizeof header));
-  const std::vector<char> data(chunk, 'x');
-  for (size_t sent = 0; sent < bytes && sent < stop_after; sent += chunk) {
+  size_t sent = 0;
+  for (; sent < bytes && sent < stop_after; sent += chunk) {
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-    ASSERT_EQ(::write(fd, data.data(), chunk), ssize_t(chunk));
+    ASSERT_EQ(::write(fd, payload.data() + sent, chunk), ssize_t(chunk));
+  }
+  if (sent == bytes) {
+    ASSERT_EQ(::write(fd, tag.data(), tag.size()), ssize_t(tag.size()));
   }
 }
 
@@ -40,7 +49,7 @@ struct Link {
 
 TEST(ChannelPace, SlowButMovingFrameIsNotSilence) {
   Link link;
-  Channel ch(net::Fd(link.fds[0]), "coordinator test");
+  Channel ch(net::Fd(link.fds[0]), "coordinator test", net::FrameAuth(kPaceKey, net::Role::Acceptor));
   // 512 KiB at 16 KiB every 50 ms: 1.6 s in all, never 0.3 s without a byte.
   std::thread writer(trickle, link.fds[1], size_t(512) << 10, size_t(16) << 10, 50, SIZE_MAX);
   const Message m = ch.recv_live(0.3);
@@ -51,7 +60,7 @@ TEST(ChannelPace, SlowButMovingFrameIsNotSilence) {
 
 TEST(ChannelPace, SilenceWithinAFrameIsNamedAfterThePeerTimeout) {
   Link link;
-  Channel ch(net::Fd(link.fds[0]), "coordinator test");
+  Channel ch(net::Fd(link.fds[0]), "coordinator test", net::FrameAuth(kPaceKey, net::Role::Acceptor));
   std::thread writer(trickle, link.fds[1], size_t(512) << 10, size_t(16) << 10, 20, size_t(64) << 10);
   const auto t0 = SteadyClock::now();
   try {

@@ -7,7 +7,7 @@
 // not the next one expected), reflected back to its sender (the role), or
 // taken from another connection (the key). What the frames say is not hidden:
 // only that no one but the token's holders wrote them. GMAC rather than
-// HMAC-SHA256 because gigabytes of weights cross these connections: 5.5-7.2
+// HMAC-SHA256 because gigabytes of weights cross these connections: 6.7-7.1
 // GB/s against 1.5 on the Zen 3 of docs/BENCHMARKS.md's Cluster section.
 #pragma once
 

@@ -145,7 +145,7 @@ class Channel {
 // from either end; returns the session key the connection's Channel checks
 // its frames with; throws Error naming `who`.
 net::SessionKey authenticate_control(int fd, net::Role role, const std::string& token, Deadline deadline,
-                          const std::string& who);
+                                     const std::string& who);
 const char* type_name(MsgType t);
 // "2026-12-01T10:53:02Z"
 std::string utc_time_text(std::chrono::system_clock::time_point t);

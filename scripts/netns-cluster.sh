@@ -22,6 +22,11 @@ down() {
     for pidfile in "$state"/*.pid; do [ -e "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null || true; done
   fi
   for ns in $(ip netns list | awk '{print $1}' | grep "^${prefix}-ns" || true); do ip netns del "$ns" || true; done
+  # The kernel tears a deleted namespace's veth pairs down later: a host end
+  # still there would make the next `up` fail ("File exists").
+  for link in $(ip -br link | awk '{print $1}' | cut -d@ -f1 | grep "^${prefix}-h" || true); do
+    ip link del "$link" 2>/dev/null || true
+  done
   ip link del "$bridge" 2>/dev/null || true
   rm -rf "$state"
 }

@@ -89,8 +89,8 @@ class Channel {
  public:
   // `auth`: made from authenticate_control's key on this connection and this
   // end's role in it (or handed over with the connection: auth()).
-  Channel(net::Fd fd, std::string peer, const net::FrameAuth& auth)
-      : auth_(auth), fd_(std::move(fd)), peer_(std::move(peer)) {}
+  Channel(net::Fd fd, std::string peer, net::FrameAuth auth)
+      : auth_(std::move(auth)), fd_(std::move(fd)), peer_(std::move(peer)) {}
   const net::FrameAuth& auth() const { return auth_; }
   const std::string& peer() const { return peer_; }
   int fd() const { return fd_.get(); }

@@ -14,28 +14,61 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <span>
 
 #include "net/handshake.h"
+
+struct evp_mac_ctx_st;
 
 namespace shardlm::net {
 
 using FrameTag = std::array<uint8_t, 16>;
 
+// The tags of one direction's frames, one at a time: begin(number), add()
+// its bytes as they come, then tag(). The key is set up once; each frame
+// only sets its nonce (0.75 us a frame against 2.8 for a fresh context).
+class FrameMac {
+ public:
+  FrameMac(const SessionKey& key, Role sender);
+  ~FrameMac();
+  FrameMac(FrameMac&&) noexcept;
+  FrameMac& operator=(FrameMac&&) noexcept;
+
+  void begin(uint64_t number);
+  void add(std::span<const uint8_t> bytes);
+  FrameTag tag();
+
+ private:
+  struct CtxFree {
+    void operator()(evp_mac_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_mac_ctx_st, CtxFree> ctx_;
+  Role sender_;
+};
+
+// Both directions of a connection, numbered from where it stands.
 class FrameAuth {
  public:
   // `sent`, `received`: frames already on the connection, for a process that
   // takes it over (the worker's job process).
-  FrameAuth(const SessionKey& key, Role self, uint64_t sent = 0, uint64_t received = 0)
-      : key_(key), self_(self), sent_(sent), received_(received) {}
+  FrameAuth(const SessionKey& key, Role self, uint64_t sent = 0, uint64_t received = 0);
 
-  // The tag of the next frame this end sends, over its parts in order. Not
-  // thread-safe: the caller serializes its sends.
+  // The tag of the next frame this end sends, over its parts in order.
   FrameTag seal(std::initializer_list<std::span<const uint8_t>> parts);
+  // The frame sealed last will never be sent (a sender giving up puts its
+  // last words in its place): its number goes to the next.
+  void unseal_last() { --sent_; }
   // Whether `tag` is that of the next frame from the peer, over its parts.
   // Either way the frame's number is used up: a connection whose check
   // failed must be closed.
   bool verify(std::initializer_list<std::span<const uint8_t>> parts, const FrameTag& tag);
+  // The same for a frame whose bytes arrive piecemeal: begin_incoming(),
+  // add_incoming() each piece, then incoming_matches(its tag).
+  void begin_incoming();
+  void add_incoming(std::span<const uint8_t> bytes) { incoming_.add(bytes); }
+  bool incoming_matches(const FrameTag& tag);
+
   const SessionKey& key() const { return key_; }
   Role self() const { return self_; }
   uint64_t sent() const { return sent_; }
@@ -45,7 +78,8 @@ class FrameAuth {
  private:
   SessionKey key_;
   Role self_;
-  uint64_t sent_ = 0, received_ = 0;
+  uint64_t sent_, received_;
+  FrameMac outgoing_, incoming_;
 };
 
 }  // namespace shardlm::net

@@ -11,8 +11,8 @@
 // on both ends with a logged reason (each end checks independently).
 // Both ends then hold a session key no one else can compute,
 //   HMAC-SHA256(token, "shardlm-session" | connector's HELLO | acceptor's HELLO),
-// which authenticates the frames that follow where a connection's frames are
-// checked (frame_auth.h: the control connections).
+// which authenticates the frames that follow (frame_auth.h: the control
+// connections', and a tcp rank link's between two hosts).
 #pragma once
 
 #include <array>
@@ -23,7 +23,8 @@
 
 namespace shardlm::net {
 
-// 2: the session key, and control frames tagged with it (cluster/protocol.h).
+// 2: the session key, and frames tagged with it (cluster/protocol.h,
+// comm/tcp/tcp_transport.h).
 constexpr uint32_t kProtocolVersion = 2;
 
 enum class Role : char { Connector = 'C', Acceptor = 'A' };

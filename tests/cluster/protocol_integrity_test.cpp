@@ -33,9 +33,9 @@ struct Pair {
 // A sender's end whose bytes the test reads raw from `wire`, and a
 // receiver's end the test writes them to (`feed`): the man in the middle.
 struct Middle {
-  Middle(const net::FrameAuth& sender_auth, const net::FrameAuth& receiver_auth)
-      : sender(net::Fd(out.fds[0]), "worker sender", sender_auth),
-        receiver(net::Fd(in.fds[0]), "coordinator receiver", receiver_auth) {}
+  Middle(net::FrameAuth sender_auth, net::FrameAuth receiver_auth)
+      : sender(net::Fd(out.fds[0]), "worker sender", std::move(sender_auth)),
+        receiver(net::Fd(in.fds[0]), "coordinator receiver", std::move(receiver_auth)) {}
   ~Middle() {
     ::close(out.fds[1]);
     ::close(in.fds[1]);
@@ -146,10 +146,10 @@ TEST(ControlFrames, AHandedOverConnectionCarriesOn) {
   daemon->send_json(MsgType::Info, {{"cores", 2}}, after_seconds(2));
   coordinator.send_json(MsgType::Job, {{"rank", 1}}, after_seconds(2));
   EXPECT_EQ(coordinator.expect_json(MsgType::Info, after_seconds(2))["cores"], 2);
-  const net::FrameAuth handed = daemon->auth();
+  const net::SessionKey key = daemon->auth().key();
+  const uint64_t sent = daemon->auth().sent(), received = daemon->auth().received();
   daemon.reset();
-  Channel job(net::Fd(link.fds[1]), "coordinator",
-              net::FrameAuth(handed.key(), Role::Acceptor, handed.sent(), handed.received()));
+  Channel job(net::Fd(link.fds[1]), "coordinator", net::FrameAuth(key, Role::Acceptor, sent, received));
   EXPECT_EQ(job.expect_json(MsgType::Job, after_seconds(2))["rank"], 1);
   job.send_json(MsgType::Status, {{"status", "ready"}}, after_seconds(2));
   EXPECT_EQ(coordinator.expect_json(MsgType::Status, after_seconds(2))["status"], "ready");

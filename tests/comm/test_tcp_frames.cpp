@@ -23,14 +23,30 @@ using namespace std::chrono_literals;
 struct Pair {
   std::unique_ptr<TcpTransport> t;  // rank 0
   net::Fd peer;                          // raw end playing rank 1
+  // Rank 1's MACs (the link's key: none; it connected): of the frames it
+  // writes, and of those it reads from rank 0.
+  net::FrameAuth fake{net::SessionKey{}, net::Role::Connector};
 };
 
-Pair make_pair(TcpLimits limits = {}) {
+// A frame as a peer writes it: header, pad (never read: any bytes), payload, MAC.
+std::vector<uint8_t> frame_bytes(net::FrameAuth& auth, const FrameHeader& h, const void* data, size_t bytes) {
+  const auto* header = reinterpret_cast<const uint8_t*>(&h);
+  const auto* payload = static_cast<const uint8_t*>(data);
+  const net::FrameTag mac = auth.seal({{header, sizeof h}, {payload, bytes}});
+  const size_t at = sizeof h + h.pad_bytes();
+  std::vector<uint8_t> frame(at + bytes + mac.size(), uint8_t(0xEE));
+  std::memcpy(frame.data(), header, sizeof h);
+  if (bytes) std::memcpy(frame.data() + at, payload, bytes);
+  std::memcpy(frame.data() + at + bytes, mac.data(), mac.size());
+  return frame;
+}
+
+Pair make_pair(TcpLimits limits = {}, bool tagged = true) {
   int sv[2];
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   net::set_nonblocking(sv[0]);
   std::vector<PeerLink> links(2);
-  links[1] = {net::Fd(sv[0]), "fake"};
+  links[1] = {net::Fd(sv[0]), "fake", net::SessionKey{}, net::Role::Acceptor, tagged};
   Timeouts to;
   to.op = 500ms;
   Pair p;
@@ -39,16 +55,15 @@ Pair make_pair(TcpLimits limits = {}) {
   return p;
 }
 
-void put_frame(int fd, uint8_t type, uint64_t tag, uint64_t length, const void* data,
-               size_t data_bytes) {
+// A frame from the fake peer; with fewer bytes than `length`, cut short there (no MAC).
+void put_frame(Pair& p, uint8_t type, uint64_t tag, uint64_t length, const void* data, size_t data_bytes) {
   FrameHeader h;
   h.type = type;
   h.tag = tag;
   h.length = length;
-  ASSERT_EQ(::write(fd, &h, sizeof h), ssize_t(sizeof h));
-  if (data_bytes) {
-    ASSERT_EQ(::write(fd, data, data_bytes), ssize_t(data_bytes));
-  }
+  std::vector<uint8_t> frame = frame_bytes(p.fake, h, data, data_bytes);
+  if (data_bytes < length) frame.resize(sizeof h + data_bytes);
+  ASSERT_EQ(::write(p.peer.get(), frame.data(), frame.size()), ssize_t(frame.size()));
 }
 
 std::string recv_error(TcpTransport& t, uint64_t tag, size_t capacity) {
@@ -68,8 +83,8 @@ bool contains(const std::string& s, const std::string& what) {
 
 TEST(TcpFrames, WellFormedFramesArriveIntactEvenBeforeTheirReceive) {
   auto p = make_pair();
-  put_frame(p.peer.get(), FrameHeader::kData, 7, 5, "hello", 5);
-  put_frame(p.peer.get(), FrameHeader::kData, 8, 3, "abc", 3);
+  put_frame(p, FrameHeader::kData, 7, 5, "hello", 5);
+  put_frame(p, FrameHeader::kData, 8, 3, "abc", 3);
   char a[8] = {}, b[8] = {};
   RequestPtr rb = p.t->irecv(1, 8, b, sizeof b);  // out of order: tag 7 gets buffered
   RequestPtr ra = p.t->irecv(1, 7, a, sizeof a);
@@ -82,13 +97,16 @@ TEST(TcpFrames, WellFormedFramesArriveIntactEvenBeforeTheirReceive) {
   RequestPtr s = p.t->isend(1, 9, out, 3);
   p.t->wait_all(std::span<const RequestPtr>(&s, 1), SteadyClock::now() + 2s);
   FrameHeader h;
-  char got[3];
+  uint8_t got[3];
+  net::FrameTag mac;
   ASSERT_EQ(::read(p.peer.get(), &h, sizeof h), ssize_t(sizeof h));
   ASSERT_EQ(::read(p.peer.get(), got, 3), 3);
+  ASSERT_EQ(::read(p.peer.get(), mac.data(), mac.size()), ssize_t(mac.size()));
   EXPECT_EQ(h.magic, FrameHeader::kMagic);
   EXPECT_EQ(h.tag, 9u);
   EXPECT_EQ(h.length, 3u);
-  EXPECT_EQ(std::string(got, 3), "xyz");
+  EXPECT_EQ(std::string(got, got + 3), "xyz");
+  EXPECT_TRUE(p.fake.verify({{reinterpret_cast<const uint8_t*>(&h), sizeof h}, {got, 3}}, mac));
 }
 
 // After a long frame the next header is read on its own (no staging); a
@@ -100,7 +118,7 @@ TEST(TcpFrames, HeadersAfterLongFramesSplitShortFramesAndTruncation) {
   std::vector<uint8_t> big(100000), got(100000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = uint8_t(i * 7 + 3);
   auto receive_big = [&](uint64_t tag) {
-    put_frame(fd, FrameHeader::kData, tag, big.size(), big.data(), big.size());
+    put_frame(p, FrameHeader::kData, tag, big.size(), big.data(), big.size());
     std::fill(got.begin(), got.end(), 0);
     RequestPtr r = p.t->irecv(1, tag, got.data(), got.size());
     p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
@@ -112,14 +130,13 @@ TEST(TcpFrames, HeadersAfterLongFramesSplitShortFramesAndTruncation) {
   FrameHeader h;
   h.tag = 2;
   h.length = 5;
-  const auto* hb = reinterpret_cast<const uint8_t*>(&h);
-  ASSERT_EQ(::write(fd, hb, 10), 10);
+  const std::vector<uint8_t> split = frame_bytes(p.fake, h, "hello", 5);
+  ASSERT_EQ(::write(fd, split.data(), 10), 10);
   char a[8] = {}, b[8] = {};
   RequestPtr ra = p.t->irecv(1, 2, a, sizeof a);
   EXPECT_FALSE(p.t->test(ra));
-  ASSERT_EQ(::write(fd, hb + 10, sizeof h - 10), ssize_t(sizeof h - 10));
-  ASSERT_EQ(::write(fd, "hello", 5), 5);
-  put_frame(fd, FrameHeader::kData, 3, 3, "abc", 3);
+  ASSERT_EQ(::write(fd, split.data() + 10, split.size() - 10), ssize_t(split.size() - 10));
+  put_frame(p, FrameHeader::kData, 3, 3, "abc", 3);
   RequestPtr rb = p.t->irecv(1, 3, b, sizeof b);
   RequestPtr both[2] = {ra, rb};
   p.t->wait_all(both, SteadyClock::now() + 2s);
@@ -147,7 +164,7 @@ TEST(TcpFrames, GarbageClosesTheConnectionNamingThePeer) {
 TEST(TcpFrames, TruncatedFrameIsReportedWithItsProgress) {
   auto p = make_pair();
   std::string part(10, 'x');
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 1000, part.data(), part.size());
+  put_frame(p, FrameHeader::kData, 1, 1000, part.data(), part.size());
   p.peer.reset();
   std::string e = recv_error(*p.t, 1, 4096);
   EXPECT_TRUE(contains(e, "closed mid-frame (payload 10 of 1000 bytes)")) << e;
@@ -163,7 +180,7 @@ TEST(TcpFrames, TruncatedHeaderIsReported) {
 
 TEST(TcpFrames, FrameLongerThanTheReceiveBufferIsRefused) {
   auto p = make_pair();
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 100, nullptr, 0);
+  put_frame(p, FrameHeader::kData, 1, 100, nullptr, 0);
   std::string e = recv_error(*p.t, 1, 16);
   EXPECT_TRUE(contains(e, "exceeds the receive buffer of 16 bytes")) << e;
 }
@@ -172,14 +189,14 @@ TEST(TcpFrames, HugeAnnouncedLengthIsRefusedWithoutAllocating) {
   TcpLimits limits;
   limits.max_frame_bytes = 1 << 20;
   auto p = make_pair(limits);
-  put_frame(p.peer.get(), FrameHeader::kData, 1, uint64_t(1) << 62, nullptr, 0);
+  put_frame(p, FrameHeader::kData, 1, uint64_t(1) << 62, nullptr, 0);
   std::string e = recv_error(*p.t, 2, 16);  // no receive for tag 1 posted
   EXPECT_TRUE(contains(e, "exceeds the 1048576 byte limit")) << e;
 }
 
 TEST(TcpFrames, StalledPeerTimesOutNamingIt) {
   auto p = make_pair();
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 100, "abc", 3);  // and then nothing
+  put_frame(p, FrameHeader::kData, 1, 100, "abc", 3);  // and then nothing
   auto t0 = SteadyClock::now();
   std::string e = recv_error(*p.t, 1, 128);
   EXPECT_TRUE(contains(e, "rank 1 (fake): timed out")) << e;
@@ -189,7 +206,7 @@ TEST(TcpFrames, StalledPeerTimesOutNamingIt) {
 TEST(TcpFrames, AbortFrameFailsWithTheRemoteReason) {
   auto p = make_pair();
   std::string why = "rank 3 (10.0.0.3:7000): connection closed by peer";
-  put_frame(p.peer.get(), FrameHeader::kAbort, 0, why.size(), why.data(), why.size());
+  put_frame(p, FrameHeader::kAbort, 0, why.size(), why.data(), why.size());
   std::string e = recv_error(*p.t, 1, 16);
   EXPECT_EQ(e, "rank 1 (fake) aborted: " + why);
 }
@@ -201,8 +218,83 @@ TEST(TcpFrames, AbortIsSentToPeersOnFailure) {
   ASSERT_EQ(::read(p.peer.get(), &h, sizeof h), ssize_t(sizeof h));
   EXPECT_EQ(h.type, FrameHeader::kAbort);
   std::string reason(h.length, '\0');
+  net::FrameTag mac;
   ASSERT_EQ(::read(p.peer.get(), reason.data(), reason.size()), ssize_t(reason.size()));
+  ASSERT_EQ(::read(p.peer.get(), mac.data(), mac.size()), ssize_t(mac.size()));
   EXPECT_EQ(reason, "local trouble");
+  EXPECT_TRUE(p.fake.verify(
+      {{reinterpret_cast<const uint8_t*>(&h), sizeof h}, {reinterpret_cast<const uint8_t*>(reason.data()), reason.size()}},
+      mac));
+}
+
+// A link within one host (connect_tcp: both ends' addresses the same) carries frames without MACs.
+TEST(TcpFrames, AnUntaggedLinkCarriesNoMacs) {
+  auto p = make_pair({}, /*tagged=*/false);
+  FrameHeader h;
+  h.tag = 4;
+  h.length = 5;
+  ASSERT_EQ(::write(p.peer.get(), &h, sizeof h), ssize_t(sizeof h));
+  ASSERT_EQ(::write(p.peer.get(), "hello", 5), 5);
+  char got[5];
+  RequestPtr r = p.t->irecv(1, 4, got, 5);
+  p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
+  EXPECT_EQ(std::string(got, 5), "hello");
+  RequestPtr s = p.t->isend(1, 5, "abc", 3);
+  p.t->wait_all(std::span<const RequestPtr>(&s, 1), SteadyClock::now() + 2s);
+  uint8_t out[sizeof h + 3 + 1];
+  EXPECT_EQ(::recv(p.peer.get(), out, sizeof out, MSG_DONTWAIT), ssize_t(sizeof h + 3));
+}
+
+// A frame changed on the way (header, payload or MAC), replayed, or written
+// under another key fails the transport naming the peer and the frame; a
+// combining receive of one never completes.
+TEST(TcpFrames, AlteredReplayedOrForgedFramesFailTheTransport) {
+  FrameHeader h;
+  h.tag = 1;
+  h.length = 8;
+  const float pair[2] = {1.5f, -2.0f};
+  for (const size_t at : {size_t(16), sizeof h + 5, sizeof h + 8 + 3}) {  // the length's word, payload, MAC
+    auto p = make_pair();
+    std::vector<uint8_t> frame = frame_bytes(p.fake, h, pair, 8);
+    if (at == 16) {
+      frame[at] = 4;  // a shorter length: the MAC is read where the payload was
+    } else {
+      frame[at] ^= 1;
+    }
+    ASSERT_EQ(::write(p.peer.get(), frame.data(), frame.size()), ssize_t(frame.size()));
+    const std::string e = recv_error(*p.t, 1, 8);
+    EXPECT_TRUE(contains(e, "rank 1 (fake): frame 1 failed its integrity check")) << e << " (byte " << at << ")";
+  }
+  {
+    auto p = make_pair();
+    const std::vector<uint8_t> frame = frame_bytes(p.fake, h, pair, 8);
+    ASSERT_EQ(::write(p.peer.get(), frame.data(), frame.size()), ssize_t(frame.size()));
+    ASSERT_EQ(::write(p.peer.get(), frame.data(), frame.size()), ssize_t(frame.size()));
+    char got[8];
+    RequestPtr r = p.t->irecv(1, 1, got, 8);
+    p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
+    const std::string e = recv_error(*p.t, 1, 8);
+    EXPECT_TRUE(contains(e, "frame 2 failed its integrity check")) << e;
+  }
+  {
+    auto p = make_pair();
+    net::SessionKey other{};
+    other[0] = 1;
+    net::FrameAuth forger(other, net::Role::Connector);
+    const std::vector<uint8_t> frame = frame_bytes(forger, h, pair, 8);
+    ASSERT_EQ(::write(p.peer.get(), frame.data(), frame.size()), ssize_t(frame.size()));
+    float acc[2] = {10, 20};
+    std::string e;
+    RequestPtr r;
+    try {
+      r = p.t->irecv_reduce(1, 1, acc, 2, DType::F32, ReduceOp::Sum, false);
+      p.t->wait_all(std::span<const RequestPtr>(&r, 1), SteadyClock::now() + 2s);
+    } catch (const Error& err) {
+      e = err.what();
+    }
+    EXPECT_TRUE(contains(e, "rank 1 (fake): frame 1 failed its integrity check")) << e;
+    EXPECT_FALSE(r && r->done());
+  }
 }
 
 TEST(TcpFrames, BackPressureInsteadOfUnboundedBuffering) {
@@ -210,8 +302,8 @@ TEST(TcpFrames, BackPressureInsteadOfUnboundedBuffering) {
   limits.max_unexpected_bytes = 100;
   auto p = make_pair(limits);
   std::string x(80, 'x'), y(80, 'y');
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 80, x.data(), 80);
-  put_frame(p.peer.get(), FrameHeader::kData, 2, 80, y.data(), 80);
+  put_frame(p, FrameHeader::kData, 1, 80, x.data(), 80);
+  put_frame(p, FrameHeader::kData, 2, 80, y.data(), 80);
   char nothing = 0;
   RequestPtr other = p.t->irecv(1, 3, &nothing, 1);
   EXPECT_FALSE(p.t->test(other));  // tag 1 buffered, tag 2 held back in the socket
@@ -226,8 +318,8 @@ TEST(TcpFrames, BackPressureInsteadOfUnboundedBuffering) {
 
 TEST(TcpFrames, GoodbyeThenCloseIsCleanUntilSomethingIsNeeded) {
   auto p = make_pair();
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 2, "ok", 2);
-  put_frame(p.peer.get(), FrameHeader::kBye, 0, 0, nullptr, 0);
+  put_frame(p, FrameHeader::kData, 1, 2, "ok", 2);
+  put_frame(p, FrameHeader::kBye, 0, 0, nullptr, 0);
   p.peer.reset();
   char buf[2];
   RequestPtr r = p.t->irecv(1, 1, buf, 2);
@@ -258,7 +350,7 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
         const bool dribble = variant >= 3;
         auto p = make_pair();
         const int fd = p.peer.get();
-        if (dribble) put_frame(fd, FrameHeader::kData, 1, 3, "odd", 3);
+        if (dribble) put_frame(p, FrameHeader::kData, 1, 3, "odd", 3);
         char odd[3], nothing = 0;
         RequestPtr first = p.t->irecv(1, 1, odd, sizeof odd);
         RequestPtr never = p.t->irecv(1, 3, &nothing, 1);  // test() reads only while one waits
@@ -268,21 +360,18 @@ TEST(TcpFrames, CombiningReceiveEqualsReceiveThenReduce) {
           r = p.t->irecv_reduce(1, 2, acc.data(), kCount, DType::F32, op, message_first);
         };
         if (post == 0) post_reduce();
-        FrameHeader h;
-        h.tag = 2;
-        h.length = kCount * 4;
-        std::vector<uint8_t> wire(sizeof h + h.length);
-        std::memcpy(wire.data(), &h, sizeof h);
-        std::memcpy(wire.data() + sizeof h, theirs.data(), h.length);
+        std::vector<uint8_t> wire;
         if (!dribble) {
           FrameHeader o;
           o.tag = 1;
           o.length = 3;
-          std::vector<uint8_t> lead(sizeof o + 3);
-          std::memcpy(lead.data(), &o, sizeof o);
-          std::memcpy(lead.data() + sizeof o, "odd", 3);
-          wire.insert(wire.begin(), lead.begin(), lead.end());
+          wire = frame_bytes(p.fake, o, "odd", 3);
         }
+        FrameHeader h;
+        h.tag = 2;
+        h.length = kCount * 4;
+        const std::vector<uint8_t> sums = frame_bytes(p.fake, h, theirs.data(), h.length);
+        wire.insert(wire.end(), sums.begin(), sums.end());
         // Dribbled (elements split across reads), or at once: then the
         // payload lands 3 bytes off alignment in the stage behind "odd".
         for (size_t at = 0, step = 1; at < wire.size(); step = step % 7 + 1) {
@@ -332,9 +421,8 @@ TEST(TcpFrames, LargeCombiningReadsLeaveTheFollowingFramesIntact) {
     FrameHeader h;
     h.tag = tag;
     h.length = bytes;
-    const auto* b = static_cast<const uint8_t*>(data);
-    wire.insert(wire.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
-    wire.insert(wire.end(), b, b + bytes);
+    const std::vector<uint8_t> frame = frame_bytes(p.fake, h, data, bytes);
+    wire.insert(wire.end(), frame.begin(), frame.end());
   };
   add(5, "odd", 3);
   add(1, theirs.data(), kLong * 4);
@@ -393,10 +481,8 @@ TEST(TcpFrames, PaddedHeadersAreSkippedAndLongSendsPadded) {
     h.tag = tag;
     h.length = bytes;
     h.pad_words = pad_words;
-    const auto* b = static_cast<const uint8_t*>(data);
-    wire.insert(wire.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
-    wire.insert(wire.end(), h.pad_bytes(), uint8_t(0xEE));  // pad content is never read
-    wire.insert(wire.end(), b, b + bytes);
+    const std::vector<uint8_t> frame = frame_bytes(p.fake, h, data, bytes);  // pad content is never read
+    wire.insert(wire.end(), frame.begin(), frame.end());
   };
   add(1, "abc", 3, 1);
   add(2, plain.data(), kPlain, 61);    // long, read straight into its buffer
@@ -431,7 +517,7 @@ TEST(TcpFrames, PaddedHeadersAreSkippedAndLongSendsPadded) {
   std::vector<uint8_t> out(FrameHeader::kPadFromBytes);
   for (size_t i = 0; i < out.size(); ++i) out[i] = uint8_t(i * 13 + 7);
   RequestPtr s = p.t->isend(1, 6, out.data(), out.size());
-  std::vector<uint8_t> seen(FrameHeader::kPaddedBytes + out.size());
+  std::vector<uint8_t> seen(FrameHeader::kPaddedBytes + out.size() + sizeof(net::FrameTag));
   std::thread reader([&] {
     for (size_t at = 0; at < seen.size();) {
       const ssize_t n = ::read(p.peer.get(), seen.data() + at, seen.size() - at);
@@ -449,6 +535,9 @@ TEST(TcpFrames, PaddedHeadersAreSkippedAndLongSendsPadded) {
   EXPECT_TRUE(std::all_of(seen.begin() + FrameHeader::kBytes, seen.begin() + FrameHeader::kPaddedBytes,
                           [](uint8_t b) { return b == 0; }));
   EXPECT_TRUE(std::equal(out.begin(), out.end(), seen.begin() + FrameHeader::kPaddedBytes));
+  net::FrameTag mac;
+  std::memcpy(mac.data(), seen.data() + FrameHeader::kPaddedBytes + out.size(), mac.size());
+  EXPECT_TRUE(p.fake.verify({{seen.data(), FrameHeader::kBytes}, out}, mac));
 
   // Cut off inside a pad: reported with the header's full length.
   FrameHeader cut;
@@ -464,7 +553,7 @@ TEST(TcpFrames, PaddedHeadersAreSkippedAndLongSendsPadded) {
 TEST(TcpFrames, CombiningReceiveRefusesAnotherLength) {
   auto p = make_pair();
   float twelve[3] = {1, 2, 3};
-  put_frame(p.peer.get(), FrameHeader::kData, 1, 8, twelve, 8);
+  put_frame(p, FrameHeader::kData, 1, 8, twelve, 8);
   float acc[3] = {};
   std::string e;
   try {

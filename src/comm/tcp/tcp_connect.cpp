@@ -108,7 +108,8 @@ void accept_peers(int listen_fd, int count, const ConnectOptions& o, const Hands
         throw Error(fmt::format("connection from {} claims rank {} of {} (unexpected here)", addr,
                                 peer.rank, peer.size));
       on_peer(peer, addr);
-      links[size_t(peer.rank)] = {std::move(c), addr};
+      const bool tagged = !peer_on_this_host(c.get());
+      links[size_t(peer.rank)] = {std::move(c), addr, peer.session_key, Role::Acceptor, tagged};
       ++got;
     } catch (const Error& e) {
       spdlog::warn("comm: rank {} dropped a connection: {}", o.rank, e.what());
@@ -152,7 +153,8 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       throw Error(fmt::format("{}: answered as rank {} of {}, expected rank 0 of {}", who,
                               root.rank, root.size, o.size));
     std::vector<Address> table = read_table(c.get(), o.size, deadline, who);
-    links[0] = {std::move(c), coord.str()};
+    const bool tagged = !peer_on_this_host(c.get());
+    links[0] = {std::move(c), coord.str(), root.session_key, Role::Connector, tagged};
     for (int s = 1; s < o.rank; ++s) {
       HostPort hpv{table[size_t(s)].host, table[size_t(s)].port};
       std::string peer_who = fmt::format("rank {} ({})", s, hpv.str());
@@ -160,7 +162,8 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       HelloInfo peer = handshake(f.get(), Role::Connector, hp, deadline, peer_who);
       if (peer.rank != s)
         throw Error(fmt::format("{}: answered as rank {}", peer_who, peer.rank));
-      links[size_t(s)] = {std::move(f), hpv.str()};
+      const bool tagged = !peer_on_this_host(f.get());
+      links[size_t(s)] = {std::move(f), hpv.str(), peer.session_key, Role::Connector, tagged};
     }
     if (accepts)
       accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,

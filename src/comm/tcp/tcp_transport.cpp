@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -28,11 +29,27 @@ struct TcpTransport::SendReq : Request {
   FrameHeader header;
   const uint8_t* data;
   size_t bytes;
-  size_t sent = 0;  // of header + pad + payload
+  size_t sent = 0;  // of header + pad + payload + MAC
+  bool sealed = false;  // `mac` is this frame's
+  net::FrameTag mac;
 };
+
+constexpr size_t kMacBytes = sizeof(net::FrameTag);
+
+std::span<const uint8_t> bytes_of(const FrameHeader& h) { return {reinterpret_cast<const uint8_t*>(&h), sizeof h}; }
 
 // The pad behind a padded header.
 const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
+
+// A long payload's rest straight into its buffer, and the MAC behind it in
+// the same recvmsg(2) when it is there.
+ssize_t recv_payload_and_mac(int fd, uint8_t* payload, size_t left, uint8_t* mac, size_t mac_bytes) {
+  iovec iov[2] = {{payload, left}, {mac, mac_bytes}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = mac_bytes ? 2 : 1;
+  return ::recvmsg(fd, &msg, 0);
+}
 
 // Reads that start a frame, and payload remainders shorter than this, go
 // through a per-peer stage: one recv(2) then takes a header with its payload
@@ -55,9 +72,8 @@ constexpr size_t kStageBytes = (size_t(32) << 10) + FrameHeader::kBytes;
 constexpr size_t kCombineReadBytes = (size_t(512) << 10) + FrameHeader::kPaddedBytes;
 
 struct TcpTransport::Peer {
-  enum class Read { Header, Payload, Stalled };
-  Peer(int r, std::string d, size_t& buffered, size_t budget)
-      : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
+  enum class Read { Header, Payload, Mac, Stalled };
+  Peer(int r, std::string d, size_t& buffered, size_t budget) : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
   int rank = -1;
   net::Fd fd;
   std::string desc;
@@ -87,6 +103,20 @@ struct TcpTransport::Peer {
   // receive: the next recv(2) appends to them.
   size_t stage_kept = 0;
   bool has_staged() const { return staged_at < staged_end; }
+  std::optional<net::FrameAuth> auth;  // a tagged link's
+  net::FrameTag mac;  // the frame's, as read
+  size_t mac_got = 0;
+  size_t mac_bytes() const { return auth ? kMacBytes : 0; }
+  // The frame at the send queue's front was tagged but none of it went out:
+  // last words (abort, bye) go in its place and take its number.
+  void unseal_unsent_front() {
+    if (!sendq.empty() && sendq.front()->sealed && sendq.front()->sent == 0) {
+      auth->unseal_last();
+      sendq.front()->sealed = false;
+    }
+  }
+  // Last words fit between frames only.
+  bool at_frame_boundary() const { return sendq.empty() || sendq.front()->sent == 0; }
 };
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
@@ -99,6 +129,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     if (r == rank) continue;
     auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
                                     unexpected_bytes_, limits_.max_unexpected_bytes);
+    if (links[size_t(r)].tagged) p->auth.emplace(links[size_t(r)].key, links[size_t(r)].role);
     p->on_this_host = links[size_t(r)].fd && net::peer_on_this_host(links[size_t(r)].fd.get());
     ranks_on_host += p->on_this_host;
     p->fd = std::move(links[size_t(r)].fd);
@@ -112,9 +143,21 @@ TcpTransport::~TcpTransport() {
     // Tell peers we leave cleanly; unsent frames would be lost anyway.
     FrameHeader bye;
     bye.type = FrameHeader::kBye;
-    for (auto& p : peers_)
-      if (p && p->fd && (p->sendq.empty() || p->sendq.front()->sent == 0))
-        ::send(p->fd.get(), &bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
+    for (auto& p : peers_) {
+      if (!p || !p->fd || !p->at_frame_boundary()) continue;
+      try {
+        p->unseal_unsent_front();
+        net::FrameTag mac{};
+        if (p->auth) mac = p->auth->seal({bytes_of(bye)});
+        iovec iov[2] = {{&bye, sizeof bye}, {mac.data(), p->mac_bytes()}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } catch (const Error&) {
+        // No MAC, no goodbye: the peer sees an EOF instead.
+      }
+    }
   }
 }
 
@@ -158,12 +201,19 @@ void TcpTransport::close_links(const std::string& reason) noexcept {
   for (auto& p : peers_) {
     if (!p || !p->fd) continue;
     // An abort can only go out on a frame boundary; mid-frame the close says enough.
-    if (p->sendq.empty() || p->sendq.front()->sent == 0) {
-      iovec iov[2] = {{&h, sizeof h}, {text.data(), text.size()}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (p->at_frame_boundary()) {
+      try {
+        p->unseal_unsent_front();
+        net::FrameTag mac{};
+        if (p->auth) mac = p->auth->seal({bytes_of(h), {reinterpret_cast<const uint8_t*>(text.data()), text.size()}});
+        iovec iov[3] = {{&h, sizeof h}, {text.data(), text.size()}, {mac.data(), p->mac_bytes()}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 3;
+        ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } catch (const Error&) {
+        // No MAC, no abort frame: the close says enough.
+      }
     }
     // Half-close and keep the socket until destruction: closing with unread
     // data would send a reset that can overtake the abort frame.
@@ -216,8 +266,12 @@ RequestPtr TcpTransport::post_recv(int peer, uint64_t tag, void* data, size_t ca
 void TcpTransport::flush_sends(Peer& p) {
   while (!p.sendq.empty() && p.fd) {
     SendReq& s = *p.sendq.front();
-    const size_t head = FrameHeader::kBytes, pad = s.header.pad_bytes();
-    iovec iov[3];
+    const size_t head = FrameHeader::kBytes, pad = s.header.pad_bytes(), mac_at = head + pad + s.bytes;
+    if (p.auth && !s.sealed) {
+      s.mac = p.auth->seal({bytes_of(s.header), {s.data, s.bytes}});
+      s.sealed = true;
+    }
+    iovec iov[4];
     int n = 0;
     if (s.sent < head) iov[n++] = {reinterpret_cast<uint8_t*>(&s.header) + s.sent, head - s.sent};
     if (s.sent < head + pad) {
@@ -226,6 +280,8 @@ void TcpTransport::flush_sends(Peer& p) {
     }
     size_t body_sent = s.sent > head + pad ? s.sent - head - pad : 0;
     if (body_sent < s.bytes) iov[n++] = {const_cast<uint8_t*>(s.data) + body_sent, s.bytes - body_sent};
+    const size_t mac_sent = s.sent > mac_at ? s.sent - mac_at : 0;
+    if (mac_sent < p.mac_bytes()) iov[n++] = {s.mac.data() + mac_sent, p.mac_bytes() - mac_sent};
     ssize_t w = 0;
     if (n > 0) {
       msghdr msg{};
@@ -239,7 +295,7 @@ void TcpTransport::flush_sends(Peer& p) {
       }
     }
     s.sent += size_t(w);
-    if (s.sent == head + pad + s.bytes) {
+    if (s.sent == mac_at + p.mac_bytes()) {
       s.finish(s.bytes);
       p.sendq.pop_front();
     }
@@ -260,7 +316,7 @@ void TcpTransport::route_payload(Peer& p) {
   p.read = Peer::Read::Payload;
   p.target_got = 0;
   p.after_long = p.frame.length >= kStageBytes;
-  if (p.frame.length == 0) finish_frame(p);
+  if (p.frame.length == 0) payload_done(p);
 }
 
 void TcpTransport::header_arrived(Peer& p, size_t n) {
@@ -281,6 +337,10 @@ void TcpTransport::header_arrived(Peer& p, size_t n) {
 
 void TcpTransport::dispatch_header(Peer& p) {
   const FrameHeader& f = p.frame;
+  if (p.auth) {
+    p.auth->begin_incoming();
+    p.auth->add_incoming(bytes_of(f));
+  }
   if (f.type == FrameHeader::kData) {
     if (f.length > limits_.max_frame_bytes)
       fail(fmt::format("{}: frame of {} bytes exceeds the {} byte limit", p.desc, f.length,
@@ -294,7 +354,7 @@ void TcpTransport::dispatch_header(Peer& p) {
   p.target = reinterpret_cast<uint8_t*>(p.control.data());
   p.target_got = 0;
   p.read = Peer::Read::Payload;
-  if (f.length == 0) finish_frame(p);
+  if (f.length == 0) payload_done(p);
 }
 
 void TcpTransport::finish_frame(Peer& p) {
@@ -312,6 +372,15 @@ void TcpTransport::finish_frame(Peer& p) {
 
 bool TcpTransport::payload_done(Peer& p) {
   if (p.target_got < p.frame.length) return false;
+  if (p.mac_got < p.mac_bytes()) {
+    p.read = Peer::Read::Mac;
+    return false;
+  }
+  p.mac_got = 0;
+  if (p.auth && !p.auth->incoming_matches(p.mac))
+    fail(fmt::format("{}: frame {} failed its integrity check (altered, replayed or not from the rank that "
+                     "authenticated)",
+                     p.desc, p.auth->received()));
   const bool for_a_receive = bool(p.delivery.target);
   finish_frame(p);
   return for_a_receive;
@@ -326,6 +395,13 @@ bool TcpTransport::take_staged(Peer& p) {
     p.staged_at += n;
     header_arrived(p, n);
     return false;
+  }
+  if (p.read == Peer::Read::Mac) {
+    const size_t n = std::min(avail, p.mac_bytes() - p.mac_got);
+    std::memcpy(p.mac.data() + p.mac_got, src, n);
+    p.mac_got += n;
+    p.staged_at += n;
+    return payload_done(p);
   }
   size_t n = std::min(avail, p.frame.length - p.target_got);
   if (const Combine* c = p.delivery.combine()) {
@@ -345,8 +421,10 @@ bool TcpTransport::take_staged(Peer& p) {
         return false;
       }
     }
+    if (p.auth) p.auth->add_incoming({src, n});
     c->apply(p.target + p.target_got, src, n);
   } else {
+    if (p.auth) p.auth->add_incoming({src, n});
     std::memcpy(p.target + p.target_got, src, n);
   }
   p.target_got += n;
@@ -372,6 +450,18 @@ void TcpTransport::read_ready(Peer& p) {
       if (take_staged(p)) return;
       continue;
     }
+    if (p.read == Peer::Read::Mac) {
+      const ssize_t r = ::recv(p.fd.get(), p.mac.data() + p.mac_got, p.mac_bytes() - p.mac_got, 0);
+      if (r > 0) {
+        p.mac_got += size_t(r);
+        if (payload_done(p)) return;
+        continue;
+      }
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) fail(fmt::format("{}: connection closed mid-frame (before its MAC)", p.desc));
+      fail(fmt::format("{}: receive failed: {}", p.desc, net::errno_text(errno)));
+    }
     const bool header = p.read == Peer::Read::Header;
     const size_t left = header ? 0 : p.frame.length - p.target_got;
     // (The pad of a padded header comes through the stage.)
@@ -387,16 +477,18 @@ void TcpTransport::read_ready(Peer& p) {
                             : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
       reserve_stage(p, p.stage_kept + stage_read);
     }
-    ssize_t r = header_alone
-                    ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
-                : direct ? ::recv(p.fd.get(), p.target + p.target_got, left, 0)
-                         : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
+    ssize_t r = header_alone ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
+                : direct     ? recv_payload_and_mac(p.fd.get(), p.target + p.target_got, left, p.mac.data(), p.mac_bytes())
+                             : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
     if (r > 0 && header_alone) {
       header_arrived(p, size_t(r));
       continue;
     }
     if (r > 0 && direct) {
-      p.target_got += size_t(r);
+      const size_t payload = std::min(size_t(r), left);
+      if (p.auth) p.auth->add_incoming({p.target + p.target_got, payload});
+      p.target_got += payload;
+      p.mac_got = size_t(r) - payload;
       if (payload_done(p)) return;
       continue;
     }

@@ -1,9 +1,20 @@
 // The TCP backend's links: one non-blocking socket per peer carrying framed
 // messages, driven by poll(2) from test()/wait_all() (no thread of its own).
 //
-// Frame = 24-byte header + pad + payload:
+// Frame = 24-byte header + pad + payload [+ 16-byte MAC]:
 //   u32 magic "SLMF", u8 type (1 data, 2 abort, 3 bye), u8 pad_words, u8[2] zero, u64 tag,
-//   u64 length; then 8 * pad_words zero bytes the receiver skips.
+//   u64 length; then 8 * pad_words zero bytes the receiver skips; on a link
+//   between two hosts the MAC (net/frame_auth.h) over the header and the
+//   payload, keyed by the link's handshake, so a frame altered, replayed or
+//   injected on the way fails the transport naming the peer. A link within
+//   one host (its two ends' addresses the same: loopback) carries none: no
+//   network reaches it, and on loopback the MACs cost a 1B model's tp 2
+//   decode ~5 % (docs/BENCHMARKS.md). A sender tags a frame when its first
+//   byte goes out, so the frames' numbers follow the wire's order. A
+//   receiver adds the bytes to the MAC as they arrive (a combining receive
+//   sums them before the MAC is checked: a frame that fails it fails the
+//   transport, and with it every receive, so no sum of a forged frame is
+//   ever handed out).
 // A large payload goes out behind a header padded to kPaddedBytes: right
 // behind the bare 24 bytes, a 2-rank exchange of 256 KiB-4 MiB over loopback
 // took ~1.5x as long as with no header, the same in a raw socket exchange
@@ -28,6 +39,7 @@
 #include <vector>
 
 #include "comm/inbox.h"
+#include "net/frame_auth.h"
 #include "net/socket.h"
 #include "comm/transport.h"
 #include "comm/wait_policy.h"
@@ -63,6 +75,9 @@ struct TcpLimits {
 struct PeerLink {
   net::Fd fd;                // connected, authenticated, non-blocking
   std::string address;  // "ip:port" for messages
+  net::SessionKey key{};  // the handshake's
+  net::Role role = net::Role::Acceptor;  // this end's in the handshake
+  bool tagged = true;  // frames carry MACs (both ends must agree: connect_tcp's rule)
 };
 
 class TcpTransport final : public Transport {
@@ -102,7 +117,7 @@ class TcpTransport final : public Transport {
   void read_ready(Peer& p);
   static void reserve_stage(Peer& p, size_t bytes);
   bool take_staged(Peer& p);   // true when a frame for a receive completed
-  bool payload_done(Peer& p);  // the same, once the payload is all there
+  bool payload_done(Peer& p);  // the same, once the payload and its MAC are all there
   // n more bytes of the header (and its pad) are in: checks the header once
   // its fixed part is, dispatches it once the pad is too.
   void header_arrived(Peer& p, size_t n);

@@ -222,9 +222,8 @@ TEST(TcpFrames, AbortIsSentToPeersOnFailure) {
   ASSERT_EQ(::read(p.peer.get(), reason.data(), reason.size()), ssize_t(reason.size()));
   ASSERT_EQ(::read(p.peer.get(), mac.data(), mac.size()), ssize_t(mac.size()));
   EXPECT_EQ(reason, "local trouble");
-  EXPECT_TRUE(p.fake.verify(
-      {{reinterpret_cast<const uint8_t*>(&h), sizeof h}, {reinterpret_cast<const uint8_t*>(reason.data()), reason.size()}},
-      mac));
+  const auto* reason_bytes = reinterpret_cast<const uint8_t*>(reason.data());
+  EXPECT_TRUE(p.fake.verify({{reinterpret_cast<const uint8_t*>(&h), sizeof h}, {reason_bytes, reason.size()}}, mac));
 }
 
 // A link within one host (connect_tcp: both ends' addresses the same) carries frames without MACs.

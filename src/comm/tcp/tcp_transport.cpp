@@ -73,7 +73,8 @@ constexpr size_t kCombineReadBytes = (size_t(512) << 10) + FrameHeader::kPaddedB
 
 struct TcpTransport::Peer {
   enum class Read { Header, Payload, Mac, Stalled };
-  Peer(int r, std::string d, size_t& buffered, size_t budget) : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
+  Peer(int r, std::string d, size_t& buffered, size_t budget)
+      : rank(r), desc(std::move(d)), inbox(desc, buffered, budget) {}
   int rank = -1;
   net::Fd fd;
   std::string desc;
@@ -477,8 +478,9 @@ void TcpTransport::read_ready(Peer& p) {
                             : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
       reserve_stage(p, p.stage_kept + stage_read);
     }
+    uint8_t* const payload_at = p.target + p.target_got;
     ssize_t r = header_alone ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
-                : direct     ? recv_payload_and_mac(p.fd.get(), p.target + p.target_got, left, p.mac.data(), p.mac_bytes())
+                : direct     ? recv_payload_and_mac(p.fd.get(), payload_at, left, p.mac.data(), p.mac_bytes())
                              : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
     if (r > 0 && header_alone) {
       header_arrived(p, size_t(r));

@@ -41,8 +41,8 @@ std::span<const uint8_t> bytes_of(const FrameHeader& h) { return {reinterpret_ca
 // The pad behind a padded header.
 const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
 
-// A long payload's rest straight into its buffer, and the MAC behind it in
-// the same recvmsg(2) when it is there.
+// A long payload's rest straight into its buffer, and the MAC behind it (if
+// the link has MACs) in the same recvmsg(2) when it is there.
 ssize_t recv_payload_and_mac(int fd, uint8_t* payload, size_t left, uint8_t* mac, size_t mac_bytes) {
   iovec iov[2] = {{payload, left}, {mac, mac_bytes}};
   msghdr msg{};
@@ -478,9 +478,9 @@ void TcpTransport::read_ready(Peer& p) {
                             : std::min(kCombineReadBytes, std::max(kStageBytes, left + FrameHeader::kBytes));
       reserve_stage(p, p.stage_kept + stage_read);
     }
-    uint8_t* const payload_at = p.target + p.target_got;
     ssize_t r = header_alone ? ::recv(p.fd.get(), p.header_bytes + p.header_got, FrameHeader::kBytes - p.header_got, 0)
-                : direct     ? recv_payload_and_mac(p.fd.get(), payload_at, left, p.mac.data(), p.mac_bytes())
+                : direct     ? recv_payload_and_mac(p.fd.get(), p.target + p.target_got, left, p.mac.data(),
+                                                    p.mac_bytes())
                              : ::recv(p.fd.get(), p.stage.get() + p.stage_kept, stage_read, 0);
     if (r > 0 && header_alone) {
       header_arrived(p, size_t(r));

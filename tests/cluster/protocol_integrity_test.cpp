@@ -155,6 +155,20 @@ TEST(ControlFrames, AHandedOverConnectionCarriesOn) {
   EXPECT_EQ(coordinator.expect_json(MsgType::Status, after_seconds(2))["status"], "ready");
 }
 
+TEST(ControlFrames, AnUnsentFrameGivesItsNumberToTheNext) {
+  // A sender that tagged a frame, then sent something else in its place
+  // (tcp_transport's last words): the receiver sees no gap.
+  net::FrameAuth sender(kIntegrityKey, Role::Connector), receiver(kIntegrityKey, Role::Acceptor);
+  const uint8_t first[] = {1}, words[] = {2}, next[] = {3};
+  sender.seal({first});
+  sender.unseal_last();
+  const net::FrameTag last_words = sender.seal({words});
+  EXPECT_TRUE(receiver.verify({words}, last_words));
+  const net::FrameTag after = sender.seal({next});
+  EXPECT_TRUE(receiver.verify({next}, after));
+  EXPECT_EQ(receiver.received(), 2u);
+}
+
 TEST(ControlFrames, TheHandshakeAgreesOnAFreshSessionKey) {
   const auto keys = [] {
     Pair link;

@@ -107,7 +107,7 @@ void Channel::write_frame(MsgType type, const void* data, size_t bytes, const Pa
   Header h;
   h.type = uint32_t(type);
   h.length = bytes;
-  const std::span<const uint8_t> header(reinterpret_cast<const uint8_t*>(&h), sizeof h);
+  const std::span<const uint8_t> header = net::bytes_of(h);
   const std::span<const uint8_t> payload(static_cast<const uint8_t*>(data), bytes);
   const net::FrameTag tag = auth_.seal({header, payload});
   try {
@@ -147,7 +147,7 @@ Message Channel::recv_paced(const Pace& pace) {
     net::read_all(fd_.get(), m.payload.data(), m.payload.size(), pace.next(), peer_, pace.silence_s);
     net::FrameTag tag;
     net::read_all(fd_.get(), tag.data(), tag.size(), pace.next(), peer_, pace.silence_s);
-    if (!auth_.verify({{reinterpret_cast<const uint8_t*>(&h), sizeof h}, m.payload}, tag))
+    if (!auth_.verify({net::bytes_of(h), m.payload}, tag))
       throw Error(fmt::format("{}: control frame {} ({}) failed its integrity check: altered, replayed or not "
                               "from the peer that authenticated",
                               peer_, auth_.received(), type_name(m.type)));

@@ -63,7 +63,7 @@ FrameTag FrameMac::tag() {
 }
 
 FrameAuth::FrameAuth(const SessionKey& key, Role self, uint64_t sent, uint64_t received)
-    : key_(key), self_(self), sent_(sent), received_(received), outgoing_(key, self), incoming_(key, other(self)) {}
+    : key_(key), sent_(sent), received_(received), outgoing_(key, self), incoming_(key, other(self)) {}
 
 FrameTag FrameAuth::seal(std::initializer_list<std::span<const uint8_t>> parts) {
   outgoing_.begin(sent_++);

@@ -73,6 +73,14 @@ Fd adopt_listener(int fd) {
   return listener;
 }
 
+// An authenticated link to `peer`. Its frames carry MACs unless its two ends'
+// addresses are the same (loopback: no network reaches it), which both ends
+// see alike.
+PeerLink link_of(Fd fd, std::string address, const HelloInfo& peer, Role role) {
+  const bool tagged = !peer_on_this_host(fd.get());
+  return {std::move(fd), std::move(address), peer.session_key, role, tagged};
+}
+
 constexpr std::chrono::milliseconds kCheckInterval{100};  // how often while_waiting is called
 
 Deadline handshake_deadline(const ConnectOptions& o, Deadline overall) {
@@ -108,8 +116,7 @@ void accept_peers(int listen_fd, int count, const ConnectOptions& o, const Hands
         throw Error(fmt::format("connection from {} claims rank {} of {} (unexpected here)", addr,
                                 peer.rank, peer.size));
       on_peer(peer, addr);
-      const bool tagged = !peer_on_this_host(c.get());
-      links[size_t(peer.rank)] = {std::move(c), addr, peer.session_key, Role::Acceptor, tagged};
+      links[size_t(peer.rank)] = link_of(std::move(c), addr, peer, Role::Acceptor);
       ++got;
     } catch (const Error& e) {
       spdlog::warn("comm: rank {} dropped a connection: {}", o.rank, e.what());
@@ -153,8 +160,7 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       throw Error(fmt::format("{}: answered as rank {} of {}, expected rank 0 of {}", who,
                               root.rank, root.size, o.size));
     std::vector<Address> table = read_table(c.get(), o.size, deadline, who);
-    const bool tagged = !peer_on_this_host(c.get());
-    links[0] = {std::move(c), coord.str(), root.session_key, Role::Connector, tagged};
+    links[0] = link_of(std::move(c), coord.str(), root, Role::Connector);
     for (int s = 1; s < o.rank; ++s) {
       HostPort hpv{table[size_t(s)].host, table[size_t(s)].port};
       std::string peer_who = fmt::format("rank {} ({})", s, hpv.str());
@@ -162,8 +168,7 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
       HelloInfo peer = handshake(f.get(), Role::Connector, hp, deadline, peer_who);
       if (peer.rank != s)
         throw Error(fmt::format("{}: answered as rank {}", peer_who, peer.rank));
-      const bool tagged = !peer_on_this_host(f.get());
-      links[size_t(s)] = {std::move(f), hpv.str(), peer.session_key, Role::Connector, tagged};
+      links[size_t(s)] = link_of(std::move(f), hpv.str(), peer, Role::Connector);
     }
     if (accepts)
       accept_peers(listener.get(), o.size - 1 - o.rank, o, hp, deadline, links,

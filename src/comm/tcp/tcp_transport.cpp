@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -36,7 +37,7 @@ struct TcpTransport::SendReq : Request {
 
 constexpr size_t kMacBytes = sizeof(net::FrameTag);
 
-std::span<const uint8_t> bytes_of(const FrameHeader& h) { return {reinterpret_cast<const uint8_t*>(&h), sizeof h}; }
+using net::bytes_of;
 
 // The pad behind a padded header.
 const uint8_t kZeroPad[FrameHeader::kMaxPadBytes] = {};
@@ -108,16 +109,31 @@ struct TcpTransport::Peer {
   net::FrameTag mac;  // the frame's, as read
   size_t mac_got = 0;
   size_t mac_bytes() const { return auth ? kMacBytes : 0; }
-  // The frame at the send queue's front was tagged but none of it went out:
-  // last words (abort, bye) go in its place and take its number.
-  void unseal_unsent_front() {
-    if (!sendq.empty() && sendq.front()->sealed && sendq.front()->sent == 0) {
-      auth->unseal_last();
-      sendq.front()->sealed = false;
+  // A last frame (abort, bye) with `text`, without waiting: only between
+  // frames (mid-frame the close says enough). Where the frame at the send
+  // queue's front was tagged but none of it went out, this one takes its
+  // place and its number. Without a MAC (OpenSSL failed) none is sent.
+  void send_last_words(FrameHeader h, std::string_view text) noexcept {
+    if (!fd || !(sendq.empty() || sendq.front()->sent == 0)) return;
+    h.length = text.size();
+    net::FrameTag mac{};
+    try {
+      if (auth) {
+        if (!sendq.empty() && sendq.front()->sealed) {
+          auth->unseal_last();
+          sendq.front()->sealed = false;
+        }
+        mac = auth->seal({bytes_of(h), {reinterpret_cast<const uint8_t*>(text.data()), text.size()}});
+      }
+    } catch (const Error&) {
+      return;
     }
+    iovec iov[3] = {{&h, sizeof h}, {const_cast<char*>(text.data()), text.size()}, {mac.data(), mac_bytes()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 3;
+    ::sendmsg(fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
-  // Last words fit between frames only.
-  bool at_frame_boundary() const { return sendq.empty() || sendq.front()->sent == 0; }
 };
 
 TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Timeouts timeouts,
@@ -144,21 +160,8 @@ TcpTransport::~TcpTransport() {
     // Tell peers we leave cleanly; unsent frames would be lost anyway.
     FrameHeader bye;
     bye.type = FrameHeader::kBye;
-    for (auto& p : peers_) {
-      if (!p || !p->fd || !p->at_frame_boundary()) continue;
-      try {
-        p->unseal_unsent_front();
-        net::FrameTag mac{};
-        if (p->auth) mac = p->auth->seal({bytes_of(bye)});
-        iovec iov[2] = {{&bye, sizeof bye}, {mac.data(), p->mac_bytes()}};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 2;
-        ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      } catch (const Error&) {
-        // No MAC, no goodbye: the peer sees an EOF instead.
-      }
-    }
+    for (auto& p : peers_)
+      if (p) p->send_last_words(bye, {});
   }
 }
 
@@ -198,24 +201,9 @@ void TcpTransport::close_links(const std::string& reason) noexcept {
   std::string text = reason.substr(0, FrameHeader::kMaxAbortReason);
   FrameHeader h;
   h.type = FrameHeader::kAbort;
-  h.length = text.size();
   for (auto& p : peers_) {
     if (!p || !p->fd) continue;
-    // An abort can only go out on a frame boundary; mid-frame the close says enough.
-    if (p->at_frame_boundary()) {
-      try {
-        p->unseal_unsent_front();
-        net::FrameTag mac{};
-        if (p->auth) mac = p->auth->seal({bytes_of(h), {reinterpret_cast<const uint8_t*>(text.data()), text.size()}});
-        iovec iov[3] = {{&h, sizeof h}, {text.data(), text.size()}, {mac.data(), p->mac_bytes()}};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 3;
-        ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      } catch (const Error&) {
-        // No MAC, no abort frame: the close says enough.
-      }
-    }
+    p->send_last_words(h, text);
     // Half-close and keep the socket until destruction: closing with unread
     // data would send a reset that can overtake the abort frame.
     ::shutdown(p->fd.get(), SHUT_WR);

@@ -24,8 +24,9 @@
 namespace shardlm::net {
 
 // 2: the session key, and frames tagged with it (cluster/protocol.h,
-// comm/tcp/tcp_transport.h).
-constexpr uint32_t kProtocolVersion = 2;
+// comm/tcp/tcp_transport.h). 3: the tcp backend's address table tagged too
+// (comm/tcp/tcp_connect.cpp).
+constexpr uint32_t kProtocolVersion = 3;
 
 enum class Role : char { Connector = 'C', Acceptor = 'A' };
 

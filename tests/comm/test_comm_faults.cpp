@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "comm/tcp/tcp.h"
+#include "net/frame_auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "core/error.h"
@@ -136,6 +140,56 @@ TEST(Faults, GarbageAtTheCoordinatorPortIsDroppedAndTheWorldStillForms) {
   // first bytes reached it unread, as reset (RST): which one is timing.
   EXPECT_TRUE(contains(out[0].log, "connection closed by peer") || contains(out[0].log, "Connection reset by peer"))
       << testing::describe(out);
+}
+
+// A fake rank 0 on 127.0.0.2 (an address other than the connecting rank's
+// 127.0.0.1: their link is tagged, as between hosts) answers rank 1's
+// handshake, then sends the address table under the MAC of the table's bytes,
+// with the last of them changed after the MAC was made when `alter`.
+// Returns what rank 1's rendezvous said.
+std::string join_with_table_from_fake_rank0(bool alter) {
+  const auto deadline = SteadyClock::now() + 3s;
+  net::Fd listener = net::listen_on({"127.0.0.2", 0});
+  const std::string coordinator = fmt::format("127.0.0.2:{}", net::local_port(listener.get()));
+  std::string outcome;
+  std::thread rank1([&] {
+    ConnectOptions o;
+    o.rank = 1;
+    o.size = 2;
+    o.coordinator = coordinator;
+    o.token = "tok";
+    o.timeouts.connect = 3s;
+    try {
+      connect_tcp(o);
+      outcome = "joined";
+    } catch (const Error& e) {
+      outcome = e.what();
+    }
+  });
+  net::Fd c = net::accept_until(listener.get(), deadline);
+  EXPECT_TRUE(c);
+  const net::HelloInfo peer =
+      net::handshake(c.get(), net::Role::Acceptor, {{0, 2, 0}, "tok", "shardlm", net::kProtocolVersion}, deadline,
+                     "rank 1");
+  // Two entries: rank 0 (no host: the others know it) and rank 1 at 127.0.0.1, port 0.
+  std::vector<uint8_t> table = {2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0};
+  for (char ch : std::string("127.0.0.1")) table.push_back(uint8_t(ch));
+  net::FrameAuth auth(peer.session_key, net::Role::Acceptor);
+  const net::FrameTag mac = auth.seal({table});
+  if (alter) table.back() = '2';
+  table.insert(table.end(), mac.begin(), mac.end());
+  net::write_all(c.get(), table.data(), table.size(), deadline, "rank 1");
+  rank1.join();
+  return outcome;
+}
+
+// Between hosts rank 0's address table is the link's first tagged frame: a
+// table changed on the way fails the rendezvous naming rank 0.
+TEST(Faults, AnAlteredAddressTableFailsTheRendezvous) {
+  EXPECT_EQ(join_with_table_from_fake_rank0(false), "joined");
+  const std::string error = join_with_table_from_fake_rank0(true);
+  EXPECT_TRUE(contains(error, "rank 0 (127.0.0.2:")) << error;
+  EXPECT_TRUE(contains(error, "the address table failed its integrity check")) << error;
 }
 
 // Runs the handshake between this process and a forked child over a socket pair.

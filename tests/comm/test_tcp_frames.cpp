@@ -46,7 +46,8 @@ Pair make_pair(TcpLimits limits = {}, bool tagged = true) {
   EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   net::set_nonblocking(sv[0]);
   std::vector<PeerLink> links(2);
-  links[1] = {net::Fd(sv[0]), "fake", net::SessionKey{}, net::Role::Acceptor, tagged};
+  links[1] = {net::Fd(sv[0]), "fake", std::nullopt};
+  if (tagged) links[1].auth.emplace(net::SessionKey{}, net::Role::Acceptor);
   Timeouts to;
   to.op = 500ms;
   Pair p;

@@ -1,6 +1,9 @@
 // Rendezvous of the TCP backend: every rank authenticates to rank 0 (the
 // coordinator) and tells it the port it listens on; rank 0 answers with
-// everyone's address; then rank r connects to ranks 1..r-1 and accepts from
+// everyone's address (on a tagged link the link's first tagged frame: an
+// address changed on the way would send a rank to a host of someone's
+// choosing, whose handshake would fail, but the failure would not name
+// the culprit); then rank r connects to ranks 1..r-1 and accepts from
 // ranks r+1..n-1, so every pair ends up with one authenticated socket.
 // Connections that fail the handshake are logged and dropped; the wait goes
 // on until the connect deadline, or until ConnectOptions::while_waiting throws.
@@ -8,9 +11,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "net/frame_auth.h"
 #include "net/handshake.h"
 #include "net/socket.h"
 #include "comm/tcp/tcp.h"
@@ -33,8 +38,10 @@ std::string host_of(const std::string& ip_port) {
   return ip_port.substr(0, ip_port.rfind(':'));
 }
 
-// Address table: u32 count, then per rank u16 port, u16 host length, host.
-std::vector<uint8_t> encode_table(const std::vector<Address>& table) {
+// Address table: u32 count, then per rank u16 port, u16 host length, host;
+// on a tagged link then the MAC of those bytes, the link's first frame
+// (net/frame_auth.h).
+std::vector<uint8_t> encode_table(const std::vector<Address>& table, std::optional<FrameAuth>& auth) {
   std::vector<uint8_t> out(4);
   uint32_t n = uint32_t(table.size());
   std::memcpy(out.data(), &n, 4);
@@ -46,22 +53,39 @@ std::vector<uint8_t> encode_table(const std::vector<Address>& table) {
                reinterpret_cast<const uint8_t*>(&len) + 2);
     out.insert(out.end(), a.host.begin(), a.host.end());
   }
+  if (auth) {
+    const FrameTag mac = auth->seal({out});
+    out.insert(out.end(), mac.begin(), mac.end());
+  }
   return out;
 }
 
-std::vector<Address> read_table(int fd, int size, Deadline deadline, const std::string& who) {
+std::vector<Address> read_table(int fd, int size, std::optional<FrameAuth>& auth, Deadline deadline,
+                                const std::string& who) {
+  std::vector<uint8_t> bytes;  // as sent, for the MAC
+  const auto read = [&](void* to, size_t n) {
+    read_all(fd, to, n, deadline, who);
+    bytes.insert(bytes.end(), static_cast<const uint8_t*>(to), static_cast<const uint8_t*>(to) + n);
+  };
   uint32_t n = 0;
-  read_all(fd, &n, 4, deadline, who);
+  read(&n, 4);
   if (n != uint32_t(size))
     throw Error(fmt::format("{}: address table has {} entries, expected {}", who, n, size));
   std::vector<Address> table(n);
   for (auto& a : table) {
     uint16_t len = 0;
-    read_all(fd, &a.port, 2, deadline, who);
-    read_all(fd, &len, 2, deadline, who);
+    read(&a.port, 2);
+    read(&len, 2);
     if (len > 255) throw Error(fmt::format("{}: address table host of {} bytes", who, len));
     a.host.resize(len);
-    read_all(fd, a.host.data(), len, deadline, who);
+    read(a.host.data(), len);
+  }
+  if (auth) {
+    FrameTag mac;
+    read_all(fd, mac.data(), mac.size(), deadline, who);
+    if (!auth->verify({bytes}, mac))
+      throw Error(fmt::format("{}: the address table failed its integrity check: altered, or not from the peer "
+                              "that authenticated", who));
   }
   return table;
 }
@@ -77,8 +101,9 @@ Fd adopt_listener(int fd) {
 // addresses are the same (loopback: no network reaches it), which both ends
 // see alike.
 PeerLink link_of(Fd fd, std::string address, const HelloInfo& peer, Role role) {
-  const bool tagged = !peer_on_this_host(fd.get());
-  return {std::move(fd), std::move(address), peer.session_key, role, tagged};
+  PeerLink link{std::move(fd), std::move(address), std::nullopt};
+  if (!peer_on_this_host(link.fd.get())) link.auth.emplace(peer.session_key, role);
+  return link;
 }
 
 constexpr std::chrono::milliseconds kCheckInterval{100};  // how often while_waiting is called
@@ -143,10 +168,11 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
                  [&](const HelloInfo& peer, const std::string& addr) {
                    table[size_t(peer.rank)] = {host_of(addr), peer.listen_port};
                  });
-    std::vector<uint8_t> bytes = encode_table(table);
-    for (int r = 1; r < o.size; ++r)
+    for (int r = 1; r < o.size; ++r) {
+      const std::vector<uint8_t> bytes = encode_table(table, links[size_t(r)].auth);
       write_all(links[size_t(r)].fd.get(), bytes.data(), bytes.size(), deadline,
                 fmt::format("rank {} ({})", r, links[size_t(r)].address));
+    }
   } else {
     // The last rank takes no links (it connects to all the others): it opens no port.
     const bool accepts = o.rank < o.size - 1;
@@ -159,8 +185,8 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
     if (root.rank != 0 || root.size != o.size)
       throw Error(fmt::format("{}: answered as rank {} of {}, expected rank 0 of {}", who,
                               root.rank, root.size, o.size));
-    std::vector<Address> table = read_table(c.get(), o.size, deadline, who);
     links[0] = link_of(std::move(c), coord.str(), root, Role::Connector);
+    std::vector<Address> table = read_table(links[0].fd.get(), o.size, links[0].auth, deadline, who);
     for (int s = 1; s < o.rank; ++s) {
       HostPort hpv{table[size_t(s)].host, table[size_t(s)].port};
       std::string peer_who = fmt::format("rank {} ({})", s, hpv.str());

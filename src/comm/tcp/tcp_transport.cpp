@@ -146,7 +146,7 @@ TcpTransport::TcpTransport(int rank, int size, std::vector<PeerLink> links, Time
     if (r == rank) continue;
     auto p = std::make_unique<Peer>(r, fmt::format("rank {} ({})", r, links[size_t(r)].address),
                                     unexpected_bytes_, limits_.max_unexpected_bytes);
-    if (links[size_t(r)].tagged) p->auth.emplace(links[size_t(r)].key, links[size_t(r)].role);
+    p->auth = std::move(links[size_t(r)].auth);
     p->on_this_host = links[size_t(r)].fd && net::peer_on_this_host(links[size_t(r)].fd.get());
     ranks_on_host += p->on_this_host;
     p->fd = std::move(links[size_t(r)].fd);

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,9 +76,10 @@ struct TcpLimits {
 struct PeerLink {
   net::Fd fd;                // connected, authenticated, non-blocking
   std::string address;  // "ip:port" for messages
-  net::SessionKey key{};  // the handshake's
-  net::Role role = net::Role::Acceptor;  // this end's in the handshake
-  bool tagged = true;  // frames carry MACs (both ends must agree: connect_tcp's rule)
+  // A tagged link's MACs, numbered from the frames the rendezvous sent on it
+  // already; none: its frames carry no MACs (both ends must agree:
+  // connect_tcp's rule).
+  std::optional<net::FrameAuth> auth;
 };
 
 class TcpTransport final : public Transport {

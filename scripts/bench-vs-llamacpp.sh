@@ -2,7 +2,10 @@
 # bench-vs-llamacpp.sh [BUILD_DIR] [MODEL_DIR]: shardlm next to llama.cpp on the
 # same files, in one run, interleaved: prompt processing (512 tokens) and decode
 # from an empty context, at each thread count, several rounds; prints one table
-# with the best of the rounds for each engine and their ratio.
+# with the best of the rounds for each engine and their ratio, and the median
+# (and range) of each round's own ratio: the two engines of a round run
+# seconds apart, so a round's ratio rides out the host's slow spells that the
+# best of the rounds, taken from different minutes, can fall into.
 #
 # llama.cpp is the build in ../shared/peers/llama.cpp (see its README), or
 # $LLAMA_BENCH. Model files are random-weight GGUFs of real shapes written once
@@ -66,8 +69,8 @@ case "${ISA:-}" in
     llama="$llama_copy/$(basename "$llama")" ;;
   *) echo "ISA=$ISA: expected avx2 or avx512 (or unset)" >&2; exit 1 ;;
 esac
-# One line per measurement: model threads metric engine tok/s.
-record() { echo "$1 $2 $3 $4 $5" >>"$results"; }
+# One line per measurement: model threads metric engine tok/s round.
+record() { echo "$1 $2 $3 $4 $5 $r" >>"$results"; }
 
 llama_kv=()
 [ -z "$kv_type" ] || llama_kv=(-ctk "$kv_type" -ctv "$kv_type")
@@ -88,10 +91,10 @@ run_llama() {  # model threads
           "$llama" -m "$dir/$1.gguf" -p 0 -n "$gen" -d "$depth" -t "$2" -r 1 -mmp "${LLAMA_MMAP:-0}" "${llama_kv[@]}" -o csv 2>/dev/null | tail -n +2
         fi)
   # The header is plain, the rows quote every field; avg_ts is tok/s.
-  echo "$csv" | awk -v m="$1" -v t="$2" -v d="$decode_test" '
+  echo "$csv" | awk -v m="$1" -v t="$2" -v d="$decode_test" -v r="$r" '
     NR == 1 { n = split($0, h, ","); for (i = 1; i <= n; i++) col[h[i]] = i; next }
     { sub(/^"/, ""); sub(/"$/, ""); split($0, f, "\",\"")
-      print m, t, (f[col["n_prompt"]] > 0 ? "prompt" : d), "llama.cpp", f[col["avg_ts"]] }' >>"$results"
+      print m, t, (f[col["n_prompt"]] > 0 ? "prompt" : d), "llama.cpp", f[col["avg_ts"]], r }' >>"$results"
 }
 
 run_shardlm() {  # model threads
@@ -112,7 +115,7 @@ echo "cpu: $cpu, $(nproc) cpus"
 "$shardlm" bench -m "$dir/$first.gguf" -t 1 --prompt 0 --gen 1 --bandwidth-mib 64 2>/dev/null | sed -n 's/^cpu: */shardlm: /p'
 "$llama" -m "$dir/$first.gguf" -p 0 -n 1 -t 1 -r 1 2>&1 >/dev/null | sed -n 's/.*load_backend: loaded CPU backend from/llama.cpp: CPU backend/p' | head -1
 echo "date: $(date -u +%FT%TZ); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens after $depth of context; KV cache: $kv_label; best of the rounds"
+echo "rounds: $rounds, prompt $prompt tokens, decode $gen tokens after $depth of context; KV cache: $kv_label; best of the rounds, and the ratio within each round"
 
 for ((r = 1; r <= rounds; r++)); do
   for m in $models; do
@@ -126,16 +129,26 @@ done
 
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| model | threads | test | llama.cpp tok/s | shardlm tok/s | shardlm / llama.cpp |"
-echo "|---|---:|---|---:|---:|---:|"
+echo "| model | threads | test | llama.cpp tok/s | shardlm tok/s | shardlm / llama.cpp | a round's ratio: median (range) |"
+echo "|---|---:|---|---:|---:|---:|---|"
 awk '
-  { k = $1 " " $2 " " $3; if ($5 + 0 > best[k, $4]) best[k, $4] = $5 + 0; keys[k] = 1; if (!(k in order)) order[k] = NR }
+  { k = $1 " " $2 " " $3; if ($5 + 0 > best[k, $4]) best[k, $4] = $5 + 0; keys[k] = 1; if (!(k in order)) order[k] = NR
+    tps[k, $6, $4] = $5 + 0; rounds[$6] = 1 }
+  # The median and range of the rounds ratios of key k, as text.
+  function round_ratios(k,    r, n, v, i, j, tmp) {
+    n = 0
+    for (r in rounds) if (tps[k, r, "llama.cpp"] > 0 && tps[k, r, "shardlm"] > 0) v[++n] = tps[k, r, "shardlm"] / tps[k, r, "llama.cpp"]
+    if (n == 0) return "-"
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j] < v[j - 1]; j--) { tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp }
+    return sprintf("%.2f (%.2f-%.2f)", n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2, v[1], v[n])
+  }
   END {
     n = 0; for (k in keys) sorted[++n] = k
     for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (order[sorted[j]] < order[sorted[i]]) {
       tmp = sorted[i]; sorted[i] = sorted[j]; sorted[j] = tmp }
     for (i = 1; i <= n; i++) {
       k = sorted[i]; split(k, f, " "); l = best[k, "llama.cpp"]; s = best[k, "shardlm"]
-      printf "| %s | %s | %s | %.1f | %.1f | %s |\n", f[1], f[2], f[3], l, s, (l > 0 ? sprintf("%.2f", s / l) : "-")
+      printf "| %s | %s | %s | %.1f | %.1f | %s | %s |\n", f[1], f[2], f[3], l, s, (l > 0 ? sprintf("%.2f", s / l) : "-"),
+             round_ratios(k)
     }
   }' "$results"

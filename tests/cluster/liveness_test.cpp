@@ -65,27 +65,37 @@ TEST_F(ClusterTest, StoppedWorkerIsNamedWithinFiveSecondsAndTheOtherGoesIdle) {
   workers_[1]->signal_group(SIGCONT);
 }
 
+// The coordinator of the one worker at `node` stops (SIGSTOP: a frozen
+// machine) mid-job: within 5 s the worker says it is not responding and goes
+// idle, its job's slices removed, and serves the next coordinator.
+class StoppedCoordinatorTest : public ClusterTest {
+ protected:
+  void stop_and_expect_the_worker_to_give_up(Process& coordinator, const std::string& node) {
+    coordinator.signal_group(SIGSTOP);
+    const auto t0 = SteadyClock::now();
+    while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
+    EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
+    EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
+    // The job process gave up at once (_exit); the daemon removed its slices'
+    // directory. (Only this job's: another test's daemon killed with -9 on a
+    // port since reused may have left one, which the CI once saw.)
+    const fs::path job_dir = last_job_dir(*workers_[0], node);
+    EXPECT_FALSE(job_dir.empty()) << workers_[0]->err();
+    EXPECT_FALSE(fs::exists(job_dir)) << job_dir << " was left behind";
+    coordinator.kill9();
+    auto next = run({"-n", "40", "--nodes", node});
+    ASSERT_EQ(next.status, 0) << next.err;
+    EXPECT_EQ(next.out, single_node());
+  }
+};
+
 // (A 2 s peer timeout against the 5 s bound: with the default 3 s the worker
 // once took over 5 s to say idle under AddressSanitizer beside another test.)
-TEST_F(ClusterTest, WorkersGiveUpAStoppedCoordinator) {
+TEST_F(StoppedCoordinatorTest, WorkersGiveUpAStoppedCoordinator) {
   const std::string node = start_worker({}, {"SHARDLM_WORKER_TOKEN_DELAY_MS=50"});
   auto coordinator = start_run({"-n", "400", "--nodes", node, "--peer-timeout", "2"});
   wait_for_output(*coordinator, 40);
-  coordinator->signal_group(SIGSTOP);
-  const auto t0 = SteadyClock::now();
-  while (seconds_since(t0) < 8 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
-  EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
-  EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
-  // The job process gave up at once (_exit); the daemon removed its slices'
-  // directory. (Only this job's: another test's daemon killed with -9 on a
-  // port since reused may have left one, which the CI once saw.)
-  const fs::path job_dir = last_job_dir(*workers_[0], node);
-  EXPECT_FALSE(job_dir.empty()) << workers_[0]->err();
-  EXPECT_FALSE(fs::exists(job_dir)) << job_dir << " was left behind";
-  coordinator->kill9();
-  auto next = run({"-n", "40", "--nodes", node});
-  ASSERT_EQ(next.status, 0) << next.err;
-  EXPECT_EQ(next.out, single_node());
+  stop_and_expect_the_worker_to_give_up(*coordinator, node);
 }
 
 TEST_F(ClusterTest, SecondCoordinatorIsToldAtOnceThatTheWorkerIsBusy) {
@@ -167,25 +177,11 @@ TEST_F(ClusterTest, SetupLongerThanThePeerTimeoutIsNotSilence) {
 // A coordinator that stops while the workers set up (here after they said
 // ready, so before they connect to it and while they load) is given up within
 // the peer timeout. (--worker-model: no transfer, so the stop comes after it.)
-TEST_F(ClusterTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
+TEST_F(StoppedCoordinatorTest, WorkersGiveUpACoordinatorStoppedDuringSetup) {
   const std::string node = start_worker({}, {"SHARDLM_WORKER_SETUP_DELAY_MS=1000"});
   auto coordinator = start_run({"-n", "8", "--nodes", node, "--peer-timeout", "1", "--worker-model", kModel});
   wait_for_err(*workers_[0], "worker: job as rank", kReadyPolls);
-  coordinator->signal_group(SIGSTOP);
-  const auto t0 = SteadyClock::now();
-  while (seconds_since(t0) < 20 && workers_[0]->err().find("worker: idle") == std::string::npos) usleep(20000);
-  EXPECT_LT(seconds_since(t0), 5.0) << workers_[0]->err();
-  EXPECT_NE(workers_[0]->err().find("not responding"), std::string::npos) << workers_[0]->err();
-  // The job process gave up at once (_exit); the daemon removed its slices'
-  // directory. (Only this job's: another test's daemon killed with -9 on a
-  // port since reused may have left one, which the CI once saw.)
-  const fs::path job_dir = last_job_dir(*workers_[0], node);
-  EXPECT_FALSE(job_dir.empty()) << workers_[0]->err();
-  EXPECT_FALSE(fs::exists(job_dir)) << job_dir << " was left behind";
-  coordinator->kill9();
-  auto next = run({"-n", "40", "--nodes", node});
-  ASSERT_EQ(next.status, 0) << next.err;
-  EXPECT_EQ(next.out, single_node());
+  stop_and_expect_the_worker_to_give_up(*coordinator, node);
 }
 
 // While a worker serves a job, strangers connect to it: idle connections,

@@ -121,26 +121,10 @@ double bus_factor(const std::string& op, int n) {
 float test_value(int rank, size_t i) { return float(int(i % 7) + rank); }
 
 void fill(std::vector<uint8_t>& buf, DType dt, size_t count, int rank, size_t offset = 0) {
-  for (size_t i = 0; i < count; ++i) {
-    float v = test_value(rank, offset + i);
-    if (dt == DType::F32) std::memcpy(buf.data() + 4 * i, &v, 4);
-    else {
-      uint16_t h = dt == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-      std::memcpy(buf.data() + 2 * i, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) comm::store_elem(buf.data(), dt, i, test_value(rank, offset + i));
 }
 
-float at(const std::vector<uint8_t>& buf, DType dt, size_t i) {
-  if (dt == DType::F32) {
-    float v;
-    std::memcpy(&v, buf.data() + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, buf.data() + 2 * i, 2);
-  return dt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+float at(const std::vector<uint8_t>& buf, DType dt, size_t i) { return comm::load_elem(buf.data(), dt, i); }
 
 // CPU time of the calling thread, us: what an op costs a rank apart from
 // waiting for a core, so algorithms compare on a loaded machine too.

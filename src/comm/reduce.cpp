@@ -113,13 +113,34 @@ void reduce_typed(void* out, std::span<const void* const> srcs, size_t count, Re
 
 }  // namespace
 
+[[noreturn]] void not_reducible(DType dtype) {
+  throw Error(fmt::format("comm: cannot reduce dtype {} (only f32, f16, bf16)", dtype_name(dtype)));
+}
+
 size_t reduce_elem_bytes(DType dtype) {
   switch (dtype) {
     case DType::F32: return 4;
     case DType::F16:
     case DType::BF16: return 2;
-    default:
-      throw Error(fmt::format("comm: cannot reduce dtype {} (only f32, f16, bf16)", dtype_name(dtype)));
+    default: not_reducible(dtype);
+  }
+}
+
+float load_elem(const void* buf, DType dtype, size_t i) {
+  switch (dtype) {
+    case DType::F32: return load1<DType::F32>(buf, i);
+    case DType::F16: return load1<DType::F16>(buf, i);
+    case DType::BF16: return load1<DType::BF16>(buf, i);
+    default: not_reducible(dtype);
+  }
+}
+
+void store_elem(void* buf, DType dtype, size_t i, float v) {
+  switch (dtype) {
+    case DType::F32: return store1<DType::F32>(buf, i, v);
+    case DType::F16: return store1<DType::F16>(buf, i, v);
+    case DType::BF16: return store1<DType::BF16>(buf, i, v);
+    default: not_reducible(dtype);
   }
 }
 

@@ -11,6 +11,10 @@ namespace shardlm::comm {
 
 // Bytes per element of a reducible dtype (F32, F16, BF16); throws Error otherwise.
 size_t reduce_elem_bytes(DType dtype);
+// Element i of a buffer of a reducible dtype, as f32; and v stored there,
+// rounded as the reductions round (benchmarks and tests that check sums).
+float load_elem(const void* buf, DType dtype, size_t i);
+void store_elem(void* buf, DType dtype, size_t i, float v);
 
 // Max is `a > b ? a : b` with a the value so far (MAXPS), which fixes what
 // NaN and ±0 give. AVX2 when the CPU has it, same bits as the scalar loop.

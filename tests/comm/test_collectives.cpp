@@ -3,7 +3,6 @@
 // exact answer; determinism is tested separately with order-sensitive data.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,27 +19,11 @@ float value(int rank, size_t i) { return float(int((i * 7 + size_t(rank) * 3) % 
 
 std::vector<uint8_t> make(DType dt, size_t count, int rank) {
   std::vector<uint8_t> out(count * reduce_elem_bytes(dt) + 1);
-  for (size_t i = 0; i < count; ++i) {
-    float v = value(rank, i);
-    if (dt == DType::F32) std::memcpy(out.data() + 4 * i, &v, 4);
-    else {
-      uint16_t h = dt == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) store_elem(out.data(), dt, i, value(rank, i));
   return out;
 }
 
-float read_at(const std::vector<uint8_t>& buf, DType dt, size_t i) {
-  if (dt == DType::F32) {
-    float v;
-    std::memcpy(&v, buf.data() + 4 * i, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, buf.data() + 2 * i, 2);
-  return dt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+float read_at(const std::vector<uint8_t>& buf, DType dt, size_t i) { return load_elem(buf.data(), dt, i); }
 
 float expected(ReduceOp op, int n, size_t i) {
   float acc = value(0, i);

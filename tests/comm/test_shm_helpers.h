@@ -67,27 +67,11 @@ inline void run_ranks(int size, const std::function<void(int)>& body) {
 inline float input_value(int rank, size_t i) { return float((rank + 1) * int(i % 7 + 1)) - 3.0f; }
 
 inline uint16_t encode16(DType t, float v) { return t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v); }
-inline float decode(DType t, const std::vector<std::byte>& buf, size_t i) {
-  if (t == DType::F32) {
-    float v;
-    std::memcpy(&v, buf.data() + i * 4, 4);
-    return v;
-  }
-  uint16_t h;
-  std::memcpy(&h, buf.data() + i * 2, 2);
-  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+inline float decode(DType t, const std::vector<std::byte>& buf, size_t i) { return load_elem(buf.data(), t, i); }
 
 inline std::vector<std::byte> make_input(DType t, int rank, size_t count, size_t offset = 0) {
   std::vector<std::byte> buf(count * reduce_elem_bytes(t));
-  for (size_t i = 0; i < count; ++i) {
-    const float v = input_value(rank, offset + i);
-    if (t == DType::F32) std::memcpy(buf.data() + i * 4, &v, 4);
-    else {
-      const uint16_t h = encode16(t, v);
-      std::memcpy(buf.data() + i * 2, &h, 2);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) store_elem(buf.data(), t, i, input_value(rank, offset + i));
   return buf;
 }
 

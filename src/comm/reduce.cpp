@@ -111,11 +111,11 @@ void reduce_typed(void* out, std::span<const void* const> srcs, size_t count, Re
   else reduce_avx2<T, ReduceOp::Max>(out, srcs, count);
 }
 
-}  // namespace
-
 [[noreturn]] void not_reducible(DType dtype) {
   throw Error(fmt::format("comm: cannot reduce dtype {} (only f32, f16, bf16)", dtype_name(dtype)));
 }
+
+}  // namespace
 
 size_t reduce_elem_bytes(DType dtype) {
   switch (dtype) {

@@ -38,10 +38,10 @@ std::string host_of(const std::string& ip_port) {
   return ip_port.substr(0, ip_port.rfind(':'));
 }
 
-// Address table: u32 count, then per rank u16 port, u16 host length, host;
-// on a tagged link then the MAC of those bytes, the link's first frame
-// (net/frame_auth.h).
-std::vector<uint8_t> encode_table(const std::vector<Address>& table, std::optional<FrameAuth>& auth) {
+// Address table: u32 count, then per rank u16 port, u16 host length, host.
+// On a tagged link the MAC of those bytes follows (the link's first frame,
+// net/frame_auth.h): connect_tcp seals one per link, read_table checks it.
+std::vector<uint8_t> encode_table(const std::vector<Address>& table) {
   std::vector<uint8_t> out(4);
   uint32_t n = uint32_t(table.size());
   std::memcpy(out.data(), &n, 4);
@@ -52,10 +52,6 @@ std::vector<uint8_t> encode_table(const std::vector<Address>& table, std::option
     out.insert(out.end(), reinterpret_cast<const uint8_t*>(&len),
                reinterpret_cast<const uint8_t*>(&len) + 2);
     out.insert(out.end(), a.host.begin(), a.host.end());
-  }
-  if (auth) {
-    const FrameTag mac = auth->seal({out});
-    out.insert(out.end(), mac.begin(), mac.end());
   }
   return out;
 }
@@ -168,10 +164,15 @@ std::unique_ptr<Transport> connect_tcp(const ConnectOptions& o) {
                  [&](const HelloInfo& peer, const std::string& addr) {
                    table[size_t(peer.rank)] = {host_of(addr), peer.listen_port};
                  });
+    const std::vector<uint8_t> bytes = encode_table(table);
     for (int r = 1; r < o.size; ++r) {
-      const std::vector<uint8_t> bytes = encode_table(table, links[size_t(r)].auth);
-      write_all(links[size_t(r)].fd.get(), bytes.data(), bytes.size(), deadline,
-                fmt::format("rank {} ({})", r, links[size_t(r)].address));
+      PeerLink& link = links[size_t(r)];
+      std::vector<uint8_t> frame = bytes;
+      if (link.auth) {
+        const FrameTag mac = link.auth->seal({bytes});
+        frame.insert(frame.end(), mac.begin(), mac.end());
+      }
+      write_all(link.fd.get(), frame.data(), frame.size(), deadline, fmt::format("rank {} ({})", r, link.address));
     }
   } else {
     // The last rank takes no links (it connects to all the others): it opens no port.

@@ -53,7 +53,8 @@ class FrameMac {
   Role sender_;
 };
 
-// Both directions of a connection, numbered from where it stands.
+// Both directions of a connection, numbered from where it stands. Not
+// thread-safe: its owner serializes the sends and the receives.
 class FrameAuth {
  public:
   // `sent`, `received`: frames already on the connection, for a process that
